@@ -1,0 +1,47 @@
+"""The ``powercut`` command."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from harness import __version__
+from harness.errors import PowercutError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="powercut",
+        description="Prove a Kubernetes cluster survives the loss of its failure domains.",
+    )
+    ap.add_argument("--version", action="version", version=f"powercut {__version__}")
+    ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from harness.lab.cli import add_parser as add_lab
+
+    add_lab(sub)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        rc: int = args.func(args)
+    except PowercutError as exc:
+        # One clear line, no traceback: the error names what was wrong and what is valid.
+        print(f"powercut: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("powercut: interrupted", file=sys.stderr)
+        return 130
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Kubernetes access: a slim raw-JSON client, the observer, waits and actions."""

@@ -1,0 +1,1 @@
+"""Power drivers: one protocol, one set of enums, drivers registered through entry points."""
