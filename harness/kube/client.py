@@ -230,7 +230,12 @@ class KubeClient:
             raise Unreachable(
                 f"{method} {path}: API server {self.server} unreachable: {exc}"
             ) from None
-        payload: JSON = orjson.loads(resp.data) if resp.data else {}
+        payload: JSON = {}
+        if resp.data:
+            try:
+                payload = orjson.loads(resp.data)
+            except orjson.JSONDecodeError:  # /readyz, /healthz and friends answer plain text
+                payload = {"text": resp.data.decode(errors="replace")}
         if resp.status >= 400:
             raise _error_for(resp.status)(
                 resp.status,

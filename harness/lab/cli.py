@@ -1,0 +1,270 @@
+"""``powercut lab {build,up,status,down}``."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ConfigError, PowercutError
+from harness.lab import build
+from harness.lab.inventory_out import write_inventory
+from harness.lab.pki import LabPKI
+from harness.lab.procs import pid_alive
+from harness.lab.spec import TIMING_NAMES, LabSpec, busy_ports, default_state_dir
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    lab = sub.add_parser(
+        "lab",
+        help="the embedded lab: a real control plane with kwok nodes and BMCs on loopback",
+        description="Build, start, inspect and stop the embedded lab cluster.",
+    )
+    lsub = lab.add_subparsers(dest="lab_command", required=True, metavar="COMMAND")
+    b = lsub.add_parser("build", help="obtain the pinned lab binaries (cache, Go build, download)")
+    b.set_defaults(func=cmd_build)
+    up = lsub.add_parser("up", help="start a lab (reports and changes nothing if one runs)")
+    up.add_argument("--racks", type=int, default=3, help="number of racks (default 3)")
+    up.add_argument("--workers-per-rack", type=int, default=3, help="workers per rack (default 3)")
+    up.add_argument(
+        "--control-planes", type=int, default=3, help="control-plane nodes: 1, 3 or 5 (default 3)"
+    )
+    up.add_argument(
+        "--timings",
+        default="fast",
+        help=f"timing profile: {' or '.join(TIMING_NAMES)} (default fast)",
+    )
+    up.add_argument("--workloads", action="store_true", help="deploy the sample workloads")
+    up.add_argument(
+        "--inventory-out",
+        type=Path,
+        default=Path("inventories/lab.yaml"),
+        help="where to write the lab's inventory (default inventories/lab.yaml)",
+    )
+    up.add_argument(
+        "--base-port", type=int, default=46000, help="first loopback port (default 46000)"
+    )
+    up.add_argument("--state-dir", type=Path, default=None, help=argparse.SUPPRESS)
+    up.set_defaults(func=cmd_up)
+    st = lsub.add_parser("status", help="components, nodes, racks and power states")
+    st.add_argument("--state-dir", type=Path, default=None, help=argparse.SUPPRESS)
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.set_defaults(func=cmd_status)
+    dn = lsub.add_parser("down", help="stop everything the lab started (idempotent)")
+    dn.add_argument("--state-dir", type=Path, default=None, help=argparse.SUPPRESS)
+    dn.set_defaults(func=cmd_down)
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    t0 = time.monotonic()
+    bins = build.obtain(_say)
+    for group, source in bins.sources.items():
+        print(f"{group}: {source}")
+    print(f"lab binaries ready in {time.monotonic() - t0:.1f}s")
+    return 0
+
+
+def _running_pid(root: Path) -> int | None:
+    with contextlib.suppress(OSError, ValueError):
+        pid = int((root / "supervisor.pid").read_text())
+        if pid_alive(pid):
+            return pid
+    return None
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    root: Path = (args.state_dir or default_state_dir()).resolve()
+    spec = LabSpec(
+        state_dir=str(root),
+        racks=args.racks,
+        workers_per_rack=args.workers_per_rack,
+        control_planes=args.control_planes,
+        timings=args.timings,
+        base_port=args.base_port,
+        workloads=args.workloads,
+    )
+    if _running_pid(root) is not None:
+        print(f"a lab is already running (state in {root}); nothing changed")
+        return cmd_status(argparse.Namespace(state_dir=root, json=False))
+    if root.exists():
+        _teardown(root, quiet=True)  # what a crashed lab left behind
+    busy = busy_ports(spec.all_ports())
+    if busy:
+        raise ConfigError(
+            f"port(s) already in use: {', '.join(busy[:5])}; stop what holds them "
+            "or choose another --base-port",
+            field="--base-port",
+        )
+    if spec.control_planes > 1 and not shutil.which("haproxy"):
+        raise ConfigError(
+            "haproxy is not installed (apt-get install haproxy), needed with more than one "
+            "control plane; or use --control-planes 1",
+            field="--control-planes",
+        )
+    bins = build.obtain(_say)
+    spec.binaries = {k: str(v) for k, v in bins.paths.items()}
+    spec.services = ["web", "quorum", "registry"] if spec.workloads else []
+    t0 = time.monotonic()
+    (root / "logs").mkdir(parents=True)
+    root.chmod(0o700)
+    pki = LabPKI(root / "pki")
+    pki.issue(
+        "apiserver",
+        common_name="kube-apiserver",
+        server_names=(
+            "127.0.0.1",
+            "localhost",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "10.96.0.1",
+        ),
+    )
+    pki.issue("admin", common_name="powercut-admin", organization="system:masters", client=True)
+    pki.issue("bmc", common_name="powercut-lab-bmc", server_names=("127.0.0.1", "localhost"))
+    pki.service_account_keys()
+    spec.save()
+    log = (root / "logs" / "supervisor.out").open("ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.lab.supervisor", "--state-dir", str(root)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,  # the lab is one process group, stoppable as a whole
+    )
+    (root / "pgid").write_text(str(proc.pid))
+    shown = 0
+    progress = root / "progress.log"
+    try:
+        while True:
+            if progress.exists():
+                lines = progress.read_text().splitlines()
+                for line in lines[shown:]:
+                    _say(f"  lab: {line}")
+                shown = len(lines)
+            if (root / "ready.json").exists():
+                break
+            if (root / "failed.json").exists() or proc.poll() is not None:
+                err = "the lab supervisor exited"
+                with contextlib.suppress(OSError, ValueError):
+                    err = json.loads((root / "failed.json").read_text())["error"]
+                proc.wait(30)
+                _teardown(root, quiet=True)
+                raise PowercutError(f"lab failed to start: {err}")
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        _teardown(root, quiet=True)
+        raise
+    inv = args.inventory_out
+    write_inventory(spec, inv)
+    print(
+        f"lab ready in {time.monotonic() - t0:.1f}s: "
+        f"{len(spec.nodes())} nodes in {spec.racks} racks, "
+        f"{spec.control_planes} control plane(s), timings {spec.timings}"
+    )
+    print(f"kubeconfig: {root / 'kubeconfig'}")
+    print(f"inventory:  {inv}")
+    return 0
+
+
+def _read_state(root: Path) -> dict[str, Any] | None:
+    with contextlib.suppress(OSError, ValueError):
+        data: dict[str, Any] = json.loads((root / "state.json").read_text())
+        return data
+    return None
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    root: Path = (args.state_dir or default_state_dir()).resolve()
+    pid = _running_pid(root)
+    if pid is None:
+        print("no lab is running")
+        return 3
+    spec = LabSpec.load(root)
+    state = _read_state(root) or {}
+    nodes_ready: dict[str, str] = {}
+    from harness.kube.client import KubeClient
+
+    try:
+        c = KubeClient.from_kubeconfig(root / "kubeconfig", timeout_s=3)
+        items, _ = c.list("/api/v1/nodes")
+        for i in items:
+            cond = {x["type"]: x["status"] for x in (i.get("status") or {}).get("conditions") or []}
+            nodes_ready[i["metadata"]["name"]] = {"True": "Ready", "False": "NotReady"}.get(
+                cond.get("Ready", ""), "Unknown"
+            )
+        c.close()
+        api = "serving"
+    except PowercutError as exc:
+        api = f"unreachable ({exc})"
+    if args.json:
+        print(json.dumps({"state": state, "nodes": nodes_ready, "api": api}, indent=2))
+        return 0
+    print(f"lab running (supervisor pid {pid}), timings {spec.timings}, API {api}")
+    print(f"kubeconfig: {root / 'kubeconfig'}")
+    print("components:")
+    for name, c_ in sorted((state.get("components") or {}).items()):
+        print(f"  {name:40} {c_['state']}")
+    print("nodes:")
+    power = state.get("power") or {}
+    for n in spec.nodes():
+        print(
+            f"  {n.name:8} {n.role:14} {n.rack:8} power {power.get(n.name, '?'):4} "
+            f"{nodes_ready.get(n.name, '-')}"
+        )
+    return 0
+
+
+def _teardown(root: Path, *, quiet: bool = False) -> bool:
+    """Stop the supervisor (then its whole process group) and remove the state dir."""
+    did = False
+    pid = _running_pid(root)
+    if pid is not None:
+        did = True
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    with contextlib.suppress(OSError, ValueError):
+        pgid = int((root / "pgid").read_text())
+        # Only our own process group: the supervisor started it as a new session.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+            did = True
+    if root.exists():
+        shutil.rmtree(root, ignore_errors=True)
+    return did
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    root: Path = (args.state_dir or default_state_dir()).resolve()
+    if not root.exists():
+        print("no lab is running; nothing to do")
+        return 0
+    spec = None
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        spec = LabSpec.load(root)
+    t0 = time.monotonic()
+    _teardown(root)
+    if spec is not None:
+        deadline = time.monotonic() + 10
+        busy = busy_ports(spec.all_ports())
+        while busy and time.monotonic() < deadline:
+            time.sleep(0.2)
+            busy = busy_ports(spec.all_ports())
+        if busy:
+            raise PowercutError(f"lab stopped but ports are still held: {', '.join(busy)}")
+    print(f"lab stopped in {time.monotonic() - t0:.1f}s; removed {root}")
+    return 0

@@ -1,0 +1,95 @@
+"""Write the inventory of a running lab: what the rest of the harness reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.lab.spec import LAB_NAMESPACE, LabSpec, NodeSpec
+from harness.lab.workloads import SERVICES
+
+
+def primary_driver(node: NodeSpec) -> str:
+    """Mix the protocols like a real site: Redfish on most racks, IPMI on every second one."""
+    return "ipmi" if int(node.index) % 2 else "redfish"
+
+
+def node_entry(spec: LabSpec, n: NodeSpec) -> dict[str, Any]:
+    creds = spec.root / "creds"
+    p = spec.ports
+    redfish = {
+        "driver": "redfish",
+        "endpoint": f"https://127.0.0.1:{p.redfish}",
+        "username": "admin",
+        "password_file": str(creds / "bmc-password"),
+        "verify_tls": str(spec.root / "pki" / "ca.crt"),
+        "system_id": n.name,
+    }
+    ipmi = {
+        "driver": "ipmi",
+        "endpoint": f"127.0.0.1:{p.ipmi(n.index)}",
+        "username": "admin",
+        "password_file": str(creds / "bmc-password"),
+        "interface": "ipmitool",
+    }
+    power = ipmi if primary_driver(n) == "ipmi" else redfish
+    return {
+        "name": n.name,
+        "role": n.role,
+        "rack": n.rack,
+        "power": power,
+        "power_alternatives": [redfish if power is ipmi else ipmi],
+        "ssh": {
+            "host": "127.0.0.1",
+            "port": p.ssh(n.index),
+            "user": "root",
+            "key_file": str(creds / "ssh_client_key"),
+            "known_hosts": str(creds / "known_hosts"),
+        },
+    }
+
+
+def inventory_doc(spec: LabSpec) -> dict[str, Any]:
+    p = spec.ports
+    workloads: list[dict[str, Any]] = []
+    if spec.workloads:
+        mins = {"web": 2, "quorum": 2, "registry": 0}
+        kinds = {"web": "Deployment", "quorum": "StatefulSet", "registry": "Deployment"}
+        for i, svc in enumerate(SERVICES):
+            workloads.append(
+                {
+                    "namespace": LAB_NAMESPACE,
+                    "kind": kinds[svc],
+                    "name": svc,
+                    "min_available": mins[svc],
+                    "critical": svc != "registry",
+                    "health": {"http": f"http://127.0.0.1:{p.health(i)}/"},
+                }
+            )
+        workloads.append(
+            {
+                "namespace": LAB_NAMESPACE,
+                "kind": "DaemonSet",
+                "name": "node-agent",
+                "min_available": 0,
+            }
+        )
+    return {
+        "name": "lab",
+        "timings": spec.timings,
+        "cluster": {"kubeconfig": str(spec.root / "kubeconfig"), "context": "powercut-lab"},
+        "budgets": {"profile": spec.timings},
+        "nodes": [node_entry(spec, n) for n in spec.nodes()],
+        "workloads": workloads,
+    }
+
+
+def write_inventory(spec: LabSpec, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = (
+        "# Written by `powercut lab up`: the running lab's inventory. Credentials are\n"
+        "# referenced by file, never inlined. Regenerated on every `lab up`.\n"
+    )
+    path.write_text(header + yaml.safe_dump(inventory_doc(spec), sort_keys=False))

@@ -1,0 +1,211 @@
+"""What a lab is made of: nodes, racks, ports and timings, decided before anything starts."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+import string
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from harness.errors import ConfigError
+from harness.lab.versions import cache_root
+
+TimingName = Literal["fast", "upstream"]
+TIMING_NAMES: tuple[str, ...] = ("fast", "upstream")
+CSI_DRIVER = "lab.csi.powercut.io"
+LAB_NAMESPACE = "lab"
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Component flags that set how fast the cluster reacts to a dead node."""
+
+    name: str
+    node_monitor_grace_s: int
+    node_monitor_period_s: int
+    node_lease_s: int
+    toleration_s: int
+    leader_lease_s: int
+    leader_renew_s: int
+    leader_retry_s: int
+
+    @staticmethod
+    def named(name: str) -> Timings:
+        if name == "fast":
+            # A whole node-loss scenario fits in about a minute.
+            return Timings("fast", 8, 1, 8, 10, 8, 6, 2)
+        if name == "upstream":
+            # Kubernetes 1.36 defaults: grace 50 s, monitor period 5 s, lease 40 s,
+            # not-ready/unreachable tolerations 300 s, leader election 15/10/2 s.
+            return Timings("upstream", 50, 5, 40, 300, 15, 10, 2)
+        raise ConfigError(
+            f"unknown timing profile {name!r}; valid: {', '.join(TIMING_NAMES)}",
+            field="--timings",
+        )
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    role: Literal["control-plane", "worker"]
+    rack: str
+    index: int  # position among all nodes: decides its ports and addresses
+    cp_index: int | None = None  # position among control-plane nodes
+
+    @property
+    def pod_cidr(self) -> str:
+        return f"10.244.{self.index}.0/24"
+
+    @property
+    def node_ip(self) -> str:
+        # Loopback, so nothing that ever tries to reach a "kubelet" leaves this machine.
+        return f"127.10.{self.index // 250}.{self.index % 250 + 1}"
+
+
+@dataclass(frozen=True)
+class Ports:
+    base: int
+
+    @property
+    def cluster(self) -> int:  # HAProxy front end (or the single API server)
+        return self.base
+
+    @property
+    def redfish(self) -> int:
+        return self.base + 1
+
+    def etcd_client(self, cp: int) -> int:
+        return self.base + 10 + cp * 10
+
+    def etcd_peer(self, cp: int) -> int:
+        return self.base + 11 + cp * 10
+
+    def apiserver(self, cp: int) -> int:
+        return self.base + 12 + cp * 10
+
+    def controller_manager(self, cp: int) -> int:
+        return self.base + 13 + cp * 10
+
+    def scheduler(self, cp: int) -> int:
+        return self.base + 14 + cp * 10
+
+    def health(self, i: int) -> int:
+        return self.base + 100 + i
+
+    def ipmi(self, node: int) -> int:
+        return self.base + 1000 + node
+
+    def ssh(self, node: int) -> int:
+        return self.base + 2000 + node
+
+
+@dataclass
+class LabSpec:
+    state_dir: str
+    racks: int = 3
+    workers_per_rack: int = 3
+    control_planes: int = 3
+    timings: str = "fast"
+    base_port: int = 46000
+    workloads: bool = False
+    binaries: dict[str, str] = field(default_factory=dict)
+    services: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        checks: list[tuple[str, bool, str]] = [
+            ("--racks", 1 <= self.racks <= 26, "an integer from 1 to 26"),
+            ("--workers-per-rack", 0 <= self.workers_per_rack <= 200, "an integer 0-200"),
+            ("--control-planes", self.control_planes in (1, 3, 5), "1, 3 or 5"),
+            ("--base-port", 1024 <= self.base_port <= 60000, "a port from 1024 to 60000"),
+        ]
+        for flag, ok, valid in checks:
+            if not ok:
+                value = getattr(self, flag.lstrip("-").replace("-", "_"))
+                raise ConfigError(f"invalid value {value!r}; valid: {valid}", field=flag)
+        Timings.named(self.timings)
+        if self.racks * self.workers_per_rack + self.control_planes > 990:
+            raise ConfigError("at most 990 nodes per lab", field="--workers-per-rack")
+
+    @property
+    def root(self) -> Path:
+        return Path(self.state_dir)
+
+    @property
+    def ports(self) -> Ports:
+        return Ports(self.base_port)
+
+    @property
+    def timing(self) -> Timings:
+        return Timings.named(self.timings)
+
+    def rack_names(self) -> list[str]:
+        return [f"rack-{string.ascii_lowercase[i]}" for i in range(self.racks)]
+
+    def nodes(self) -> list[NodeSpec]:
+        racks = self.rack_names()
+        out: list[NodeSpec] = []
+        for c in range(self.control_planes):
+            out.append(NodeSpec(f"cp-{c + 1}", "control-plane", racks[c % len(racks)], len(out), c))
+        for r, rack in enumerate(racks):
+            for w in range(self.workers_per_rack):
+                letter = string.ascii_lowercase[r]
+                out.append(NodeSpec(f"w-{letter}{w + 1}", "worker", rack, len(out)))
+        return out
+
+    def node(self, name: str) -> NodeSpec:
+        for n in self.nodes():
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def all_ports(self) -> dict[int, str]:
+        """Every TCP port the lab will listen on, with what listens there."""
+        p = self.ports
+        out = {p.cluster: "cluster endpoint", p.redfish: "Redfish BMC"}
+        for c in range(self.control_planes):
+            out[p.etcd_client(c)] = f"etcd cp-{c + 1} client"
+            out[p.etcd_peer(c)] = f"etcd cp-{c + 1} peer"
+            out[p.apiserver(c)] = f"kube-apiserver cp-{c + 1}"
+            out[p.controller_manager(c)] = f"kube-controller-manager cp-{c + 1}"
+            out[p.scheduler(c)] = f"kube-scheduler cp-{c + 1}"
+        for n in self.nodes():
+            out[p.ipmi(n.index)] = f"IPMI BMC of {n.name} (udp)"
+            out[p.ssh(n.index)] = f"SSH of {n.name}"
+        for i in range(8):
+            out[p.health(i)] = "service health endpoint"
+        return out
+
+    def save(self) -> None:
+        (self.root / "lab.json").write_text(json.dumps(asdict(self), indent=2))
+
+    @staticmethod
+    def load(state_dir: Path) -> LabSpec:
+        data: dict[str, Any] = json.loads((state_dir / "lab.json").read_text())
+        return LabSpec(**data)
+
+
+def default_state_dir() -> Path:
+    return Path(os.environ.get("POWERCUT_LAB_DIR", cache_root() / "lab"))
+
+
+def busy_ports(ports: dict[int, str]) -> list[str]:
+    """Ports someone else already holds (TCP, or UDP for the IPMI BMCs)."""
+    busy = []
+    for port, what in sorted(ports.items()):
+        kind = socket.SOCK_DGRAM if "(udp)" in what else socket.SOCK_STREAM
+        with socket.socket(socket.AF_INET, kind) as s:
+            if kind == socket.SOCK_STREAM:
+                # As servers do: connections lingering in TIME_WAIT do not hold the port.
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    busy.append(f"{port} ({what})")
+                else:
+                    raise
+    return busy

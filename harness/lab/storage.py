@@ -1,0 +1,120 @@
+"""The lab's fake CSI attacher and the kubelet's part of volume bookkeeping.
+
+A real cluster needs two things from the node side for attach/detach timing to be real:
+an attacher that marks VolumeAttachments attached, and ``node.status.volumesInUse``, which the
+kubelet keeps while a volume is mounted. Here the attacher attaches at once, and volumesInUse
+is kept for nodes that are powered on and frozen at power-off, so a dead node keeps its
+volumes "in use": the attach/detach controller then waits (6 min upstream) before a forced
+detach, and a replacement pod elsewhere gets a real ``Multi-Attach error`` event.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from harness.errors import PowercutError
+from harness.kube.client import JSON, KubeClient
+from harness.lab.informer import Informer
+from harness.lab.spec import CSI_DRIVER
+
+log = logging.getLogger(__name__)
+
+
+class StorageController:
+    def __init__(self, client: KubeClient, is_on: Callable[[str], bool]) -> None:
+        self.client = client
+        self.is_on = is_on
+        self.vas = Informer(client, "/apis/storage.k8s.io/v1/volumeattachments", self._on_va)
+        self.pods = Informer(client, "/api/v1/pods")
+        self.pvcs = Informer(client, "/api/v1/persistentvolumeclaims")
+        self.pvs = Informer(client, "/api/v1/persistentvolumes")
+        self.nodes = Informer(client, "/api/v1/nodes")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="volumes-in-use", daemon=True)
+
+    def start(self) -> None:
+        for inf in (self.vas, self.pods, self.pvcs, self.pvs, self.nodes):
+            inf.start()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for inf in (self.vas, self.pods, self.pvcs, self.pvs, self.nodes):
+            inf.stop()
+
+    def _on_va(self, kind: str, va: JSON) -> None:
+        if kind == "DELETED":
+            return
+        spec = va.get("spec") or {}
+        if spec.get("attacher") != CSI_DRIVER or (va.get("metadata") or {}).get(
+            "deletionTimestamp"
+        ):
+            return
+        if (va.get("status") or {}).get("attached"):
+            return
+        name = va["metadata"]["name"]
+        try:
+            self.client.patch(
+                f"/apis/storage.k8s.io/v1/volumeattachments/{name}/status",
+                {"status": {"attached": True}},
+            )
+        except PowercutError as exc:
+            log.warning("attach %s: %s", name, exc)
+
+    def desired_in_use(self) -> dict[str, list[str]]:
+        """node -> the CSI volumes its pods mount that are attached to it."""
+        attached: set[tuple[str, str]] = set()
+        for va in self.vas.snapshot():
+            st, sp = va.get("status") or {}, va.get("spec") or {}
+            pv = (sp.get("source") or {}).get("persistentVolumeName")
+            if st.get("attached") and pv:
+                attached.add((pv, sp.get("nodeName", "")))
+        pv_handle: dict[str, str] = {}
+        for pv in self.pvs.snapshot():
+            csi = (pv.get("spec") or {}).get("csi") or {}
+            if csi.get("driver") == CSI_DRIVER:
+                pv_handle[pv["metadata"]["name"]] = (
+                    f"kubernetes.io/csi/{CSI_DRIVER}^{csi['volumeHandle']}"
+                )
+        claim_pv = {
+            f"{c['metadata']['namespace']}/{c['metadata']['name']}": (c.get("spec") or {}).get(
+                "volumeName"
+            )
+            for c in self.pvcs.snapshot()
+        }
+        out: dict[str, set[str]] = {}
+        for pod in self.pods.snapshot():
+            spec = pod.get("spec") or {}
+            node = spec.get("nodeName")
+            if not node:
+                continue
+            ns = pod["metadata"]["namespace"]
+            for vol in spec.get("volumes") or []:
+                claim = (vol.get("persistentVolumeClaim") or {}).get("claimName")
+                pv = claim_pv.get(f"{ns}/{claim}") if claim else None
+                if pv and pv in pv_handle and (pv, node) in attached:
+                    out.setdefault(node, set()).add(pv_handle[pv])
+        return {n: sorted(v) for n, v in out.items()}
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.5):
+            if not all(
+                i.synced.is_set() for i in (self.vas, self.pods, self.pvcs, self.pvs, self.nodes)
+            ):
+                continue
+            want = self.desired_in_use()
+            for node in self.nodes.snapshot():
+                name = node["metadata"]["name"]
+                if not self.is_on(name):
+                    continue  # a dead kubelet reports nothing: volumesInUse stays frozen
+                have = sorted((node.get("status") or {}).get("volumesInUse") or [])
+                new = want.get(name, [])
+                if have != new:
+                    try:
+                        self.client.patch(
+                            f"/api/v1/nodes/{name}/status", {"status": {"volumesInUse": new}}
+                        )
+                    except PowercutError as exc:
+                        log.warning("volumesInUse of %s: %s", name, exc)

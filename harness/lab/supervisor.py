@@ -1,0 +1,436 @@
+"""The lab supervisor: one long-lived process that owns everything a lab runs.
+
+``powercut lab up`` starts it in a new session (so the whole lab is one process group that
+``lab down`` can always stop) and waits for ``ready.json`` or ``failed.json`` in the state
+directory. It runs etcd, the API servers (behind HAProxy when there are several control
+planes), controller-managers, schedulers, one kwok process per node, the storage controller,
+the service health endpoints and the BMCs (Redfish, IPMI, SSH), and keeps ``state.json``
+up to date for ``lab status``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.errors import PowercutError
+from harness.kube.client import Credentials, KubeClient
+from harness.lab import controlplane as cpl
+from harness.lab import workloads as wl
+from harness.lab.procs import Proc
+from harness.lab.services import HealthEndpoints
+from harness.lab.spec import LAB_NAMESPACE, LabSpec, NodeSpec
+from harness.lab.storage import StorageController
+from harness.power.base import PowerState
+
+log = logging.getLogger("powercut.lab")
+STAGES = Path(__file__).parent / "data" / "kwok-stages.yaml"
+
+
+class LabError(PowercutError):
+    pass
+
+
+def wait_until(what: str, fn: Callable[[], bool], timeout_s: float, every_s: float = 0.25) -> None:
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            if fn():
+                return
+        except Exception as exc:  # noqa: BLE001 (any failure means "not yet"; kept as last seen)
+            last = f"{type(exc).__name__}: {exc}"
+        time.sleep(every_s)
+    raise LabError(
+        f"timed out after {timeout_s:.0f}s waiting for {what}; last seen: {last or 'not ready'}"
+    )
+
+
+class Lab:
+    def __init__(self, spec: LabSpec) -> None:
+        self.spec = spec
+        self.root = spec.root
+        self.logs = self.root / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        b = spec.binaries
+        pki = self.root / "pki"
+        self.admin_kubeconfig = self.root / "kubeconfig"
+        self.nodes = spec.nodes()
+        self.cps = [n for n in self.nodes if n.role == "control-plane"]
+        self.cp_procs: dict[str, list[Proc]] = {}
+        for cp in self.cps:
+            assert cp.cp_index is not None
+            local_kc = self.root / f"kubeconfig-{cp.name}"
+            cpl.write_kubeconfig(
+                local_kc,
+                f"https://127.0.0.1:{spec.ports.apiserver(cp.cp_index)}",
+                pki / "ca.crt",
+                pki / "admin.crt",
+                pki / "admin.key",
+            )
+            self.cp_procs[cp.name] = [
+                Proc(f"etcd-{cp.name}", cpl.etcd_argv(spec, cp, b["etcd"]), self.logs),
+                Proc(
+                    f"kube-apiserver-{cp.name}",
+                    cpl.apiserver_argv(spec, cp, b["kube-apiserver"]),
+                    self.logs,
+                ),
+                Proc(
+                    f"kube-controller-manager-{cp.name}",
+                    cpl.controller_manager_argv(spec, cp, b["kube-controller-manager"], local_kc),
+                    self.logs,
+                ),
+                Proc(
+                    f"kube-scheduler-{cp.name}",
+                    cpl.scheduler_argv(spec, cp, b["kube-scheduler"], local_kc),
+                    self.logs,
+                ),
+            ]
+        self.haproxy: Proc | None = None
+        if spec.control_planes > 1:
+            cfg = self.root / "haproxy.cfg"
+            cfg.write_text(cpl.haproxy_config(spec))
+            self.haproxy = Proc("haproxy", ["haproxy", "-db", "-f", str(cfg)], self.logs)
+        self.kwok: dict[str, Proc] = {
+            n.name: Proc(
+                f"kwok-{n.name}",
+                cpl.kwok_argv(spec, n, b["kwok"], self.admin_kubeconfig, STAGES),
+                self.logs,
+            )
+            for n in self.nodes
+        }
+        self.power: dict[str, bool] = {n.name: False for n in self.nodes}
+        self.power_lock = threading.RLock()
+        self.client: KubeClient | None = None
+        self.storage: StorageController | None = None
+        self.health: HealthEndpoints | None = None
+        self.bmcs: list[Any] = []
+        self.started_mono = time.monotonic()
+
+    # -- progress and state files ---------------------------------------------------------
+
+    def progress(self, msg: str) -> None:
+        log.info(msg)
+        with (self.root / "progress.log").open("a") as fh:
+            fh.write(f"{time.monotonic() - self.started_mono:6.1f}s {msg}\n")
+
+    def write_state(self, status: str, **extra: Any) -> None:
+        procs = [p for ps in self.cp_procs.values() for p in ps] + list(self.kwok.values())
+        if self.haproxy:
+            procs.append(self.haproxy)
+        state = {
+            "status": status,
+            "supervisor_pid": os.getpid(),
+            "power": {n: ("on" if on else "off") for n, on in self.power.items()},
+            "components": {p.name: {"pid": p.pid, "state": p.exit_info()} for p in procs},
+            **extra,
+        }
+        tmp = self.root / "state.json.tmp"
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self.root / "state.json")
+
+    # -- start ------------------------------------------------------------------------------
+
+    def _client_for(self, server: str) -> KubeClient:
+        pki = self.root / "pki"
+        return KubeClient(
+            Credentials(
+                server=server,
+                ca_file=str(pki / "ca.crt"),
+                cert_file=str(pki / "admin.crt"),
+                key_file=str(pki / "admin.key"),
+            ),
+            timeout_s=5,
+        )
+
+    def _check_alive(self, procs: list[Proc]) -> None:
+        for p in procs:
+            if p.pid is not None and not p.alive():
+                raise LabError(f"{p.name} {p.exit_info()}:\n{p.log_tail()}")
+
+    def start(self) -> None:
+        spec = self.spec
+        p = spec.ports
+        self.progress(f"starting etcd ({len(self.cps)} members)")
+        for cp in self.cps:
+            self.cp_procs[cp.name][0].start()
+        for cp in self.cps:
+            assert cp.cp_index is not None
+            url = f"http://127.0.0.1:{p.etcd_client(cp.cp_index)}/health"
+            etcd = self.cp_procs[cp.name][0]
+
+            def etcd_ok(url: str = url, etcd: Proc = etcd) -> bool:
+                self._check_alive([etcd])
+                with urllib.request.urlopen(url, timeout=2) as r:  # noqa: S310 (loopback http)
+                    return bool(json.load(r).get("health") == "true")
+
+            wait_until(f"etcd {cp.name} healthy", etcd_ok, 60)
+        self.progress("starting kube-apiserver on each control-plane node")
+        for cp in self.cps:
+            self.cp_procs[cp.name][1].start()
+        for cp in self.cps:
+            assert cp.cp_index is not None
+            c = self._client_for(f"https://127.0.0.1:{p.apiserver(cp.cp_index)}")
+            api = self.cp_procs[cp.name][1]
+
+            def api_ok(c: KubeClient = c, api: Proc = api) -> bool:
+                self._check_alive([api])
+                c.request("GET", "/readyz")
+                return True
+
+            wait_until(f"kube-apiserver {cp.name} ready", api_ok, 120, 0.5)
+            c.close()
+        if self.haproxy:
+            self.progress("starting HAProxy in front of the API servers")
+            self.haproxy.start()
+        server = f"https://127.0.0.1:{p.cluster if self.haproxy else p.apiserver(0)}"
+        cpl.write_kubeconfig(
+            self.admin_kubeconfig,
+            server,
+            self.root / "pki" / "ca.crt",
+            self.root / "pki" / "admin.crt",
+            self.root / "pki" / "admin.key",
+        )
+        self.client = self._client_for(server)
+        client = self.client
+
+        def cluster_ok() -> bool:
+            if self.haproxy:
+                self._check_alive([self.haproxy])
+            client.request("GET", "/readyz")
+            return True
+
+        wait_until("the cluster endpoint", cluster_ok, 30)
+        self.progress("starting controller-managers and schedulers")
+        for cp in self.cps:
+            for proc in self.cp_procs[cp.name][2:]:
+                proc.start()
+        with self.power_lock:
+            for cp in self.cps:
+                self.power[cp.name] = True
+        self.progress(f"registering {len(self.nodes)} nodes")
+        for n in self.nodes:
+            self._create_node(n)
+        self.progress(f"starting {len(self.nodes)} kwok node agents")
+        for n in self.nodes:
+            self.kwok[n.name].start()
+            self.power[n.name] = True
+        wait_until("all nodes Ready", self._all_nodes_ready, 120, 0.5)
+        self.progress("all nodes Ready; starting storage (CSI driver, volumes, attacher)")
+        for path, obj in wl.storage_objects():
+            self._create(path, obj)
+        self.storage = StorageController(client, self.is_on)
+        self.storage.start()
+        if spec.workloads:
+            self.progress("deploying workloads: web, quorum, registry, node-agent")
+            for path, obj in wl.workload_objects():
+                self._create(path, obj)
+            wait_until("workloads ready", self._workloads_ready, 180, 0.5)
+            ports = {svc: p.health(i) for i, svc in enumerate(wl.SERVICES)}
+            self.health = HealthEndpoints(client, LAB_NAMESPACE, ports)
+            self.health.start()
+        self.progress("starting BMCs (Redfish, IPMI, SSH)")
+        self._start_bmcs()
+        self.write_state("ready")
+
+    def _create(self, path: str, obj: dict[str, Any]) -> None:
+        assert self.client is not None
+        client = self.client
+
+        def go() -> bool:
+            try:
+                client.create(path, obj)
+            except PowercutError as exc:
+                if getattr(exc, "status", None) == 409:
+                    return True
+                raise
+            return True
+
+        wait_until(f"create {obj['kind']} {obj['metadata']['name']}", go, 60, 0.5)
+
+    def _create_node(self, n: NodeSpec) -> None:
+        labels = {
+            "kubernetes.io/hostname": n.name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "topology.kubernetes.io/zone": n.rack,
+            "type": "kwok",
+            "powercut.io/lab": "true",
+        }
+        taints = []
+        if n.role == "control-plane":
+            labels["node-role.kubernetes.io/control-plane"] = ""
+            taints.append({"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"})
+        else:
+            labels["node-role.kubernetes.io/worker"] = ""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": n.name,
+                "labels": labels,
+                "annotations": {
+                    "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                    "kwok.x-k8s.io/node": "fake",
+                },
+            },
+            "spec": {"podCIDR": n.pod_cidr, "podCIDRs": [n.pod_cidr], "taints": taints},
+        }
+        self._create("/api/v1/nodes", body)
+
+    def _all_nodes_ready(self) -> bool:
+        assert self.client is not None
+        self._check_alive(list(self.kwok.values()))
+        items, _ = self.client.list("/api/v1/nodes")
+        # Ready, and the node lifecycle controller has lifted its not-ready taint: until then
+        # the scheduler treats the node as unusable and spreads workloads badly.
+        ready = {
+            i["metadata"]["name"]
+            for i in items
+            if any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (i.get("status") or {}).get("conditions") or []
+            )
+            and not any(
+                t.get("key") in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+                for t in (i.get("spec") or {}).get("taints") or []
+            )
+        }
+        return all(n.name in ready for n in self.nodes)
+
+    def _workloads_ready(self) -> bool:
+        assert self.client is not None
+        c = self.client
+        ns = LAB_NAMESPACE
+        for kind, name, want in (
+            ("deployments", "web", 3),
+            ("statefulsets", "quorum", 3),
+            ("deployments", "registry", 1),
+        ):
+            obj = c.get(f"/apis/apps/v1/namespaces/{ns}/{kind}/{name}")
+            if (obj.get("status") or {}).get("readyReplicas", 0) < want:
+                return False
+        ds = c.get(f"/apis/apps/v1/namespaces/{ns}/daemonsets/node-agent")
+        st = ds.get("status") or {}
+        return bool(st.get("desiredNumberScheduled", 0) > 0) and st.get("numberReady") == st.get(
+            "desiredNumberScheduled"
+        )
+
+    def _start_bmcs(self) -> None:
+        from harness.lab.bmcs import start_bmcs
+
+        self.bmcs = start_bmcs(self)
+
+    # -- power (what the BMCs act on) -------------------------------------------------------
+
+    def is_on(self, node: str) -> bool:
+        with self.power_lock:
+            return self.power.get(node, False)
+
+    def power_state(self, node: str) -> PowerState:
+        return PowerState.ON if self.is_on(node) else PowerState.OFF
+
+    def power_off(self, node: str, *, graceful: bool) -> None:
+        with self.power_lock:
+            if not self.power[node]:
+                return
+            self.power[node] = False
+            procs = [self.kwok[node], *reversed(self.cp_procs.get(node, []))]
+            for proc in procs:
+                proc.stop(force=not graceful, timeout_s=10)
+            self.progress(f"power off {node} ({'graceful' if graceful else 'forced'})")
+            self.write_state("ready")
+
+    def power_on(self, node: str) -> None:
+        with self.power_lock:
+            if self.power[node]:
+                return
+            for proc in [*self.cp_procs.get(node, []), self.kwok[node]]:
+                proc.start()
+            self.power[node] = True
+            self.progress(f"power on {node}")
+            self.write_state("ready")
+
+    def reset(self, node: str) -> None:
+        with self.power_lock:
+            self.power_off(node, graceful=False)
+            self.power_on(node)
+
+    # -- stop -------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        for bmc in reversed(self.bmcs):
+            try:
+                bmc.stop()
+            except Exception:
+                log.exception("stopping %s", bmc)
+        if self.health:
+            self.health.stop()
+        if self.storage:
+            self.storage.stop()
+        # The lab's data goes away with it: no graceful shutdown is owed, so stop everything
+        # at once, in parallel.
+        procs = list(self.kwok.values()) + [p for ps in self.cp_procs.values() for p in ps]
+        if self.haproxy:
+            procs.append(self.haproxy)
+        threads = [
+            threading.Thread(target=p.stop, kwargs={"force": True, "timeout_s": 5}) for p in procs
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if self.client:
+            self.client.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.lab.supervisor")
+    ap.add_argument("--state-dir", required=True, type=Path)
+    args = ap.parse_args(argv)
+    root: Path = args.state_dir
+    logging.basicConfig(
+        filename=str(root / "logs" / "supervisor.log"),
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    (root / "supervisor.pid").write_text(str(os.getpid()))
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    lab = Lab(LabSpec.load(root))
+    try:
+        lab.start()
+    except BaseException as exc:  # noqa: BLE001 (any failure, even Ctrl-C, must stop the lab)
+        msg = str(exc) if isinstance(exc, PowercutError) else f"{type(exc).__name__}: {exc}"
+        log.error("lab start failed: %s\n%s", msg, traceback.format_exc())
+        (root / "failed.json").write_text(json.dumps({"error": msg}))
+        lab.stop()
+        return 1
+    (root / "ready.json").write_text(json.dumps({"ready": True}))
+    lab.progress("lab ready")
+    while not stop.wait(2.0):
+        lab.write_state("ready")
+    lab.progress("stopping")
+    lab.stop()
+    lab.write_state("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
