@@ -1,0 +1,674 @@
+"""The disruption journal: every disruption is written down, with its undo, before it is done.
+
+Two layers:
+
+* :class:`Journal` — durable. A JSON-lines file, one record per line, appended and
+  ``fsync``-ed *before* the disruptive action starts. If the harness dies (SIGKILL, power
+  loss of the runner, OOM), ``powercut recover`` reads the journal and :func:`recover` runs
+  every undo still owed, newest first.
+* :class:`UndoStack` — in-process. Undo callables pushed before each action and run in
+  reverse order when the scenario ends, fails, or is interrupted (Ctrl-C, SIGTERM via
+  :func:`install_signal_handlers`). With ``keep_on_failure`` a failed scenario leaves the
+  cluster as it is for inspection; the journal still lists what to undo.
+
+Entry life cycle (``state``)::
+
+    pending --action returned--> done --undo ran--> undone
+       \\--action raised--> failed --undo ran--> undone
+
+``pending``, ``done`` and ``failed`` all still owe their undo: an action that raised may
+have half-happened (the BMC took the power-off, the read-back timed out). Undo operations
+must therefore be idempotent (powering on a node that is on is a no-op), and so is
+:func:`recover`: entries already ``undone`` are skipped, so running it twice is harmless.
+
+This module has no Kubernetes or BMC dependency: undos are data (:class:`UndoSpec`) carried
+out by an injected :class:`UndoExecutor`.
+
+File format (one JSON object per line)::
+
+    {"op": "begin", "id": "...", "action": "power_off", "target": "node/w1",
+     "undo": {"action": "power_on", "args": {"node": "w1"}}, "ts": 1700000000.0, "at": "..."}
+    {"op": "state", "id": "...", "state": "done", "ts": ..., "at": "..."}
+    {"op": "undo_failed", "id": "...", "error": "...", "ts": ..., "at": "..."}
+
+A crash can leave only the last line incomplete; it is ignored on load and trimmed before
+the next append. Damage anywhere else raises ``PermanentError`` naming the line: silently
+skipping a ``begin`` record could leave a node powered off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import enum
+import fcntl
+import json
+import logging
+import os
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any, Final, Protocol, Self, runtime_checkable
+
+from harness.errors import PermanentError
+
+__all__ = [
+    "EntryState",
+    "Journal",
+    "JournalEntry",
+    "Terminated",
+    "UndoExecutor",
+    "UndoFailed",
+    "UndoResult",
+    "UndoSpec",
+    "UndoStack",
+    "install_signal_handlers",
+    "recover",
+    "shield_signals",
+]
+
+log = logging.getLogger(__name__)
+
+
+class EntryState(enum.StrEnum):
+    PENDING = "pending"  # undo registered, action started
+    DONE = "done"  # action completed; undo owed
+    FAILED = "failed"  # action raised; it may have half-happened; undo owed
+    UNDONE = "undone"  # undo completed
+
+
+@runtime_checkable
+class UndoExecutor(Protocol):
+    """What :func:`recover` needs to put the cluster back. Every method must be idempotent."""
+
+    def power_on(self, node: str) -> None: ...
+
+    def uncordon(self, node: str) -> None: ...
+
+    def remove_taint(self, node: str, key: str, effect: str) -> None: ...
+
+    def restore_node(self, node: str, manifest: dict[str, Any]) -> None: ...
+
+
+UNDO_ACTIONS: Final[frozenset[str]] = frozenset(
+    ("power_on", "uncordon", "remove_taint", "restore_node")
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UndoSpec:
+    """An undo as data: the :class:`UndoExecutor` method to call and its keyword arguments."""
+
+    action: str
+    args: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.action not in UNDO_ACTIONS:
+            raise PermanentError(
+                f"unknown undo action {self.action!r}; must be one of: "
+                f"{', '.join(sorted(UNDO_ACTIONS))}"
+            )
+        try:
+            json.dumps(dict(self.args))
+        except (TypeError, ValueError) as exc:
+            raise PermanentError(
+                f"undo {self.action} arguments are not JSON-serialisable: {exc}"
+            ) from None
+
+    @classmethod
+    def power_on(cls, node: str) -> UndoSpec:
+        return cls("power_on", {"node": node})
+
+    @classmethod
+    def uncordon(cls, node: str) -> UndoSpec:
+        return cls("uncordon", {"node": node})
+
+    @classmethod
+    def remove_taint(cls, node: str, key: str, effect: str) -> UndoSpec:
+        return cls("remove_taint", {"node": node, "key": key, "effect": effect})
+
+    @classmethod
+    def restore_node(cls, node: str, manifest: Mapping[str, Any]) -> UndoSpec:
+        return cls("restore_node", {"node": node, "manifest": dict(manifest)})
+
+    def run(self, executor: UndoExecutor) -> None:
+        method = getattr(executor, self.action, None)
+        if not callable(method):
+            raise PermanentError(f"the undo executor cannot {self.action}")
+        method(**self.args)
+
+    def __str__(self) -> str:
+        shown = ", ".join(f"{k}={v!r}" for k, v in self.args.items() if k != "manifest")
+        return f"{self.action}({shown})"
+
+
+@dataclasses.dataclass(slots=True)
+class JournalEntry:
+    """One disruption as the journal knows it."""
+
+    id: str
+    action: str
+    target: str
+    undo: UndoSpec
+    state: EntryState
+    started_at: float  # wall clock, seconds since the epoch
+    ended_at: float | None = None  # when the action returned or raised
+    undone_at: float | None = None
+    error: str | None = None  # why the action failed
+    undo_error: str | None = None  # why the last undo attempt failed
+    undo_attempts: int = 0
+
+    @property
+    def owes_undo(self) -> bool:
+        return self.state is not EntryState.UNDONE
+
+    @property
+    def duration_s(self) -> float | None:
+        return None if self.ended_at is None else self.ended_at - self.started_at
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.target} [{self.state}] (undo: {self.undo})"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UndoResult:
+    """What one undo did."""
+
+    description: str
+    ok: bool
+    error: str | None = None
+    entry_id: str | None = None
+
+
+class UndoFailed(PermanentError):
+    """Some undos failed: the cluster is not fully back. ``results`` says which."""
+
+    def __init__(self, results: list[UndoResult]) -> None:
+        self.results = results
+        failed = [r for r in results if not r.ok]
+        lines = "; ".join(f"{r.description}: {r.error}" for r in failed)
+        super().__init__(
+            f"{len(failed)} of {len(results)} undos failed, the cluster is not fully restored "
+            f"(run `powercut recover`): {lines}"
+        )
+
+
+def _describe_exception(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+# --------------------------------------------------------------------------------------------
+# The durable journal
+# --------------------------------------------------------------------------------------------
+
+
+class Journal:
+    """An append-only, fsync-ed JSON-lines journal of disruptions.
+
+    Opening takes an exclusive ``flock`` on the file, so two runs cannot write one journal;
+    the lock goes with the process, so a crashed run never blocks ``recover``.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Callable[[], float] = time.time,
+        new_id: Callable[[], str] = lambda: uuid.uuid4().hex[:12],
+    ) -> None:
+        self.path = Path(path)
+        self._clock = clock
+        self._new_id = new_id
+        self._lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        created = not self.path.exists()
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise PermanentError(
+                f"journal {self.path} is in use by another powercut process"
+            ) from None
+        self._fd: int | None = fd
+        try:
+            if created:
+                _fsync_dir(self.path.parent)
+            self._entries, valid_length = _load(self.path)
+            if valid_length < os.fstat(fd).st_size:
+                # The previous writer died mid-line; that record was never acknowledged.
+                log.warning("journal %s: dropping an incomplete last line", self.path)
+                os.ftruncate(fd, valid_length)
+                os.fsync(fd)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- reading ----------------------------------------------------------------------------
+
+    @staticmethod
+    def read(path: str | os.PathLike[str]) -> list[JournalEntry]:
+        """Entries of a journal file without opening it for writing (no lock)."""
+        entries, _ = _load(Path(path))
+        return list(entries.values())
+
+    def entries(self) -> list[JournalEntry]:
+        """All entries, oldest first."""
+        with self._lock:
+            return [dataclasses.replace(e) for e in self._entries.values()]
+
+    def get(self, entry_id: str) -> JournalEntry:
+        with self._lock:
+            return dataclasses.replace(self._entry(entry_id))
+
+    def pending_undos(self) -> list[JournalEntry]:
+        """Entries that still owe their undo, newest first (the order to undo them in)."""
+        with self._lock:
+            owed = [dataclasses.replace(e) for e in self._entries.values() if e.owes_undo]
+        return owed[::-1]
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def begin(self, action: str, target: str, undo: UndoSpec) -> JournalEntry:
+        """Record a disruption about to happen, with its undo. Durable when this returns."""
+        entry_id = self._new_id()
+        now = self._clock()
+        with self._lock:
+            if entry_id in self._entries:
+                raise PermanentError(f"journal {self.path}: duplicate entry id {entry_id!r}")
+            self._append(
+                {
+                    "op": "begin",
+                    "id": entry_id,
+                    "action": action,
+                    "target": target,
+                    "undo": {"action": undo.action, "args": dict(undo.args)},
+                    "ts": now,
+                }
+            )
+            entry = JournalEntry(entry_id, action, target, undo, EntryState.PENDING, now)
+            self._entries[entry_id] = entry
+            return dataclasses.replace(entry)
+
+    def mark_done(self, entry_id: str) -> None:
+        """The action completed; its undo is still owed."""
+        self._set_state(entry_id, EntryState.DONE)
+
+    def mark_failed(self, entry_id: str, error: str) -> None:
+        """The action raised; it may have half-happened, so its undo is still owed."""
+        self._set_state(entry_id, EntryState.FAILED, error=error)
+
+    def mark_undone(self, entry_id: str) -> None:
+        """The undo completed. Marking an entry undone twice is a no-op."""
+        self._set_state(entry_id, EntryState.UNDONE)
+
+    def mark_undo_failed(self, entry_id: str, error: str) -> None:
+        """An undo attempt failed; the entry keeps owing its undo."""
+        now = self._clock()
+        with self._lock:
+            entry = self._entry(entry_id)
+            self._append({"op": "undo_failed", "id": entry_id, "error": error, "ts": now})
+            entry.undo_error = error
+            entry.undo_attempts += 1
+
+    @contextlib.contextmanager
+    def disruption(self, action: str, target: str, *, undo: UndoSpec) -> Iterator[JournalEntry]:
+        """Journal ``action`` on ``target`` around the ``with`` body.
+
+        The entry (and its undo) is on disk before the body runs; it is marked ``done`` when
+        the body returns and ``failed`` when it raises (the exception propagates).
+        """
+        entry = self.begin(action, target, undo)
+        try:
+            yield entry
+        except BaseException as exc:
+            self.mark_failed(entry.id, _describe_exception(exc))
+            raise
+        self.mark_done(entry.id)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)  # also releases the flock
+                self._fd = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _entry(self, entry_id: str) -> JournalEntry:
+        try:
+            return self._entries[entry_id]
+        except KeyError:
+            raise PermanentError(f"journal {self.path} has no entry {entry_id!r}") from None
+
+    def _set_state(self, entry_id: str, state: EntryState, *, error: str | None = None) -> None:
+        now = self._clock()
+        with self._lock:
+            entry = self._entry(entry_id)
+            if entry.state is state:
+                return
+            if entry.state is EntryState.UNDONE:
+                raise PermanentError(
+                    f"journal {self.path}: entry {entry_id} is already undone, "
+                    f"cannot mark it {state}"
+                )
+            record: dict[str, Any] = {"op": "state", "id": entry_id, "state": str(state)}
+            if error is not None:
+                record["error"] = error
+            record["ts"] = now
+            self._append(record)
+            _apply_state(entry, state, now, error)
+
+    def _append(self, record: dict[str, Any]) -> None:
+        if self._fd is None:
+            raise PermanentError(f"journal {self.path} is closed")
+        record["at"] = datetime.fromtimestamp(record["ts"], UTC).isoformat(timespec="milliseconds")
+        line = json.dumps(record, separators=(",", ":"), sort_keys=False) + "\n"
+        data = line.encode("utf-8")
+        written = 0
+        while written < len(data):
+            written += os.write(self._fd, data[written:])
+        os.fsync(self._fd)
+
+
+def _apply_state(entry: JournalEntry, state: EntryState, ts: float, error: str | None) -> None:
+    entry.state = state
+    if state in (EntryState.DONE, EntryState.FAILED):
+        entry.ended_at = ts
+        entry.error = error
+    elif state is EntryState.UNDONE:
+        entry.undone_at = ts
+        entry.undo_error = None
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _load(path: Path) -> tuple[dict[str, JournalEntry], int]:
+    """Entries by id (in begin order) and the byte length of the well-formed prefix."""
+    entries: dict[str, JournalEntry] = {}
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return entries, 0
+    except OSError as exc:
+        raise PermanentError(f"cannot read journal {path}: {exc.strerror}") from None
+    offset = 0
+    lines = data.split(b"\n")
+    for number, raw in enumerate(lines, start=1):
+        is_last = number == len(lines)
+        if is_last and not raw:
+            break  # the file ends with a newline
+        if not is_last and not raw.strip():
+            offset += len(raw) + 1
+            continue  # a blank line (hand-edited journal)
+        try:
+            if is_last:
+                raise ValueError("no newline at the end")
+            record = json.loads(raw)
+            if not isinstance(record, dict):
+                raise ValueError("not a JSON object")
+            _fold(entries, record)
+        except (ValueError, KeyError, TypeError, PermanentError) as exc:
+            if is_last:
+                # A write cut short by a crash: never acknowledged, so never acted upon.
+                break
+            raise PermanentError(
+                f"journal {path} line {number} is damaged ({exc}); fix or delete that line, "
+                "then run recover again"
+            ) from None
+        offset += len(raw) + 1
+    return entries, offset
+
+
+def _fold(entries: dict[str, JournalEntry], record: dict[str, Any]) -> None:
+    op = record["op"]
+    entry_id = str(record["id"])
+    ts = float(record["ts"])
+    if op == "begin":
+        undo = record["undo"]
+        entries[entry_id] = JournalEntry(
+            id=entry_id,
+            action=str(record["action"]),
+            target=str(record["target"]),
+            undo=UndoSpec(str(undo["action"]), dict(undo.get("args", {}))),
+            state=EntryState.PENDING,
+            started_at=ts,
+        )
+        return
+    entry = entries.get(entry_id)
+    if entry is None:
+        raise ValueError(f"record for unknown entry {entry_id!r}")
+    if op == "state":
+        _apply_state(entry, EntryState(record["state"]), ts, record.get("error"))
+    elif op == "undo_failed":
+        entry.undo_error = str(record.get("error"))
+        entry.undo_attempts += 1
+    else:
+        raise ValueError(f"unknown op {op!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# Recovery
+# --------------------------------------------------------------------------------------------
+
+
+def recover(journal: Journal, executor: UndoExecutor) -> list[UndoResult]:
+    """Run every undo the journal still owes, newest first; return what was done.
+
+    Each success is marked ``undone`` at once, so an interrupted recovery resumes where it
+    stopped and a second run does nothing. A failed undo is recorded and the others still
+    run; check ``all(r.ok for r in results)``. ``KeyboardInterrupt`` stops recovery (what
+    remains stays owed in the journal).
+    """
+    results: list[UndoResult] = []
+    for entry in journal.pending_undos():
+        description = f"{entry.undo} (undoes {entry.action} {entry.target})"
+        try:
+            entry.undo.run(executor)
+        except Exception as exc:  # noqa: BLE001 - recorded, reported, and the others still run
+            error = _describe_exception(exc)
+            journal.mark_undo_failed(entry.id, error)
+            log.error("recover: %s failed: %s", description, error)
+            results.append(UndoResult(description, False, error, entry.id))
+            continue
+        journal.mark_undone(entry.id)
+        log.info("recover: %s", description)
+        results.append(UndoResult(description, True, None, entry.id))
+    return results
+
+
+# --------------------------------------------------------------------------------------------
+# In-process undo
+# --------------------------------------------------------------------------------------------
+
+
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread on SIGTERM (see :func:`install_signal_handlers`), so the
+    stack unwinds through ``finally`` blocks and undos exactly as on Ctrl-C."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"terminated by {signal.Signals(signum).name}")
+
+
+class _SignalShield:
+    """Defers :class:`Terminated` while undos run, so a SIGTERM cannot abort them halfway."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.deferred: int | None = None
+
+    def handler(self, signum: int, frame: FrameType | None) -> None:
+        if self.depth:
+            log.warning(
+                "%s received while undoing; finishing the undos first",
+                signal.Signals(signum).name,
+            )
+            self.deferred = signum
+            return
+        raise Terminated(signum)
+
+
+_SHIELD: Final = _SignalShield()
+
+
+def install_signal_handlers(
+    signums: tuple[int, ...] = (signal.SIGTERM,),
+) -> Callable[[], None]:
+    """Make SIGTERM (and the other ``signums``) raise :class:`Terminated` in the main thread.
+
+    ``Terminated`` is a ``KeyboardInterrupt``: it is not caught by ``except Exception``, and
+    it unwinds through :class:`UndoStack` and ``Journal.disruption`` so undos run. While an
+    :class:`UndoStack` runs its undos the signal is deferred and raised afterwards. Returns a
+    function that restores the previous handlers. Must be called from the main thread.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        raise PermanentError("signal handlers can only be installed from the main thread")
+    previous = {s: signal.signal(s, _SHIELD.handler) for s in signums}
+
+    def restore() -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+    return restore
+
+
+@contextlib.contextmanager
+def shield_signals() -> Iterator[None]:
+    """Defer :class:`Terminated` until the block ends (then raise it). Ctrl-C still works."""
+    _SHIELD.depth += 1
+    try:
+        yield
+    finally:
+        _SHIELD.depth -= 1
+        if not _SHIELD.depth and _SHIELD.deferred is not None:
+            signum, _SHIELD.deferred = _SHIELD.deferred, None
+            raise Terminated(signum)
+
+
+class UndoStack:
+    """Undos of the current scenario, run newest first when the ``with`` block ends.
+
+    * Normal end: every undo runs; failures raise :class:`UndoFailed`.
+    * The body raised an ``Exception`` (a failed check): undos run, unless
+      ``keep_on_failure`` is set, in which case the cluster is left as it is for inspection
+      and the journal (if any) still owes the undos (``powercut recover``).
+    * ``KeyboardInterrupt`` / :class:`Terminated`: undos always run; the user asked to stop,
+      not to keep evidence.
+
+    Undo failures during a failing body are attached to that exception as notes, never
+    replacing it.
+    """
+
+    def __init__(
+        self,
+        journal: Journal | None = None,
+        executor: UndoExecutor | None = None,
+        *,
+        keep_on_failure: bool = False,
+    ) -> None:
+        self.journal = journal
+        self.executor = executor
+        self.keep_on_failure = keep_on_failure
+        self._stack: list[tuple[str, Callable[[], None], str | None]] = []
+        self.kept: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self._stack)
+
+    def push(
+        self, description: str, undo: Callable[[], None], *, entry_id: str | None = None
+    ) -> None:
+        """Register ``undo`` (call it *before* the action it undoes). ``entry_id`` links it to
+        a journal entry, which is marked undone when the undo succeeds."""
+        self._stack.append((description, undo, entry_id))
+
+    @contextlib.contextmanager
+    def disruption(self, action: str, target: str, *, undo: UndoSpec) -> Iterator[JournalEntry]:
+        """Journal the disruption and push its undo, both before the body acts."""
+        if self.journal is None or self.executor is None:
+            raise PermanentError("UndoStack.disruption needs a journal and an executor")
+        executor = self.executor
+        with self.journal.disruption(action, target, undo=undo) as entry:
+            self.push(
+                f"{undo} (undoes {action} {target})",
+                lambda: undo.run(executor),
+                entry_id=entry.id,
+            )
+            yield entry
+
+    def run(self) -> list[UndoResult]:
+        """Run and pop every undo, newest first; failures are recorded and the rest still run.
+
+        SIGTERM is deferred until all undos ran; Ctrl-C stops (what is left stays owed in the
+        journal).
+        """
+        results: list[UndoResult] = []
+        with shield_signals():
+            while self._stack:
+                description, undo, entry_id = self._stack.pop()
+                try:
+                    undo()
+                except Exception as exc:  # noqa: BLE001 - recorded; the other undos still run
+                    error = _describe_exception(exc)
+                    log.error("undo %s failed: %s", description, error)
+                    if self.journal is not None and entry_id is not None:
+                        self.journal.mark_undo_failed(entry_id, error)
+                    results.append(UndoResult(description, False, error, entry_id))
+                    continue
+                if self.journal is not None and entry_id is not None:
+                    self.journal.mark_undone(entry_id)
+                log.info("undone: %s", description)
+                results.append(UndoResult(description, True, None, entry_id))
+        return results
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if isinstance(exc, Exception) and self.keep_on_failure:
+            self.kept = [description for description, _, _ in reversed(self._stack)]
+            self._stack.clear()
+            if self.kept:
+                log.warning(
+                    "keep-on-failure: leaving %d disruption(s) in place: %s; "
+                    "run `powercut recover` to undo them",
+                    len(self.kept),
+                    "; ".join(self.kept),
+                )
+            return
+        results = self.run()
+        failed = [r for r in results if not r.ok]
+        if not failed:
+            return
+        if exc is None:
+            raise UndoFailed(results)
+        for result in failed:
+            exc.add_note(f"undo failed: {result.description}: {result.error}")
