@@ -144,6 +144,8 @@ def haproxy_config(spec: LabSpec) -> str:
 
 defaults
   mode tcp
+  retries 3
+  option redispatch
   timeout connect 2s
   timeout client 1h
   timeout server 1h

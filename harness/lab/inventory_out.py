@@ -25,7 +25,7 @@ def node_entry(spec: LabSpec, n: NodeSpec) -> dict[str, Any]:
         "username": "admin",
         "password_file": str(creds / "bmc-password"),
         "verify_tls": str(spec.root / "pki" / "ca.crt"),
-        "system_id": n.name,
+        "auth": "basic",
     }
     ipmi = {
         "driver": "ipmi",
@@ -83,6 +83,13 @@ def inventory_doc(spec: LabSpec) -> dict[str, Any]:
         "budgets": {"profile": spec.timings},
         "nodes": [node_entry(spec, n) for n in spec.nodes()],
         "workloads": workloads,
+        # Room for the lab's own scenarios: a whole rack (its workers and a control plane)
+        # or one third of the workers at once.
+        "safety": {
+            "max_nodes_down": max(
+                spec.workers_per_rack + 1, -(-spec.racks * spec.workers_per_rack // 3)
+            )
+        },
     }
 
 

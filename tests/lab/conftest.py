@@ -1,0 +1,89 @@
+"""The lab comes up once per test session, on its own ports and state directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.inventory import Inventory, load_inventory
+from harness.kube.client import KubeClient
+
+BASE_PORT = int(os.environ.get("POWERCUT_TEST_LAB_PORT", "47000"))
+POWERCUT = [sys.executable, "-m", "harness.cli"]
+
+
+def powercut(
+    *args: str, check: bool = True, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [*POWERCUT, *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"powercut {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+        )
+    return proc
+
+
+@dataclass
+class LabHandle:
+    state_dir: Path
+    inventory_path: Path
+    inventory: Inventory
+    client: KubeClient
+    base_port: int
+
+    def kubectl_like(self, path: str) -> Any:
+        return self.client.get(path)
+
+
+def wait_for(what: str, fn: Callable[[], Any], timeout_s: float, every_s: float = 0.2) -> Any:
+    """Poll ``fn`` until it returns something truthy; fail naming what and the last value."""
+    start = time.monotonic()
+    last: Any = None
+    while time.monotonic() - start < timeout_s:
+        try:
+            last = fn()
+        except Exception as exc:  # noqa: BLE001 (kept as the last observation)
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(every_s)
+    pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}; last seen: {last!r}")
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabHandle]:
+    root = tmp_path_factory.mktemp("lab")
+    state = root / "state"
+    inv = root / "lab.yaml"
+    out = powercut(
+        "lab",
+        "up",
+        "--workloads",
+        "--timings",
+        "fast",
+        "--base-port",
+        str(BASE_PORT),
+        "--state-dir",
+        str(state),
+        "--inventory-out",
+        str(inv),
+    )
+    print(out.stdout, out.stderr)
+    try:
+        inventory = load_inventory(inv)
+        client = KubeClient.from_kubeconfig(inventory.cluster.kubeconfig)
+        yield LabHandle(state, inv, inventory, client, BASE_PORT)
+        client.close()
+    finally:
+        powercut("lab", "down", "--state-dir", str(state), check=False)

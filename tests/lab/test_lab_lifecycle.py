@@ -1,0 +1,113 @@
+"""`lab up` / `status` / `down` on a small lab of its own: idempotent, leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from harness.lab.procs import pid_alive
+from harness.lab.spec import LabSpec, busy_ports
+from tests.lab.conftest import powercut
+
+pytestmark = pytest.mark.lab
+PORT = 47500
+
+
+def _pids(state: Path) -> list[int]:
+    data = json.loads((state / "state.json").read_text())
+    pids = [int(data["supervisor_pid"])]
+    pids += [c["pid"] for c in data["components"].values() if c["pid"]]
+    return pids
+
+
+def test_up_is_idempotent_and_down_leaves_nothing(tmp_path: Path) -> None:
+    state, inv = tmp_path / "state", tmp_path / "inv.yaml"
+    common = ["--state-dir", str(state)]
+    up = [
+        "lab",
+        "up",
+        "--control-planes",
+        "1",
+        "--racks",
+        "1",
+        "--workers-per-rack",
+        "1",
+        "--base-port",
+        str(PORT),
+        "--inventory-out",
+        str(inv),
+        *common,
+    ]
+    try:
+        powercut(*up)
+        spec = LabSpec.load(state)
+        pids = _pids(state)
+        assert len(pids) >= 6  # supervisor, etcd, apiserver, cm, scheduler, 2 kwoks
+        assert all(pid_alive(p) for p in pids)
+
+        again = powercut(*up)
+        assert "already running" in again.stdout
+        assert _pids(state) == pids, "a second `up` must change nothing"
+
+        status = powercut("lab", "status", *common)
+        assert "cp-1" in status.stdout and "w-a1" in status.stdout
+        assert "Ready" in status.stdout
+    finally:
+        down = powercut("lab", "down", *common)
+    assert "lab stopped" in down.stdout
+    assert not state.exists(), "down must remove the state directory"
+    assert not [p for p in pids if pid_alive(p)], "down must stop every process it started"
+    assert busy_ports(spec.all_ports()) == []
+    again = powercut("lab", "down", *common)
+    assert again.returncode == 0 and "nothing to do" in again.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--racks", "0"], "--racks"),
+        (["--timings", "slowest"], "fast, upstream"),
+        (["--control-planes", "2"], "1, 3 or 5"),
+    ],
+)
+def test_bad_options_give_one_clear_line(tmp_path: Path, args: list[str], needle: str) -> None:
+    out = powercut("lab", "up", "--state-dir", str(tmp_path / "s"), *args, check=False)
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, out.stderr
+    assert needle in lines[0]
+    assert not (tmp_path / "s").exists()
+
+
+def test_busy_port_gives_one_clear_line(tmp_path: Path) -> None:
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", PORT + 100 + 3))  # a health-endpoint port of that lab
+    holder.listen()
+    try:
+        out = powercut(
+            "lab",
+            "up",
+            "--control-planes",
+            "1",
+            "--racks",
+            "1",
+            "--workers-per-rack",
+            "1",
+            "--base-port",
+            str(PORT),
+            "--state-dir",
+            str(tmp_path / "s"),
+            check=False,
+        )
+    finally:
+        holder.close()
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, out.stderr
+    assert str(PORT + 103) in lines[0] and "--base-port" in lines[0]
+    assert not (tmp_path / "s" / "supervisor.pid").exists()
