@@ -1,12 +1,87 @@
-"""Wire the lab's nodes to their BMC endpoints (Redfish, IPMI, SSH)."""
+"""Wire the lab's nodes to their BMC endpoints: Redfish, IPMI and SSH on loopback.
+
+Every node gets a Redfish system (one emulator for the lab), an IPMI 2.0 BMC on its own UDP
+port and an SSH server on its own TCP port. All three act on the same switch: the node's
+kwok process (and, on control-plane nodes, its etcd member and control-plane components).
+Credentials are generated per lab under ``<state>/creds`` and referenced from the
+inventory by file, never printed.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from harness.lab.bmc.creds import ensure_lab_credentials, known_hosts_line
+from harness.lab.bmc.ipmi import IpmiServer
+from harness.lab.bmc.redfish import RedfishServer
+from harness.lab.bmc.ssh import SshServer
+from harness.power.base import PowerState
+
 if TYPE_CHECKING:
     from harness.lab.supervisor import Lab
 
+BMC_USER = "admin"
+
+
+class NodeTarget:
+    """A lab node's power switch, as its BMCs see it."""
+
+    def __init__(self, lab: Lab, name: str) -> None:
+        self.lab = lab
+        self.name = name
+
+    def power_state(self) -> PowerState:
+        return self.lab.power_state(self.name)
+
+    def power_on(self) -> None:
+        self.lab.power_on(self.name)
+
+    def power_off(self, graceful: bool) -> None:
+        self.lab.power_off(self.name, graceful=graceful)
+
+    def reset(self) -> None:
+        self.lab.reset(self.name)
+
 
 def start_bmcs(lab: Lab) -> list[Any]:
-    return []
+    spec = lab.spec
+    creds = ensure_lab_credentials(lab.root / "creds", username=BMC_USER)
+    targets = {n.name: NodeTarget(lab, n.name) for n in lab.nodes}
+    started: list[Any] = []
+    try:
+        redfish = RedfishServer(
+            list(targets.values()),
+            port=spec.ports.redfish,
+            username=creds.username,
+            password=creds.password,
+            certfile=creds.tls_cert,
+            keyfile=creds.tls_key,
+        )
+        redfish.start()
+        started.append(redfish)
+        ipmi = IpmiServer(
+            {spec.ports.ipmi(n.index): targets[n.name] for n in lab.nodes},
+            username=creds.username,
+            password=creds.password,
+        )
+        ipmi.start()
+        started.append(ipmi)
+        lines = []
+        for n in lab.nodes:
+            ssh = SshServer(
+                targets[n.name],
+                port=spec.ports.ssh(n.index),
+                host_key_path=creds.ssh_host_key,
+                authorized_keys=[creds.ssh_client_public_key],
+            )
+            ssh.start()
+            started.append(ssh)
+            lines.append(
+                known_hosts_line("127.0.0.1", spec.ports.ssh(n.index), creds.ssh_host_public_key)
+            )
+        (creds.directory / "known_hosts").write_text("\n".join(lines) + "\n")
+    except BaseException:
+        for s in reversed(started):
+            s.stop()
+        raise
+    return started

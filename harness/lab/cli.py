@@ -50,7 +50,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="where to write the lab's inventory (default inventories/lab.yaml)",
     )
     up.add_argument(
-        "--base-port", type=int, default=46000, help="first loopback port (default 46000)"
+        "--base-port", type=int, default=21000, help="first loopback port (default 21000)"
     )
     up.add_argument("--state-dir", type=Path, default=None, help=argparse.SUPPRESS)
     up.set_defaults(func=cmd_up)
@@ -133,7 +133,6 @@ def cmd_up(args: argparse.Namespace) -> int:
         ),
     )
     pki.issue("admin", common_name="powercut-admin", organization="system:masters", client=True)
-    pki.issue("bmc", common_name="powercut-lab-bmc", server_names=("127.0.0.1", "localhost"))
     pki.service_account_keys()
     spec.save()
     log = (root / "logs" / "supervisor.out").open("ab")

@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 
+from harness.lab.bmcs import BMC_USER
 from harness.lab.spec import LAB_NAMESPACE, LabSpec, NodeSpec
 from harness.lab.workloads import SERVICES
 
@@ -22,15 +23,15 @@ def node_entry(spec: LabSpec, n: NodeSpec) -> dict[str, Any]:
     redfish = {
         "driver": "redfish",
         "endpoint": f"https://127.0.0.1:{p.redfish}",
-        "username": "admin",
+        "username": BMC_USER,
         "password_file": str(creds / "bmc-password"),
-        "verify_tls": str(spec.root / "pki" / "ca.crt"),
+        "verify_tls": str(creds / "bmc-ca.crt"),
         "auth": "basic",
     }
     ipmi = {
         "driver": "ipmi",
         "endpoint": f"127.0.0.1:{p.ipmi(n.index)}",
-        "username": "admin",
+        "username": BMC_USER,
         "password_file": str(creds / "bmc-password"),
         "interface": "ipmitool",
     }
@@ -45,7 +46,7 @@ def node_entry(spec: LabSpec, n: NodeSpec) -> dict[str, Any]:
             "host": "127.0.0.1",
             "port": p.ssh(n.index),
             "user": "root",
-            "key_file": str(creds / "ssh_client_key"),
+            "key_file": str(creds / "ssh_client_ed25519_key"),
             "known_hosts": str(creds / "known_hosts"),
         },
     }

@@ -18,6 +18,7 @@ TimingName = Literal["fast", "upstream"]
 TIMING_NAMES: tuple[str, ...] = ("fast", "upstream")
 CSI_DRIVER = "lab.csi.powercut.io"
 LAB_NAMESPACE = "lab"
+PORT_SPAN = 3000  # a lab uses ports base .. base + PORT_SPAN (IPMI +1000, SSH +2000 per node)
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ class LabSpec:
     workers_per_rack: int = 3
     control_planes: int = 3
     timings: str = "fast"
-    base_port: int = 46000
+    base_port: int = 21000
     workloads: bool = False
     binaries: dict[str, str] = field(default_factory=dict)
     services: list[str] = field(default_factory=list)
@@ -120,13 +121,25 @@ class LabSpec:
             ("--racks", 1 <= self.racks <= 26, "an integer from 1 to 26"),
             ("--workers-per-rack", 0 <= self.workers_per_rack <= 200, "an integer 0-200"),
             ("--control-planes", self.control_planes in (1, 3, 5), "1, 3 or 5"),
-            ("--base-port", 1024 <= self.base_port <= 60000, "a port from 1024 to 60000"),
+            (
+                "--base-port",
+                1024 <= self.base_port <= 65535 - PORT_SPAN,
+                f"a port from 1024 to {65535 - PORT_SPAN}",
+            ),
         ]
         for flag, ok, valid in checks:
             if not ok:
                 value = getattr(self, flag.lstrip("-").replace("-", "_"))
                 raise ConfigError(f"invalid value {value!r}; valid: {valid}", field=flag)
         Timings.named(self.timings)
+        low, high = ephemeral_port_range()
+        if self.base_port <= high and self.base_port + PORT_SPAN >= low:
+            raise ConfigError(
+                f"ports {self.base_port}-{self.base_port + PORT_SPAN} overlap the kernel's "
+                f"ephemeral range {low}-{high}, where outgoing connections would take lab "
+                f"ports; valid: a base port from 1024 to {low - PORT_SPAN - 1}",
+                field="--base-port",
+            )
         if self.racks * self.workers_per_rack + self.control_planes > 990:
             raise ConfigError("at most 990 nodes per lab", field="--workers-per-rack")
 
@@ -186,6 +199,15 @@ class LabSpec:
     def load(state_dir: Path) -> LabSpec:
         data: dict[str, Any] = json.loads((state_dir / "lab.json").read_text())
         return LabSpec(**data)
+
+
+def ephemeral_port_range() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' local ports (Linux default if unknown)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
 
 
 def default_state_dir() -> Path:

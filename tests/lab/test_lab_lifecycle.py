@@ -13,7 +13,7 @@ from harness.lab.spec import LabSpec, busy_ports
 from tests.lab.conftest import powercut
 
 pytestmark = pytest.mark.lab
-PORT = 47500
+PORT = 27000
 
 
 def _pids(state: Path) -> list[int]:
@@ -71,6 +71,7 @@ def test_up_is_idempotent_and_down_leaves_nothing(tmp_path: Path) -> None:
         (["--racks", "0"], "--racks"),
         (["--timings", "slowest"], "fast, upstream"),
         (["--control-planes", "2"], "1, 3 or 5"),
+        (["--base-port", "40000"], "ephemeral range"),
     ],
 )
 def test_bad_options_give_one_clear_line(tmp_path: Path, args: list[str], needle: str) -> None:

@@ -1,0 +1,171 @@
+"""Power semantics through each real protocol against the lab.
+
+For each of IPMI (pyipmi), Redfish (sushy) and SSH (paramiko): power off the worker that
+hosts the singleton ``registry`` (and, by its pod affinity, a ``quorum`` member), then see
+what a dead kubelet causes in a real control plane, and power it back on.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from harness.errors import PermanentError
+from harness.lab.spec import Timings
+from harness.power.base import PowerState
+from harness.power.factory import driver_for
+from tests.lab.conftest import LabHandle, wait_for
+
+pytestmark = [pytest.mark.lab, pytest.mark.disruptive, pytest.mark.needs_bmc, pytest.mark.slow]
+NS = "lab"
+
+
+def pods(lab: LabHandle, app: str) -> list[dict[str, Any]]:
+    items, _ = lab.client.list(f"/api/v1/namespaces/{NS}/pods", labelSelector=f"app={app}")
+    return items
+
+
+def ready(pod: dict[str, Any]) -> bool:
+    conds = (pod.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+
+def node_ready(lab: LabHandle, name: str) -> str:
+    node = lab.client.get(f"/api/v1/nodes/{name}")
+    for c in node["status"]["conditions"]:
+        if c["type"] == "Ready":
+            return str(c["status"])
+    return "missing"
+
+
+def taints(lab: LabHandle, name: str) -> set[str]:
+    node = lab.client.get(f"/api/v1/nodes/{name}")
+    return {f"{t['key']}:{t['effect']}" for t in node["spec"].get("taints") or []}
+
+
+def steady(lab: LabHandle) -> bool:
+    nodes, _ = lab.client.list("/api/v1/nodes")
+    if not all(
+        any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])
+        for n in nodes
+    ):
+        return False
+    want = {"web": 3, "quorum": 3, "registry": 1}
+    for app, n in want.items():
+        ps = pods(lab, app)
+        if len(ps) != n or not all(
+            ready(p) and not p["metadata"].get("deletionTimestamp") for p in ps
+        ):
+            return False
+    vas, _ = lab.client.list("/apis/storage.k8s.io/v1/volumeattachments")
+    return len(vas) == 4 and all((v.get("status") or {}).get("attached") for v in vas)
+
+
+def attachment_of(lab: LabHandle, pvc: str) -> list[tuple[str, bool]]:
+    pv = lab.client.get(f"/api/v1/namespaces/{NS}/persistentvolumeclaims/{pvc}")["spec"][
+        "volumeName"
+    ]
+    vas, _ = lab.client.list("/apis/storage.k8s.io/v1/volumeattachments")
+    return [
+        (v["spec"]["nodeName"], bool((v.get("status") or {}).get("attached")))
+        for v in vas
+        if v["spec"]["source"].get("persistentVolumeName") == pv
+    ]
+
+
+@pytest.mark.parametrize("protocol", ["ipmi", "redfish", "ssh"])
+def test_power_loss_through(lab: LabHandle, protocol: str) -> None:
+    t = Timings.named(lab.inventory.timings or "fast")
+    wait_for("the lab in steady state", lambda: steady(lab), 120)
+    (registry,) = pods(lab, "registry")
+    victim = registry["spec"]["nodeName"]
+    (member,) = [p for p in pods(lab, "quorum") if p["spec"]["nodeName"] == victim]
+    node = lab.inventory.node(victim)
+    driver = driver_for(node, protocol, timeout_s=30)
+    # Power comes back through the node's BMC: SSH can cut power but not restore it.
+    bmc = driver if protocol != "ssh" else driver_for(node, None, timeout_s=30)
+    try:
+        assert driver.state() is PowerState.ON
+        t0 = time.monotonic()
+        driver.off(graceful=(protocol == "ssh"))
+        assert bmc.state() is PowerState.OFF
+        if protocol != "ssh":
+            assert driver.state() is PowerState.OFF
+
+        wait_for(
+            f"{victim} not Ready",
+            lambda: node_ready(lab, victim) == "Unknown",
+            t.node_monitor_grace_s + 15,
+        )
+        not_ready_s = time.monotonic() - t0
+        assert not_ready_s >= t.node_monitor_grace_s - 3, "NotReady before the grace period ran out"
+        wait_for(
+            "the unreachable NoExecute taint",
+            lambda: "node.kubernetes.io/unreachable:NoExecute" in taints(lab, victim),
+            15,
+        )
+        t_taint = time.monotonic()
+
+        def evicted() -> bool:
+            p = lab.client.get(f"/api/v1/namespaces/{NS}/pods/{registry['metadata']['name']}")
+            return bool(p["metadata"].get("deletionTimestamp"))
+
+        wait_for("the registry pod Terminating", evicted, t.toleration_s + 20)
+        assert time.monotonic() - t_taint >= t.toleration_s - 3, "evicted before its toleration"
+
+        def replaced() -> dict[str, Any] | None:
+            for p in pods(lab, "registry"):
+                if p["spec"].get("nodeName") not in (None, victim) and ready(p):
+                    return p
+            return None
+
+        replacement = wait_for("a registry replacement Ready on another node", replaced, 30)
+
+        def multi_attach() -> bool:
+            evs, _ = lab.client.list(
+                f"/api/v1/namespaces/{NS}/events",
+                fieldSelector=f"involvedObject.name={replacement['metadata']['name']},reason=FailedAttachVolume",
+            )
+            return any("Multi-Attach error" in e.get("message", "") for e in evs)
+
+        wait_for("a Multi-Attach event for the replacement", multi_attach, 30)
+        assert attachment_of(lab, "registry-data") == [(victim, True)], (
+            "RWO volume left the dead node"
+        )
+
+        m = lab.client.get(f"/api/v1/namespaces/{NS}/pods/{member['metadata']['name']}")
+        assert m["metadata"].get("deletionTimestamp"), "quorum member was not evicted"
+        assert m["spec"]["nodeName"] == victim and m["metadata"]["uid"] == member["metadata"]["uid"]
+        old = lab.client.get(f"/api/v1/namespaces/{NS}/pods/{registry['metadata']['name']}")
+        assert old["metadata"]["uid"] == registry["metadata"]["uid"], "stuck pod must still exist"
+
+        if protocol == "ssh":
+            with pytest.raises(PermanentError, match="cannot restore"):
+                driver.on()
+        bmc.on()
+        assert driver.state() is PowerState.ON
+        wait_for(f"{victim} Ready again", lambda: node_ready(lab, victim) == "True", 30)
+
+        def finalised() -> bool:
+            names = {p["metadata"]["uid"] for p in pods(lab, "registry") + pods(lab, "quorum")}
+            return (
+                registry["metadata"]["uid"] not in names and member["metadata"]["uid"] not in names
+            )
+
+        wait_for("the stuck pods finalised", finalised, 30)
+        wait_for(
+            "the volume attached to the replacement's node",
+            lambda: (
+                attachment_of(lab, "registry-data") == [(replacement["spec"]["nodeName"], True)]
+            ),
+            60,
+        )
+        wait_for("the lab back in steady state", lambda: steady(lab), 60)
+    finally:
+        if bmc.state() is not PowerState.ON:
+            bmc.on()
+        driver.close()
+        if bmc is not driver:
+            bmc.close()
