@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import copy
 import os
 import ssl
 import tempfile
@@ -181,6 +182,7 @@ class KubeClient:
             ctx.verify_mode = ssl.CERT_NONE
         if creds.cert_file and creds.key_file:
             ctx.load_cert_chain(creds.cert_file, creds.key_file)
+        self._ssl_context = ctx
         self._headers = {"Accept": "application/json", "User-Agent": "powercut"}
         if creds.token:
             self._headers["Authorization"] = f"Bearer {creds.token}"
@@ -193,6 +195,16 @@ class KubeClient:
         cls, path: str | os.PathLike[str], context: str | None = None, **kw: Any
     ) -> KubeClient:
         return cls(load_kubeconfig(path, context), **kw)
+
+    def clone(self, *, maxsize: int = 2) -> KubeClient:
+        """Same server, credentials and TLS context, but its own connection pool (for
+        example one per watch thread, so no stream shares a connection)."""
+        other = copy.copy(self)
+        other._headers = dict(self._headers)
+        other._pool = urllib3.PoolManager(
+            num_pools=4, maxsize=maxsize, ssl_context=self._ssl_context, retries=False
+        )
+        return other
 
     def close(self) -> None:
         self._pool.clear()

@@ -1,0 +1,185 @@
+"""Rebuild object state at any moment by replaying the timeline.
+
+The observer records ``observed`` (initial list) and ``created`` transitions with the full
+slim state, then one transition per change; replaying them in recording order gives the
+state of every pod and node at any time, without asking the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from harness.kube.observer import NODE, POD
+from harness.kube.timeline import Timeline, Transition
+
+_STATE = frozenset({"observed", "created"})
+
+
+class PodSnap(NamedTuple):
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    phase: str
+    ready: bool
+    terminating: bool
+    workload: str
+    since: float  # mono of the transition that produced this snapshot
+
+    @property
+    def available(self) -> bool:
+        """Ready and not Terminating: what a Service or a Deployment would count."""
+        return self.ready and not self.terminating
+
+    @property
+    def is_mirror(self) -> bool:
+        return self.workload.startswith("Node/")
+
+    @property
+    def is_daemonset(self) -> bool:
+        return self.workload.startswith("DaemonSet/")
+
+
+class PodReplay:
+    """Pod state per uid, fed one transition at a time (optionally filtered)."""
+
+    def __init__(self, namespace: str | None = None, workload: str | None = None) -> None:
+        self.namespace = namespace
+        self.workload = workload
+        self.alive: dict[str, PodSnap] = {}
+        self.deleted: dict[str, PodSnap] = {}
+
+    def relevant(self, t: Transition) -> bool:
+        return (
+            t.kind == POD
+            and (self.namespace is None or t.namespace == self.namespace)
+            and (self.workload is None or t.detail.get("workload") == self.workload)
+            and bool(t.detail.get("uid"))
+        )
+
+    def feed(self, t: Transition) -> PodSnap | None:
+        """Apply one transition; returns the pod's new snapshot if it changed state."""
+        if not self.relevant(t):
+            return None
+        d = t.detail
+        uid = str(d["uid"])
+        cur = self.alive.get(uid)
+        if t.transition in _STATE:
+            snap = PodSnap(
+                t.namespace,
+                t.name,
+                uid,
+                str(d.get("node") or ""),
+                str(d.get("phase") or ""),
+                bool(d.get("ready")),
+                bool(d.get("terminating")),
+                str(d.get("workload") or ""),
+                t.mono,
+            )
+        elif t.transition == "deleted":
+            if cur is not None:
+                self.deleted[uid] = cur._replace(since=t.mono)
+                del self.alive[uid]
+            return None
+        else:
+            if cur is None:  # first heard of after the timeline started: build from detail
+                cur = PodSnap(
+                    t.namespace,
+                    t.name,
+                    uid,
+                    str(d.get("node") or ""),
+                    "",
+                    False,
+                    False,
+                    str(d.get("workload") or ""),
+                    t.mono,
+                )
+            node = str(d.get("node") or cur.node)
+            if t.transition == "ready":
+                snap = cur._replace(ready=True, node=node, since=t.mono)
+            elif t.transition == "not-ready":
+                snap = cur._replace(ready=False, node=node, since=t.mono)
+            elif t.transition == "terminating":
+                snap = cur._replace(terminating=True, node=node, since=t.mono)
+            elif t.transition == "scheduled":
+                snap = cur._replace(node=node, since=t.mono)
+            elif t.transition == "phase":
+                snap = cur._replace(phase=str(d.get("phase") or ""), since=t.mono)
+            else:
+                return None  # events (multi-attach, ...) do not change pod state
+        self.alive[uid] = snap
+        return snap
+
+    def feed_all(self, ts: Iterable[Transition]) -> None:
+        for t in ts:
+            self.feed(t)
+
+    def available(self) -> list[PodSnap]:
+        return [p for p in self.alive.values() if p.available]
+
+
+def pods_at(
+    tl: Timeline, at: float, *, namespace: str | None = None, workload: str | None = None
+) -> dict[str, PodSnap]:
+    """Every pod alive at ``at`` (mono), by uid."""
+    replay = PodReplay(namespace, workload)
+    replay.feed_all(t for t in tl.snapshot() if t.kind == POD and t.mono <= at)
+    return replay.alive
+
+
+class NodeSnap(NamedTuple):
+    name: str
+    present: bool
+    ready: str
+    unschedulable: bool
+    taints: frozenset[str]
+    since: float
+
+
+def node_at(tl: Timeline, node: str, at: float) -> NodeSnap | None:
+    """The node as it was at ``at`` (mono); None if the timeline never saw it."""
+    snap: NodeSnap | None = None
+    for t in tl.all(NODE, node):
+        if t.mono > at:
+            break
+        d = t.detail
+        if t.transition in _STATE:
+            snap = NodeSnap(
+                node,
+                True,
+                str(d.get("ready") or ""),
+                bool(d.get("unschedulable")),
+                frozenset(str(x) for x in d.get("taints") or ()),
+                t.mono,
+            )
+            continue
+        if snap is None:
+            snap = NodeSnap(node, True, "", False, frozenset(), t.mono)
+        if t.transition in ("ready", "not-ready"):
+            snap = snap._replace(ready=str(d.get("status") or ""), since=t.mono)
+        elif t.transition == "taint-added":
+            snap = snap._replace(taints=snap.taints | {str(d.get("taint"))}, since=t.mono)
+        elif t.transition == "taint-removed":
+            snap = snap._replace(taints=snap.taints - {str(d.get("taint"))}, since=t.mono)
+        elif t.transition in ("cordoned", "uncordoned"):
+            snap = snap._replace(unschedulable=t.transition == "cordoned", since=t.mono)
+        elif t.transition == "deleted":
+            snap = snap._replace(present=False, since=t.mono)
+    return snap
+
+
+def node_summary(tl: Timeline, node: str, at: float | None = None) -> str:
+    """``node w1: Ready=True, taints=..., last: ...`` for error messages."""
+    when = tl.clock.monotonic() if at is None else at
+    snap = node_at(tl, node, when)
+    if snap is None:
+        return f"node {node} never observed"
+    if not snap.present:
+        return f"node {node} deleted at +{snap.since - tl.start_mono:.3f}s"
+    last = tl.last(NODE, node, before=when + 1e-9)
+    taints = ",".join(sorted(snap.taints)) or "none"
+    return (
+        f"node {node}: Ready={snap.ready or '?'}, unschedulable={snap.unschedulable}, "
+        f"taints={taints}; last transition: {tl.describe(last)}"
+    )

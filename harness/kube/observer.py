@@ -1,0 +1,1020 @@
+"""List+watch the cluster into the timeline.
+
+One thread per watched resource type (per namespace when namespaces are given), each with its
+own :class:`~harness.kube.client.KubeClient` built from the caller's credentials, so no watch
+stream is ever shared between threads. Each thread lists (paginated), then watches from the
+list's resourceVersion and resumes from the last resourceVersion it saw (BOOKMARK events are
+not transitions, but their resourceVersion is kept). A broken stream is resumed from that
+resourceVersion; a 410 Gone (HTTP status or in-stream ERROR) re-lists and diffs the new list
+against the cache, emitting every transition the watch missed, marked ``relist=True`` with
+``uncertain_s`` (how long before the re-list it may really have happened).
+
+Only slim projected state is kept per object (the NamedTuples below), not whole objects.
+Watch transitions are stamped when their line was read (``time.monotonic``/``time.time``).
+
+Transitions emitted (``kind``, ``transition``: ``detail`` keys)::
+
+    Node     observed|created: uid ready unschedulable taints zone
+             ready|not-ready: status previous reason   (status True / False / Unknown)
+             taint-added|taint-removed: taint(key:effect) key value effect
+             cordoned|uncordoned, deleted: uid
+    Pod      observed|created: uid node phase ready terminating workload
+             scheduled, ready, not-ready, terminating (grace_s), phase (phase previous),
+             deleted -- all with uid node workload
+             multi-attach: uid volume count message  (FailedAttachVolume "Multi-Attach error")
+             event: uid reason count message          (other reasons in ``event_reasons``)
+    VolumeAttachment observed|created: uid node pv attached attacher
+             attached, detached, attach-error|detach-error (message), terminating, deleted
+             -- all with uid node pv
+    PersistentVolumeClaim observed|created: uid phase volume; phase: phase previous volume;
+             deleted
+    Service  observed|endpoints: ready total (+ previous_ready previous_total), from the
+             EndpointSlices labelled kubernetes.io/service-name
+    Observer synced (objects resource_version), relisted (reason changes uncertain_s),
+             watch-broken|watch-error (error), failed (error) -- ``name`` is the watcher
+
+``observed`` records the state found by the initial list (nothing else is emitted for it);
+``created`` is followed by the transitions from an empty object to the new state, so a pod
+first seen already Ready (for example after a re-list) also gets a ``ready`` transition.
+``workload`` is ``Kind/name`` of the controlling owner, with ReplicaSets of Deployments
+folded into ``Deployment/name`` and mirror pods as ``Node/node``; bare pods have ``""``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
+
+from harness.errors import PermanentError, TemporaryError, WaitTimeout
+from harness.kube.client import JSON, Gone, KubeClient, WatchEvent
+from harness.kube.timeline import Timeline, Transition
+
+log = logging.getLogger(__name__)
+
+NODE = "Node"
+POD = "Pod"
+VOLUME_ATTACHMENT = "VolumeAttachment"
+PVC = "PersistentVolumeClaim"
+SERVICE = "Service"
+OBSERVER = "Observer"
+
+RESOURCES: tuple[str, ...] = (
+    "nodes",
+    "pods",
+    "events",
+    "volumeattachments",
+    "persistentvolumeclaims",
+    "endpointslices",
+)
+#: Event reasons recorded as ``event`` transitions on the involved object.
+EVENT_REASONS: frozenset[str] = frozenset(
+    {
+        "FailedAttachVolume",
+        "FailedMount",
+        "FailedScheduling",
+        "TaintManagerEviction",
+        "NodeNotReady",
+        "Evicted",
+    }
+)
+MULTI_ATTACH_RE = re.compile(r'Multi-Attach error for volume "([^"]+)"')
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+Emit = tuple[str, str, str, str, dict[str, Any]]  # kind, namespace, name, transition, detail
+Key = tuple[str, str]  # namespace, name
+
+
+# -- slim state ----------------------------------------------------------------------------
+
+
+class Taint(NamedTuple):
+    key: str
+    value: str
+    effect: str
+
+    @property
+    def id(self) -> str:
+        """``key:effect``, the identity ``kubectl taint`` uses."""
+        return f"{self.key}:{self.effect}"
+
+
+class NodeState(NamedTuple):
+    name: str
+    uid: str
+    ready: str  # "True", "False", "Unknown", or "" when there is no Ready condition yet
+    reason: str
+    unschedulable: bool
+    taints: tuple[Taint, ...]
+    zone: str
+
+    @property
+    def is_ready(self) -> bool:
+        return self.ready == "True"
+
+    def has_taint(self, taint: str) -> bool:
+        """``taint`` is ``key:effect`` or just ``key``."""
+        return any(t.id == taint or t.key == taint for t in self.taints)
+
+
+class PodState(NamedTuple):
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    phase: str
+    ready: bool
+    terminating: bool
+    workload: str
+    grace_s: int | None
+
+    @property
+    def is_mirror(self) -> bool:
+        return self.workload.startswith("Node/")
+
+    @property
+    def is_daemonset(self) -> bool:
+        return self.workload.startswith("DaemonSet/")
+
+
+class VolumeAttachmentState(NamedTuple):
+    name: str
+    uid: str
+    node: str
+    pv: str
+    attacher: str
+    attached: bool
+    attach_error: str
+    detach_error: str
+    terminating: bool
+
+
+class PvcState(NamedTuple):
+    namespace: str
+    name: str
+    uid: str
+    phase: str
+    volume: str
+
+
+class EndpointSliceState(NamedTuple):
+    namespace: str
+    name: str
+    uid: str
+    service: str
+    ready: int
+    total: int
+
+
+class EndpointsState(NamedTuple):
+    """Ready/total endpoints of one Service, summed over its EndpointSlices."""
+
+    namespace: str
+    service: str
+    ready: int
+    total: int
+
+
+class EventState(NamedTuple):
+    namespace: str
+    name: str
+    uid: str
+    kind: str
+    obj_namespace: str
+    obj_name: str
+    obj_uid: str
+    reason: str
+    message: str
+    times: int  # the Event's count (or series.count): how often it happened
+
+
+# -- projections and diffs -----------------------------------------------------------------
+
+
+def _meta(obj: JSON) -> JSON:
+    return obj.get("metadata") or {}
+
+
+def _key(obj: JSON) -> Key:
+    m = _meta(obj)
+    return str(m.get("namespace") or ""), str(m.get("name") or "")
+
+
+def _ready_condition(status: JSON) -> tuple[str, str]:
+    for c in status.get("conditions") or []:
+        if c.get("type") == "Ready":
+            return str(c.get("status") or ""), str(c.get("reason") or "")
+    return "", ""
+
+
+def workload_of(meta: JSON, node: str = "") -> str:
+    """``Kind/name`` of a pod's controlling owner (see the module docstring)."""
+    refs = meta.get("ownerReferences") or []
+    owner = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+    if owner is None:
+        return f"Node/{node}" if MIRROR_ANNOTATION in (meta.get("annotations") or {}) else ""
+    kind, name = str(owner.get("kind", "")), str(owner.get("name", ""))
+    if kind == "ReplicaSet":
+        pth = (meta.get("labels") or {}).get("pod-template-hash")
+        if pth and name.endswith(f"-{pth}"):
+            return f"Deployment/{name[: -len(pth) - 1]}"
+    return f"{kind}/{name}"
+
+
+class _HasUid(Protocol):
+    @property
+    def uid(self) -> str: ...
+
+
+S = TypeVar("S", bound=_HasUid)
+Pair = tuple[S | None, S | None]
+
+
+class _Handler(Protocol[S]):
+    resource: str
+    api: str
+    namespaced: bool
+
+    def project(self, obj: JSON) -> S | None: ...
+
+    def observed(self, states: list[S]) -> list[Emit]: ...
+
+    def changes(self, pairs: list[Pair[S]]) -> list[Emit]: ...
+
+
+class _NodeHandler:
+    resource = "nodes"
+    api = "/api/v1"
+    namespaced = False
+
+    def project(self, obj: JSON) -> NodeState | None:
+        m, spec = _meta(obj), obj.get("spec") or {}
+        ready, reason = _ready_condition(obj.get("status") or {})
+        taints = tuple(
+            sorted(
+                Taint(str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", "")))
+                for t in spec.get("taints") or []
+            )
+        )
+        return NodeState(
+            name=str(m.get("name", "")),
+            uid=str(m.get("uid", "")),
+            ready=ready,
+            reason=reason,
+            unschedulable=bool(spec.get("unschedulable")),
+            taints=taints,
+            zone=str((m.get("labels") or {}).get(ZONE_LABEL, "")),
+        )
+
+    @staticmethod
+    def _state(s: NodeState) -> dict[str, Any]:
+        return {
+            "uid": s.uid,
+            "ready": s.ready,
+            "unschedulable": s.unschedulable,
+            "taints": [t.id for t in s.taints],
+            "zone": s.zone,
+        }
+
+    def observed(self, states: list[NodeState]) -> list[Emit]:
+        return [(NODE, "", s.name, "observed", self._state(s)) for s in states]
+
+    def changes(self, pairs: list[Pair[NodeState]]) -> list[Emit]:
+        out: list[Emit] = []
+        for old, new in pairs:
+            if new is None:
+                if old is not None:
+                    out.append((NODE, "", old.name, "deleted", {"uid": old.uid}))
+                continue
+            if old is None:
+                out.append((NODE, "", new.name, "created", self._state(new)))
+                old = NodeState(new.name, new.uid, "", "", False, (), new.zone)
+            out.extend(self._diff(old, new))
+        return out
+
+    @staticmethod
+    def _diff(old: NodeState, new: NodeState) -> list[Emit]:
+        out: list[Emit] = []
+        if new.ready != old.ready and new.ready:
+            out.append(
+                (
+                    NODE,
+                    "",
+                    new.name,
+                    "ready" if new.ready == "True" else "not-ready",
+                    {"status": new.ready, "previous": old.ready, "reason": new.reason},
+                )
+            )
+        before = {t.id: t for t in old.taints}
+        after = {t.id: t for t in new.taints}
+        for tid, t in after.items():
+            if tid not in before:
+                detail = {"taint": tid, "key": t.key, "value": t.value, "effect": t.effect}
+                out.append((NODE, "", new.name, "taint-added", detail))
+        for tid, t in before.items():
+            if tid not in after:
+                detail = {"taint": tid, "key": t.key, "value": t.value, "effect": t.effect}
+                out.append((NODE, "", new.name, "taint-removed", detail))
+        if new.unschedulable != old.unschedulable:
+            out.append((NODE, "", new.name, "cordoned" if new.unschedulable else "uncordoned", {}))
+        return out
+
+
+class _PodHandler:
+    resource = "pods"
+    api = "/api/v1"
+    namespaced = True
+
+    def project(self, obj: JSON) -> PodState | None:
+        m, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
+        node = str(spec.get("nodeName") or "")
+        grace = m.get("deletionGracePeriodSeconds")
+        return PodState(
+            namespace=str(m.get("namespace", "")),
+            name=str(m.get("name", "")),
+            uid=str(m.get("uid", "")),
+            node=node,
+            phase=str(status.get("phase") or ""),
+            ready=_ready_condition(status)[0] == "True",
+            terminating=bool(m.get("deletionTimestamp")),
+            workload=workload_of(m, node),
+            grace_s=int(grace) if grace is not None else None,
+        )
+
+    @staticmethod
+    def _base(s: PodState) -> dict[str, Any]:
+        return {"uid": s.uid, "node": s.node, "workload": s.workload}
+
+    @staticmethod
+    def _state(s: PodState) -> dict[str, Any]:
+        return {
+            "uid": s.uid,
+            "node": s.node,
+            "phase": s.phase,
+            "ready": s.ready,
+            "terminating": s.terminating,
+            "workload": s.workload,
+        }
+
+    def observed(self, states: list[PodState]) -> list[Emit]:
+        return [(POD, s.namespace, s.name, "observed", self._state(s)) for s in states]
+
+    def changes(self, pairs: list[Pair[PodState]]) -> list[Emit]:
+        out: list[Emit] = []
+        for old, new in pairs:
+            if new is None:
+                if old is not None:
+                    out.append((POD, old.namespace, old.name, "deleted", self._base(old)))
+                continue
+            if old is None:
+                out.append((POD, new.namespace, new.name, "created", self._state(new)))
+                old = new._replace(node="", phase="Pending", ready=False, terminating=False)
+            out.extend(self._diff(old, new))
+        return out
+
+    def _diff(self, old: PodState, new: PodState) -> list[Emit]:
+        out: list[Emit] = []
+        ns, name = new.namespace, new.name
+        if new.node != old.node and new.node:
+            out.append((POD, ns, name, "scheduled", self._base(new)))
+        if new.phase != old.phase and new.phase:
+            out.append(
+                (
+                    POD,
+                    ns,
+                    name,
+                    "phase",
+                    {**self._base(new), "phase": new.phase, "previous": old.phase},
+                )
+            )
+        if new.ready != old.ready:
+            out.append((POD, ns, name, "ready" if new.ready else "not-ready", self._base(new)))
+        if new.terminating and not old.terminating:
+            out.append((POD, ns, name, "terminating", {**self._base(new), "grace_s": new.grace_s}))
+        return out
+
+
+class _VolumeAttachmentHandler:
+    resource = "volumeattachments"
+    api = "/apis/storage.k8s.io/v1"
+    namespaced = False
+
+    def project(self, obj: JSON) -> VolumeAttachmentState | None:
+        m, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
+        return VolumeAttachmentState(
+            name=str(m.get("name", "")),
+            uid=str(m.get("uid", "")),
+            node=str(spec.get("nodeName") or ""),
+            pv=str((spec.get("source") or {}).get("persistentVolumeName") or ""),
+            attacher=str(spec.get("attacher") or ""),
+            attached=bool(status.get("attached")),
+            attach_error=str((status.get("attachError") or {}).get("message") or "")[:300],
+            detach_error=str((status.get("detachError") or {}).get("message") or "")[:300],
+            terminating=bool(m.get("deletionTimestamp")),
+        )
+
+    @staticmethod
+    def _base(s: VolumeAttachmentState) -> dict[str, Any]:
+        return {"uid": s.uid, "node": s.node, "pv": s.pv}
+
+    def observed(self, states: list[VolumeAttachmentState]) -> list[Emit]:
+        return [
+            (
+                VOLUME_ATTACHMENT,
+                "",
+                s.name,
+                "observed",
+                {**self._base(s), "attached": s.attached, "attacher": s.attacher},
+            )
+            for s in states
+        ]
+
+    def changes(self, pairs: list[Pair[VolumeAttachmentState]]) -> list[Emit]:
+        out: list[Emit] = []
+        for old, new in pairs:
+            if new is None:
+                if old is not None:
+                    out.append((VOLUME_ATTACHMENT, "", old.name, "deleted", self._base(old)))
+                continue
+            if old is None:
+                detail = {**self._base(new), "attached": new.attached, "attacher": new.attacher}
+                out.append((VOLUME_ATTACHMENT, "", new.name, "created", detail))
+                old = new._replace(
+                    attached=False, attach_error="", detach_error="", terminating=False
+                )
+            base = self._base(new)
+            if new.attached != old.attached:
+                what = "attached" if new.attached else "detached"
+                out.append((VOLUME_ATTACHMENT, "", new.name, what, base))
+            if new.attach_error != old.attach_error and new.attach_error:
+                detail = {**base, "message": new.attach_error}
+                out.append((VOLUME_ATTACHMENT, "", new.name, "attach-error", detail))
+            if new.detach_error != old.detach_error and new.detach_error:
+                detail = {**base, "message": new.detach_error}
+                out.append((VOLUME_ATTACHMENT, "", new.name, "detach-error", detail))
+            if new.terminating and not old.terminating:
+                out.append((VOLUME_ATTACHMENT, "", new.name, "terminating", base))
+        return out
+
+
+class _PvcHandler:
+    resource = "persistentvolumeclaims"
+    api = "/api/v1"
+    namespaced = True
+
+    def project(self, obj: JSON) -> PvcState | None:
+        m = _meta(obj)
+        return PvcState(
+            namespace=str(m.get("namespace", "")),
+            name=str(m.get("name", "")),
+            uid=str(m.get("uid", "")),
+            phase=str((obj.get("status") or {}).get("phase") or ""),
+            volume=str((obj.get("spec") or {}).get("volumeName") or ""),
+        )
+
+    def observed(self, states: list[PvcState]) -> list[Emit]:
+        return [
+            (
+                PVC,
+                s.namespace,
+                s.name,
+                "observed",
+                {"uid": s.uid, "phase": s.phase, "volume": s.volume},
+            )
+            for s in states
+        ]
+
+    def changes(self, pairs: list[Pair[PvcState]]) -> list[Emit]:
+        out: list[Emit] = []
+        for old, new in pairs:
+            if new is None:
+                if old is not None:
+                    out.append((PVC, old.namespace, old.name, "deleted", {"uid": old.uid}))
+                continue
+            if old is None:
+                detail = {"uid": new.uid, "phase": new.phase, "volume": new.volume}
+                out.append((PVC, new.namespace, new.name, "created", detail))
+                old = new._replace(phase="Pending")
+            if new.phase != old.phase and new.phase:
+                detail = {
+                    "uid": new.uid,
+                    "phase": new.phase,
+                    "previous": old.phase,
+                    "volume": new.volume,
+                }
+                out.append((PVC, new.namespace, new.name, "phase", detail))
+        return out
+
+
+class _EndpointSliceHandler:
+    """Keeps ready/total endpoint counts per Service and emits when they change."""
+
+    resource = "endpointslices"
+    api = "/apis/discovery.k8s.io/v1"
+    namespaced = True
+
+    def __init__(self) -> None:
+        self.services: dict[Key, tuple[int, int]] = {}
+
+    def project(self, obj: JSON) -> EndpointSliceState | None:
+        m = _meta(obj)
+        service = (m.get("labels") or {}).get(SERVICE_NAME_LABEL)
+        if not service:
+            return None
+        endpoints = obj.get("endpoints") or []
+        # A missing `ready` condition means "unknown", which consumers treat as ready.
+        ready = sum(1 for e in endpoints if (e.get("conditions") or {}).get("ready") is not False)
+        return EndpointSliceState(
+            namespace=str(m.get("namespace", "")),
+            name=str(m.get("name", "")),
+            uid=str(m.get("uid", "")),
+            service=str(service),
+            ready=ready,
+            total=len(endpoints),
+        )
+
+    def observed(self, states: list[EndpointSliceState]) -> list[Emit]:
+        self.services = {}
+        for s in states:
+            r, t = self.services.get((s.namespace, s.service), (0, 0))
+            self.services[(s.namespace, s.service)] = (r + s.ready, t + s.total)
+        return [
+            (SERVICE, ns, svc, "observed", {"ready": r, "total": t})
+            for (ns, svc), (r, t) in self.services.items()
+        ]
+
+    def changes(self, pairs: list[Pair[EndpointSliceState]]) -> list[Emit]:
+        before: dict[Key, tuple[int, int]] = {}
+        for old, new in pairs:
+            for s, sign in ((old, -1), (new, 1)):
+                if s is None:
+                    continue
+                key = (s.namespace, s.service)
+                cur = self.services.get(key, (0, 0))
+                before.setdefault(key, cur)
+                self.services[key] = (cur[0] + sign * s.ready, cur[1] + sign * s.total)
+        out: list[Emit] = []
+        for key, (r0, t0) in before.items():
+            r1, t1 = self.services[key]
+            if (r1, t1) == (0, 0):
+                del self.services[key]
+            if (r1, t1) != (r0, t0):
+                detail = {"ready": r1, "total": t1, "previous_ready": r0, "previous_total": t0}
+                out.append((SERVICE, key[0], key[1], "endpoints", detail))
+        return out
+
+
+class _EventHandler:
+    """Turns interesting Events into transitions of the object they are about."""
+
+    resource = "events"
+    api = "/api/v1"
+    namespaced = True
+
+    def __init__(self, reasons: frozenset[str]) -> None:
+        self.reasons = reasons
+
+    def project(self, obj: JSON) -> EventState | None:
+        reason = str(obj.get("reason") or "")
+        message = str(obj.get("message") or "")
+        if reason not in self.reasons and "Multi-Attach error" not in message:
+            return None
+        m, inv = _meta(obj), obj.get("involvedObject") or {}
+        count = obj.get("count") or (obj.get("series") or {}).get("count") or 1
+        return EventState(
+            namespace=str(m.get("namespace", "")),
+            name=str(m.get("name", "")),
+            uid=str(m.get("uid", "")),
+            kind=str(inv.get("kind", "")),
+            obj_namespace=str(inv.get("namespace") or ""),
+            obj_name=str(inv.get("name", "")),
+            obj_uid=str(inv.get("uid") or ""),
+            reason=reason,
+            message=message[:300],
+            times=int(count),
+        )
+
+    def observed(self, states: list[EventState]) -> list[Emit]:
+        return []  # history from before the scenario started is not a transition
+
+    def changes(self, pairs: list[Pair[EventState]]) -> list[Emit]:
+        out: list[Emit] = []
+        for old, new in pairs:
+            if new is None or (old is not None and new.times <= old.times):
+                continue
+            detail: dict[str, Any] = {
+                "uid": new.obj_uid,
+                "count": new.times,
+                "message": new.message,
+            }
+            hit = MULTI_ATTACH_RE.search(new.message)
+            if "Multi-Attach error" in new.message:
+                detail["volume"] = hit.group(1) if hit else ""
+                what = "multi-attach"
+            else:
+                detail["reason"] = new.reason
+                what = "event"
+            out.append((new.kind, new.obj_namespace, new.obj_name, what, detail))
+        return out
+
+
+# -- watchers ------------------------------------------------------------------------------
+
+
+def _pairs(old: S | None, new: S | None) -> list[Pair[S]]:
+    """One (old, new) pair, split in two when the name now belongs to a new object."""
+    if old is not None and new is not None and old.uid != new.uid:
+        return [(old, None), (None, new)]
+    return [(old, new)]
+
+
+class _Watcher(Generic[S]):
+    def __init__(self, obs: Observer, handler: _Handler[S], namespace: str | None) -> None:
+        self.obs = obs
+        self.handler = handler
+        self.namespace = namespace
+        ns = f"/namespaces/{namespace}" if namespace else ""
+        self.path = f"{handler.api}{ns}/{handler.resource}"
+        self.label = handler.resource + (f"@{namespace}" if namespace else "")
+        self.cache: dict[Key, S] = {}
+        self.rv = ""
+        self.synced = threading.Event()
+        self.error: BaseException | None = None
+        self.last_problem = ""
+        self._last_ok = time.monotonic()
+        self._cancel: Callable[[], None] | None = None
+        self._cancel_lock = threading.Lock()
+        self.thread = threading.Thread(
+            target=self._run, name=f"powercut-observer-{self.label}", daemon=True
+        )
+
+    # -- thread ----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        client = self.obs._client.clone(maxsize=2)
+        try:
+            self._loop(client)
+        except Exception as exc:  # noqa: BLE001 -- a dead watcher must be reported, not silent
+            self.error = exc
+            self.last_problem = f"{type(exc).__name__}: {exc}"
+            log.error("observer %s failed: %s", self.label, self.last_problem)
+            self.obs._note(self.label, "failed", error=self.last_problem[:300])
+        finally:
+            self.synced.set()
+            client.close()
+
+    def _set_cancel(self, cancel: Callable[[], None]) -> None:
+        with self._cancel_lock:
+            self._cancel = cancel
+        if self.obs._stop.is_set():
+            cancel()
+
+    def cancel(self) -> None:
+        with self._cancel_lock:
+            cancel = self._cancel
+        if cancel is not None:
+            cancel()
+
+    def _loop(self, client: KubeClient) -> None:
+        stop = self.obs._stop
+        low, high = self.obs.backoff_s
+        delay = low
+        rv: str | None = None
+        reason = "initial list"
+        while not stop.is_set():
+            if rv is None:
+                try:
+                    items, list_rv = client.list(self.path, page_size=self.obs.page_size)
+                except TemporaryError as exc:
+                    self._problem("watch-broken", exc)
+                    stop.wait(delay)
+                    delay = min(delay * 2, high)
+                    continue
+                except PermanentError as exc:
+                    if not self.synced.is_set():
+                        self.error = exc
+                        self.last_problem = f"{type(exc).__name__}: {exc}"
+                        return
+                    self._problem("watch-error", exc)
+                    stop.wait(high)
+                    continue
+                self._resync(items, list_rv, reason, time.monotonic(), time.time())
+                rv = list_rv
+                delay = low
+                self.synced.set()
+            try:
+                for ev in client.watch(
+                    self.path,
+                    resource_version=rv,
+                    timeout_s=self.obs.watch_timeout_s,
+                    on_open=self._set_cancel,
+                ):
+                    if stop.is_set():
+                        return
+                    self._last_ok = ev.mono
+                    delay = low
+                    new_rv = str(_meta(ev.object).get("resourceVersion") or "")
+                    if ev.type != "BOOKMARK":
+                        self._on_event(ev)
+                    if new_rv:
+                        rv = self.rv = new_rv
+            except Gone as exc:
+                if stop.is_set():
+                    return
+                rv, reason = None, f"410 Gone: {exc.api_message}"[:200]
+            except TemporaryError as exc:
+                if stop.is_set():
+                    return
+                self._problem("watch-broken", exc)
+                stop.wait(delay)
+                delay = min(delay * 2, high)
+            except PermanentError as exc:
+                if stop.is_set():
+                    return
+                self._problem("watch-error", exc)
+                stop.wait(high)
+            finally:
+                with self._cancel_lock:
+                    self._cancel = None
+
+    def _problem(self, what: str, exc: BaseException) -> None:
+        self.last_problem = f"{type(exc).__name__}: {exc}"
+        log.warning("observer %s: %s: %s", self.label, what, self.last_problem)
+        self.obs._note(self.label, what, error=self.last_problem[:300])
+
+    # -- state -----------------------------------------------------------------------------
+
+    def _on_event(self, ev: WatchEvent) -> None:
+        h = self.handler
+        key = _key(ev.object)
+        pairs: list[Pair[S]]
+        with self.obs._lock:
+            old = self.cache.get(key)
+            new = h.project(ev.object)
+            if ev.type == "DELETED":
+                self.cache.pop(key, None)
+                pairs = _pairs(old, new) if old is not None and new is not None else []
+                last = new if new is not None else old
+                if last is not None:
+                    pairs.append((last, None))
+            elif new is None:
+                self.cache.pop(key, None)
+                pairs = [(old, None)] if old is not None else []
+            else:
+                self.cache[key] = new
+                pairs = _pairs(old, new) if new != old else []
+            emits = h.changes(pairs) if pairs else []
+        if emits:
+            self._publish(emits, ev.mono, ev.wall, None)
+        elif pairs:
+            self.obs.timeline.touch()  # state changed without a transition: wake state waits
+
+    def _resync(self, items: list[JSON], rv: str, reason: str, mono: float, wall: float) -> None:
+        h = self.handler
+        fresh: dict[Key, S] = {}
+        for obj in items:
+            s = h.project(obj)
+            if s is not None:
+                fresh[_key(obj)] = s
+        initial = not self.synced.is_set()
+        with self.obs._lock:
+            old_cache, self.cache, self.rv = self.cache, fresh, rv
+            if initial:
+                emits = h.observed(list(fresh.values()))
+            else:
+                pairs: list[Pair[S]] = []
+                for k, o in old_cache.items():
+                    n = fresh.get(k)
+                    if n is None:
+                        pairs.append((o, None))
+                    elif n != o:
+                        pairs.extend(_pairs(o, n))
+                pairs.extend((None, n) for k, n in fresh.items() if k not in old_cache)
+                emits = h.changes(pairs) if pairs else []
+        if initial:
+            self._publish(emits, mono, wall, None)
+            self.obs._note(self.label, "synced", mono=mono, objects=len(fresh), resource_version=rv)
+        else:
+            uncertain = round(max(0.0, mono - self._last_ok), 3)
+            self._publish(emits, mono, wall, {"relist": True, "uncertain_s": uncertain})
+            self.obs._note(
+                self.label,
+                "relisted",
+                mono=mono,
+                reason=reason,
+                changes=len(emits),
+                uncertain_s=uncertain,
+            )
+        self._last_ok = mono
+
+    def _publish(
+        self, emits: list[Emit], mono: float, wall: float, extra: dict[str, Any] | None
+    ) -> None:
+        if not emits:
+            return
+        self.obs.timeline.extend(
+            [
+                Transition(
+                    mono, wall, kind, ns, name, what, {**detail, **extra} if extra else detail
+                )
+                for kind, ns, name, what, detail in emits
+            ]
+        )
+
+
+# -- the observer --------------------------------------------------------------------------
+
+
+class Observer:
+    """Watches nodes, pods, events, VolumeAttachments, PVCs and EndpointSlices.
+
+    ``Observer(client, namespaces=None)``: cluster-wide, or only the given namespaces for
+    namespaced resources (nodes and VolumeAttachments are always cluster-wide). The
+    observer never uses ``client``'s own connections: each watcher thread gets a
+    ``client.clone()`` (same credentials and TLS context, its own connection pool).
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        namespaces: Sequence[str] | None = None,
+        *,
+        timeline: Timeline | None = None,
+        resources: Iterable[str] = RESOURCES,
+        event_reasons: Iterable[str] = EVENT_REASONS,
+        watch_timeout_s: int = 300,
+        page_size: int = 500,
+        backoff_s: tuple[float, float] = (0.2, 5.0),
+        sync_timeout_s: float = 60.0,
+    ) -> None:
+        self._client = client
+        self.namespaces = list(namespaces) if namespaces else None
+        self.timeline = timeline if timeline is not None else Timeline()
+        self.watch_timeout_s = watch_timeout_s
+        self.page_size = page_size
+        self.backoff_s = backoff_s
+        self.sync_timeout_s = sync_timeout_s
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._started = False
+        reasons = frozenset(event_reasons)
+        factories: dict[str, Callable[[], _Handler[Any]]] = {
+            "nodes": _NodeHandler,
+            "pods": _PodHandler,
+            "events": lambda: _EventHandler(reasons),
+            "volumeattachments": _VolumeAttachmentHandler,
+            "persistentvolumeclaims": _PvcHandler,
+            "endpointslices": _EndpointSliceHandler,
+        }
+        self._watchers: dict[str, list[_Watcher[Any]]] = {}
+        for resource in resources:
+            if resource not in factories:
+                valid = ", ".join(factories)
+                raise ValueError(f"unknown resource {resource!r}; valid: {valid}")
+            probe = factories[resource]()
+            scopes: list[str | None] = (
+                list(self.namespaces) if probe.namespaced and self.namespaces else [None]
+            )
+            self._watchers[resource] = [_Watcher(self, factories[resource](), ns) for ns in scopes]
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> Observer:
+        """Start every watcher; return once each has listed its resource once."""
+        if self._started:
+            raise RuntimeError("observer already started")
+        self._started = True
+        watchers = self._all_watchers()
+        for w in watchers:
+            w.thread.start()
+        t0 = time.monotonic()
+        deadline = t0 + self.sync_timeout_s
+        for w in watchers:
+            if not w.synced.wait(max(0.0, deadline - time.monotonic())):
+                self.stop()
+                raise WaitTimeout(
+                    f"initial list of {w.label}",
+                    w.last_problem or "no answer yet",
+                    time.monotonic() - t0,
+                )
+            if w.error is not None:
+                self.stop()
+                raise w.error
+        return self
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop every watcher thread and wait for them (idempotent)."""
+        self._stop.set()
+        watchers = self._all_watchers()
+        for w in watchers:
+            w.cancel()
+        deadline = time.monotonic() + timeout_s
+        for w in watchers:
+            if w.thread.is_alive():
+                w.thread.join(max(0.0, deadline - time.monotonic()))
+        self.timeline.touch()
+
+    def __enter__(self) -> Observer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._started and not self._stop.is_set()
+
+    def failure(self) -> str | None:
+        """Why observation is broken (a watcher died, or the observer was stopped), or None."""
+        for w in self._all_watchers():
+            if w.error is not None:
+                return f"observer {w.label} failed: {w.last_problem}"
+        if self._stop.is_set():
+            return "observer stopped"
+        return None
+
+    def resource_versions(self) -> dict[str, str]:
+        """The resourceVersion each watcher would resume from (for diagnostics)."""
+        return {w.label: w.rv for w in self._all_watchers()}
+
+    def _all_watchers(self) -> list[_Watcher[Any]]:
+        return [w for ws in self._watchers.values() for w in ws]
+
+    def _note(
+        self, label: str, transition: str, *, mono: float | None = None, **detail: Any
+    ) -> None:
+        self.timeline.record(OBSERVER, label, transition, detail=detail, mono=mono)
+
+    # -- current state ---------------------------------------------------------------------
+
+    def _states(self, resource: str) -> list[Any]:
+        if resource not in self._watchers:
+            raise ValueError(f"resource {resource!r} is not observed")
+        with self._lock:
+            return [s for w in self._watchers[resource] for s in w.cache.values()]
+
+    def nodes(self) -> list[NodeState]:
+        return sorted(self._states("nodes"), key=lambda n: n.name)
+
+    def node(self, name: str) -> NodeState | None:
+        return next((n for n in self._states("nodes") if n.name == name), None)
+
+    def pods(
+        self,
+        *,
+        on_node: str | None = None,
+        namespace: str | None = None,
+        workload: str | None = None,
+    ) -> list[PodState]:
+        pods: list[PodState] = self._states("pods")
+        return sorted(
+            (
+                p
+                for p in pods
+                if (on_node is None or p.node == on_node)
+                and (namespace is None or p.namespace == namespace)
+                and (workload is None or p.workload == workload)
+            ),
+            key=lambda p: (p.namespace, p.name),
+        )
+
+    def pod(self, namespace: str, name: str) -> PodState | None:
+        return next(
+            (p for p in self._states("pods") if p.namespace == namespace and p.name == name), None
+        )
+
+    def volume_attachments(
+        self, *, pv: str | None = None, node: str | None = None
+    ) -> list[VolumeAttachmentState]:
+        vas: list[VolumeAttachmentState] = self._states("volumeattachments")
+        return sorted(
+            (v for v in vas if (pv is None or v.pv == pv) and (node is None or v.node == node)),
+            key=lambda v: v.name,
+        )
+
+    def pvcs(self, namespace: str | None = None) -> list[PvcState]:
+        pvcs: list[PvcState] = self._states("persistentvolumeclaims")
+        return sorted(
+            (p for p in pvcs if namespace is None or p.namespace == namespace),
+            key=lambda p: (p.namespace, p.name),
+        )
+
+    def pvc(self, namespace: str, name: str) -> PvcState | None:
+        return next((p for p in self.pvcs(namespace) if p.name == name), None)
+
+    def endpoints(self, namespace: str, service: str) -> EndpointsState:
+        """Ready/total endpoints of a Service now (0/0 when it has no EndpointSlice)."""
+        if "endpointslices" not in self._watchers:
+            raise ValueError("resource 'endpointslices' is not observed")
+        with self._lock:
+            for w in self._watchers["endpointslices"]:
+                h = w.handler
+                if isinstance(h, _EndpointSliceHandler) and (namespace, service) in h.services:
+                    r, t = h.services[(namespace, service)]
+                    return EndpointsState(namespace, service, r, t)
+        return EndpointsState(namespace, service, 0, 0)

@@ -1,0 +1,164 @@
+"""The service prober (real HTTP and TCP on 127.0.0.1) and the check over its samples."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from harness.checks import CheckFailed, Prober, probe_health
+from harness.checks.service import PROBE, outages
+from harness.errors import ConfigError
+from harness.kube.timeline import FakeClock, Timeline, Transition
+
+
+class Backend:
+    """An HTTP server on loopback whose answer can be switched between 200 and 503."""
+
+    def __init__(self) -> None:
+        self.status = 200
+        backend = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = b"ok" if backend.status == 200 else b"no endpoints"
+                self.send_response(backend.status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/healthz"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(5)
+
+
+@pytest.fixture
+def backend() -> Iterator[Backend]:
+    b = Backend()
+    yield b
+    b.stop()
+
+
+def _samples(tl: Timeline, clock: FakeClock, pattern: str, step: float = 1.0) -> None:
+    for ch in pattern:
+        tl.record(PROBE, "web", "ok" if ch == "+" else "fail", detail={"latency_ms": 1.0})
+        clock.advance(step)
+
+
+def test_outages_are_runs_of_failures_until_the_next_success() -> None:
+    clock = FakeClock(start=0.0)
+    tl = Timeline(clock)
+    _samples(tl, clock, "++--+-++---")
+    runs = outages(tl.all(PROBE, "web"))
+    assert runs == [(2.0, 4.0, False), (5.0, 6.0, False), (8.0, 10.0, True)]
+
+
+def test_probe_health_ratio_and_longest_outage() -> None:
+    clock = FakeClock(start=0.0)
+    tl = Timeline(clock)
+    _samples(tl, clock, "+++---++++")  # samples at 0..9, outage 3 -> 6
+    m = probe_health(tl, "web", start=0.0, end=9.0, min_success_ratio=0.6, max_outage_s=5)
+    assert m.duration_s == pytest.approx(3.0) and m.budget_s == 5
+    assert m.detail["success_ratio"] == pytest.approx(0.7)
+    assert m.detail["longest_outage_at_s"] == pytest.approx(3.0)
+    assert m.detail["ongoing"] is False
+    with pytest.raises(CheckFailed) as err:
+        probe_health(tl, "web", start=0.0, end=9.0, max_outage_s=2)
+    assert "outage of 3.0s from 3.0s into the window" in err.value.seen
+    assert "success ratio 0.700 (7/10)" in err.value.seen
+
+
+def test_an_outage_still_going_lasts_until_the_end_of_the_window() -> None:
+    clock = FakeClock(start=0.0)
+    tl = Timeline(clock)
+    _samples(tl, clock, "++---")  # fails from 2, last sample at 4, now 5
+    with pytest.raises(CheckFailed) as err:
+        probe_health(tl, "web", start=0.0, end=5.0, min_success_ratio=0.0, max_outage_s=2.5)
+    assert err.value.detail["longest_outage_s"] == pytest.approx(3.0)
+    assert err.value.detail["ongoing"] is True
+
+
+def test_probe_health_waits_for_the_window_and_fails_early_on_a_long_outage() -> None:
+    clock = FakeClock(start=0.0)
+    tl = Timeline(clock)
+    for i in range(20):
+        clock.call_at(
+            float(i), lambda i=i: tl.record(PROBE, "web", "fail" if 5 <= i < 12 else "ok")
+        )
+    m = probe_health(tl, "web", start=0.0, end=19.0, min_success_ratio=0.5)
+    assert clock.monotonic() == pytest.approx(19.0)
+    assert m.detail["samples"] == 20 and m.duration_s == pytest.approx(7.0)
+
+    clock2 = FakeClock(start=0.0)
+    tl2 = Timeline(clock2)
+    for i in range(100):
+        clock2.call_at(float(i), lambda i=i: tl2.record(PROBE, "web", "ok" if i < 5 else "fail"))
+    with pytest.raises(CheckFailed):
+        probe_health(tl2, "web", start=0.0, end=99.0, min_success_ratio=0.0, max_outage_s=10)
+    assert clock2.monotonic() == pytest.approx(16.0)  # not 99: gave up once 10 s was exceeded
+
+
+def test_no_samples_is_a_failure() -> None:
+    tl = Timeline(FakeClock(start=0.0))
+    with pytest.raises(CheckFailed, match="no probe samples"):
+        probe_health(tl, "web", start=-10.0, end=0.0)
+
+
+def test_http_prober_sees_an_outage(backend: Backend) -> None:
+    tl = Timeline()
+    with Prober(tl, backend.url, name="web", interval_s=0.02, timeout_s=1) as prober:
+        assert prober.scheme == "http"
+        start = time.monotonic()
+        time.sleep(0.15)
+        backend.status = 503
+        time.sleep(0.15)
+        backend.status = 200
+        time.sleep(0.15)
+        end = time.monotonic()
+    samples = tl.all(PROBE, "web")
+    assert len(samples) >= 10
+    assert {t.detail.get("status") for t in samples} == {200, 503}
+    assert all("latency_ms" in t.detail for t in samples)
+    m = probe_health(tl, "web", start=start, end=end, min_success_ratio=0.3)
+    assert 0.08 < m.duration_s < 0.6
+    assert m.detail["outages"] == 1
+    with pytest.raises(CheckFailed):
+        probe_health(tl, "web", start=start, end=end, max_outage_s=0.05)
+
+
+def test_tcp_prober_ok_and_refused() -> None:
+    tl = Timeline()
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        port = listener.getsockname()[1]
+        up = Prober(tl, f"127.0.0.1:{port}", name="tcp", timeout_s=0.5)
+        assert up.probe_once().transition == "ok"
+    down = Prober(tl, f"tcp://127.0.0.1:{port}", name="tcp", timeout_s=0.5)
+    t: Transition = down.probe_once()
+    assert t.transition == "fail" and "ConnectionRefused" in t.detail["error"]
+
+
+def test_bad_targets_are_refused() -> None:
+    tl = Timeline()
+    with pytest.raises(ConfigError, match="cannot probe"):
+        Prober(tl, "ftp://x/")
+    with pytest.raises(ConfigError, match="cannot probe"):
+        Prober(tl, "no-port")
+    with pytest.raises(ConfigError, match="positive"):
+        Prober(tl, "127.0.0.1:80", interval_s=0)

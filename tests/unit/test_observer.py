@@ -1,0 +1,511 @@
+"""The observer against a real-HTTP fake API server: list+watch, resume, 410 re-list/diff."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from harness.errors import WaitTimeout
+from harness.kube.client import ApiError, Credentials, KubeClient
+from harness.kube.observer import OBSERVER, Observer, workload_of
+from harness.kube.timeline import Predicate, Timeline, Transition, match
+from tests.fakeapi import JSON, FakeApiServer, node, pod, set_ready
+
+FAST = (0.02, 0.2)  # retry backoff for tests
+
+
+@pytest.fixture
+def api() -> Iterator[FakeApiServer]:
+    with FakeApiServer() as server:
+        yield server
+
+
+@pytest.fixture
+def observe(api: FakeApiServer) -> Iterator[Callable[..., Observer]]:
+    started: list[Observer] = []
+
+    def start(**kw: object) -> Observer:
+        kw.setdefault("backoff_s", FAST)
+        obs = Observer(api.client(), **kw)  # type: ignore[arg-type]
+        obs.start()
+        started.append(obs)
+        return obs
+
+    yield start
+    for obs in started:
+        obs.stop()
+
+
+def wait(tl: Timeline, pred: Predicate, what: str = "transition", timeout: float = 5) -> Transition:
+    return tl.wait_for(pred, time.monotonic() + timeout, what)
+
+
+def rs_pod(name: str, node_name: str, *, ready: bool = True, ns: str = "default") -> JSON:
+    return pod(
+        name,
+        namespace=ns,
+        node_name=node_name,
+        ready=ready,
+        owner=("ReplicaSet", "web-5d8f"),
+        labels={"pod-template-hash": "5d8f", "app": "web"},
+    )
+
+
+def va(name: str, node_name: str, pv: str, attached: bool = False) -> JSON:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "attacher": "fake.csi",
+            "nodeName": node_name,
+            "source": {"persistentVolumeName": pv},
+        },
+        "status": {"attached": attached},
+    }
+
+
+def observer_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("powercut-observer")]
+
+
+# -- initial sync, projections -------------------------------------------------------------
+
+
+def test_workload_of_folds_replicasets_and_marks_mirror_pods() -> None:
+    assert workload_of(rs_pod("web-5d8f-x", "w1")["metadata"]) == "Deployment/web"
+    assert workload_of(pod("db-0", owner=("StatefulSet", "db"))["metadata"]) == "StatefulSet/db"
+    rs = pod("r", owner=("ReplicaSet", "bare"))["metadata"]
+    assert workload_of(rs) == "ReplicaSet/bare"
+    mirror = pod("etcd-w1", annotations={"kubernetes.io/config.mirror": "x"})["metadata"]
+    assert workload_of(mirror, "w1") == "Node/w1"
+    assert workload_of(pod("bare")["metadata"]) == ""
+
+
+def test_start_returns_after_the_initial_list_with_observed_state(
+    api: FakeApiServer, observe: Callable[..., Observer]
+) -> None:
+    api.add("nodes", node("w1", zone="rack-a"))
+    api.add("nodes", node("w2", zone="rack-b", ready="False"))
+    api.add("pods", rs_pod("web-5d8f-a", "w1"))
+    api.add("pods", pod("db-0", node_name="w2", owner=("StatefulSet", "db")))
+    api.add("pods", pod("ds-x", node_name="w1", owner=("DaemonSet", "agent")))
+    obs = observe()
+    tl = obs.timeline
+    # everything is there as soon as start() returns
+    assert {t.name for t in tl.all(OBSERVER, transition="synced")} == {
+        "nodes",
+        "pods",
+        "events",
+        "volumeattachments",
+        "persistentvolumeclaims",
+        "endpointslices",
+    }
+    w1 = tl.first("Node", "w1", "observed")
+    assert w1 is not None and w1.detail["ready"] == "True" and w1.detail["zone"] == "rack-a"
+    web = tl.first("Pod", "web-5d8f-a", "observed")
+    assert web is not None
+    assert web.detail["workload"] == "Deployment/web" and web.detail["node"] == "w1"
+    assert web.detail["ready"] is True
+    assert [n.name for n in obs.nodes()] == ["w1", "w2"]
+    assert obs.node("w2") is not None and obs.node("w2").ready == "False"  # type: ignore[union-attr]
+    assert [p.name for p in obs.pods(on_node="w1")] == ["ds-x", "web-5d8f-a"]
+    assert obs.pods(on_node="w1")[0].is_daemonset
+    assert [p.name for p in obs.pods(workload="StatefulSet/db")] == ["db-0"]
+    # only state transitions for the initial list: no "created"
+    assert tl.first(transition="created") is None
+
+
+def test_node_transitions(api: FakeApiServer, observe: Callable[..., Observer]) -> None:
+    api.add("nodes", node("w1"))
+    obs = observe(resources=["nodes"])
+    tl = obs.timeline
+    before = time.monotonic()
+    api.update("nodes", "", "w1", lambda o: set_ready(o, "Unknown"))
+    down = wait(tl, match("Node", "w1", "not-ready"))
+    assert before < down.mono < time.monotonic()  # stamped when the event was read
+    assert down.detail["status"] == "Unknown" and down.detail["previous"] == "True"
+    assert "relist" not in down.detail
+
+    taint = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}
+    api.update("nodes", "", "w1", lambda o: o["spec"]["taints"].append(taint))
+    added = wait(tl, match("Node", "w1", "taint-added"))
+    assert added.detail["taint"] == "node.kubernetes.io/unreachable:NoExecute"
+    assert obs.node("w1").has_taint("node.kubernetes.io/unreachable:NoExecute")  # type: ignore[union-attr]
+
+    api.update("nodes", "", "w1", lambda o: o["spec"].update(unschedulable=True))
+    wait(tl, match("Node", "w1", "cordoned"))
+    api.update("nodes", "", "w1", lambda o: o["spec"].update(taints=[], unschedulable=False))
+    wait(tl, match("Node", "w1", "taint-removed"))
+    wait(tl, match("Node", "w1", "uncordoned"))
+    api.update("nodes", "", "w1", lambda o: set_ready(o, "True"))
+    wait(tl, match("Node", "w1", "ready", after=down))
+
+    api.add("nodes", node("w3"))
+    created = wait(tl, match("Node", "w3", "created"))
+    ready = wait(tl, match("Node", "w3", "ready"))
+    assert created.mono == ready.mono
+    api.remove("nodes", "", "w3")
+    wait(tl, match("Node", "w3", "deleted"))
+    assert obs.node("w3") is None
+
+
+def test_pod_lifecycle_transitions(api: FakeApiServer, observe: Callable[..., Observer]) -> None:
+    obs = observe(resources=["pods"])
+    tl = obs.timeline
+    api.add("pods", pod("db-0", namespace="ns", owner=("StatefulSet", "db"), phase="Pending"))
+    created = wait(tl, match("Pod", "db-0", "created"))
+    assert created.namespace == "ns" and created.detail["node"] == ""
+    api.update("pods", "ns", "db-0", lambda o: o["spec"].update(nodeName="w2"))
+    sched = wait(tl, match("Pod", "db-0", "scheduled"))
+    assert sched.detail["node"] == "w2" and sched.detail["workload"] == "StatefulSet/db"
+
+    def run(o: JSON) -> None:
+        o["status"]["phase"] = "Running"
+        set_ready(o, True)
+
+    api.update("pods", "ns", "db-0", run)
+    ready = wait(tl, match("Pod", "db-0", "ready"))
+    assert ready.detail["node"] == "w2"
+    assert tl.first("Pod", "db-0", "phase", where=lambda t: t.detail["phase"] == "Running")
+    uid = created.detail["uid"]
+
+    def terminate(o: JSON) -> None:
+        o["metadata"].update(
+            deletionTimestamp="2024-01-01T00:00:00Z", deletionGracePeriodSeconds=30
+        )
+
+    api.update("pods", "ns", "db-0", terminate)
+    term = wait(tl, match("Pod", "db-0", "terminating"))
+    assert term.detail["grace_s"] == 30 and term.detail["uid"] == uid
+    assert obs.pod("ns", "db-0").terminating  # type: ignore[union-attr]
+    api.remove("pods", "ns", "db-0")
+    gone = wait(tl, match("Pod", "db-0", "deleted"))
+    assert gone.detail["uid"] == uid and gone.detail["node"] == "w2"
+    # the StatefulSet re-creates the same name with a new uid
+    api.add("pods", pod("db-0", namespace="ns", node_name="w3", owner=("StatefulSet", "db")))
+    again = wait(tl, match("Pod", "db-0", "created", after=gone))
+    assert again.detail["uid"] != uid and again.detail["node"] == "w3"
+    api.update("pods", "ns", "db-0", lambda o: o["status"].update(phase="Failed"))
+    failed = wait(tl, match("Pod", "db-0", "phase", after=again))
+    assert failed.detail == {
+        "uid": again.detail["uid"],
+        "node": "w3",
+        "workload": "StatefulSet/db",
+        "phase": "Failed",
+        "previous": "Running",
+    }
+
+
+def test_volume_attachment_transitions(
+    api: FakeApiServer, observe: Callable[..., Observer]
+) -> None:
+    obs = observe(resources=["volumeattachments"])
+    tl = obs.timeline
+    api.add("volumeattachments", va("csi-1", "w1", "pv-a"))
+    created = wait(tl, match("VolumeAttachment", "csi-1", "created"))
+    assert created.detail["node"] == "w1" and created.detail["pv"] == "pv-a"
+    assert created.detail["attached"] is False
+    api.update("volumeattachments", "", "csi-1", lambda o: o["status"].update(attached=True))
+    wait(tl, match("VolumeAttachment", "csi-1", "attached"))
+    assert obs.volume_attachments(pv="pv-a")[0].attached
+
+    def fail(o: JSON) -> None:
+        o["status"]["attachError"] = {"message": "rpc error: node unreachable"}
+
+    api.update("volumeattachments", "", "csi-1", fail)
+    err = wait(tl, match("VolumeAttachment", "csi-1", "attach-error"))
+    assert err.detail["message"] == "rpc error: node unreachable"
+    api.update("volumeattachments", "", "csi-1", lambda o: o["status"].update(attached=False))
+    wait(tl, match("VolumeAttachment", "csi-1", "detached"))
+    api.remove("volumeattachments", "", "csi-1")
+    gone = wait(tl, match("VolumeAttachment", "csi-1", "deleted"))
+    assert gone.detail["pv"] == "pv-a"
+    assert obs.volume_attachments() == []
+
+
+def _event(name: str, pod_name: str, reason: str, message: str, count: int = 1) -> JSON:
+    return {
+        "metadata": {"name": name, "namespace": "ns"},
+        "involvedObject": {"kind": "Pod", "namespace": "ns", "name": pod_name, "uid": "u-1"},
+        "reason": reason,
+        "message": message,
+        "count": count,
+        "type": "Warning",
+    }
+
+
+def test_multi_attach_events_become_pod_transitions(
+    api: FakeApiServer, observe: Callable[..., Observer]
+) -> None:
+    multi = 'Multi-Attach error for volume "pvc-123" Volume is already exclusively attached'
+    api.add("events", _event("old", "web-0", "FailedAttachVolume", multi))  # history
+    obs = observe(resources=["events"])
+    tl = obs.timeline
+    api.add("events", _event("e1", "web-1", "Pulled", "pulled image"))  # not interesting
+    api.add("events", _event("e2", "web-1", "FailedAttachVolume", multi))
+    hit = wait(tl, match("Pod", "web-1", "multi-attach"))
+    assert hit.namespace == "ns"
+    assert hit.detail["volume"] == "pvc-123" and hit.detail["count"] == 1
+    api.update("events", "ns", "e2", lambda o: o.update(count=2))
+    again = wait(tl, match("Pod", "web-1", "multi-attach", after=hit))
+    assert again.detail["count"] == 2
+    api.add("events", _event("e3", "web-1", "FailedScheduling", "0/3 nodes are available"))
+    other = wait(tl, match("Pod", "web-1", "event"))
+    assert other.detail["reason"] == "FailedScheduling"
+    assert tl.first("Pod", "web-0") is None  # events from before the start are history
+    assert tl.first(where=lambda t: "Pulled" in str(t.detail)) is None
+
+
+def _slice(name: str, service: str, ready: list[bool | None]) -> JSON:
+    endpoints = []
+    for i, r in enumerate(ready):
+        cond = {} if r is None else {"ready": r}
+        endpoints.append({"addresses": [f"10.0.0.{i}"], "conditions": cond})
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "labels": {"kubernetes.io/service-name": service},
+        },
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+    }
+
+
+def test_endpoint_counts_per_service(api: FakeApiServer, observe: Callable[..., Observer]) -> None:
+    api.add("endpointslices", _slice("web-a", "web", [True, None]))
+    obs = observe(resources=["endpointslices"])
+    tl = obs.timeline
+    seen = tl.first("Service", "web", "observed")
+    assert seen is not None and seen.detail == {"ready": 2, "total": 2}
+    api.add("endpointslices", _slice("web-b", "web", [False]))
+    grew = wait(tl, match("Service", "web", "endpoints"))
+    assert grew.detail == {"ready": 2, "total": 3, "previous_ready": 2, "previous_total": 2}
+    api.update(
+        "endpointslices",
+        "ns",
+        "web-a",
+        lambda o: o["endpoints"][0].update(conditions={"ready": False}),
+    )
+    drop = wait(tl, match("Service", "web", "endpoints", after=grew))
+    assert drop.detail["ready"] == 1
+    assert obs.endpoints("ns", "web").ready == 1
+    api.remove("endpointslices", "ns", "web-a")
+    api.remove("endpointslices", "ns", "web-b")
+    wait(tl, match("Service", "web", "endpoints", where=lambda t: t.detail["total"] == 0))
+    assert obs.endpoints("ns", "web") == ("ns", "web", 0, 0)
+
+
+def test_pvc_phase_changes(api: FakeApiServer, observe: Callable[..., Observer]) -> None:
+    obs = observe(resources=["persistentvolumeclaims"])
+    tl = obs.timeline
+    api.add(
+        "persistentvolumeclaims",
+        {"metadata": {"name": "data", "namespace": "ns"}, "status": {"phase": "Pending"}},
+    )
+    wait(tl, match("PersistentVolumeClaim", "data", "created"))
+
+    def bind(o: JSON) -> None:
+        o["status"]["phase"] = "Bound"
+        o["spec"] = {"volumeName": "pv-9"}
+
+    api.update("persistentvolumeclaims", "ns", "data", bind)
+    bound = wait(tl, match("PersistentVolumeClaim", "data", "phase"))
+    assert bound.detail["phase"] == "Bound" and bound.detail["previous"] == "Pending"
+    assert bound.detail["volume"] == "pv-9"
+    assert obs.pvc("ns", "data").phase == "Bound"  # type: ignore[union-attr]
+
+
+# -- never dropping a transition -----------------------------------------------------------
+
+
+def _gap_changes(api: FakeApiServer) -> None:
+    """What happens while the observer cannot watch."""
+    api.update("nodes", "", "w1", lambda o: set_ready(o, "Unknown"))
+    api.remove("pods", "default", "web-5d8f-a")
+    api.add("pods", rs_pod("web-5d8f-b", "w2", ready=True))
+
+
+def _assert_gap_seen(tl: Timeline) -> None:
+    down = wait(tl, match("Node", "w1", "not-ready"))
+    assert down.detail["relist"] is True and down.detail["uncertain_s"] >= 0
+    gone = wait(tl, match("Pod", "web-5d8f-a", "deleted"))
+    assert gone.detail["relist"] is True
+    wait(tl, match("Pod", "web-5d8f-b", "created"))
+    ready = wait(tl, match("Pod", "web-5d8f-b", "ready"))
+    assert ready.detail["node"] == "w2" and ready.detail["relist"] is True
+    relisted = wait(tl, match(OBSERVER, "pods", "relisted"))
+    assert "410" in relisted.detail["reason"]
+    assert relisted.detail["changes"] == 5  # deleted; created, scheduled, phase, ready
+
+
+def _setup_gap(api: FakeApiServer) -> None:
+    api.add("nodes", node("w1"))
+    api.add("nodes", node("w2"))
+    api.add("pods", rs_pod("web-5d8f-a", "w1"))
+
+
+@pytest.mark.parametrize("gone_mode", ["http", "event"])
+def test_changes_while_the_watch_was_gone_are_recovered_by_relist(
+    api: FakeApiServer, observe: Callable[..., Observer], gone_mode: str
+) -> None:
+    _setup_gap(api)
+    api.gone_mode = gone_mode  # type: ignore[assignment]
+    obs = observe(resources=["nodes", "pods"])
+    tl = obs.timeline
+    api.wait_for_watches(2)
+    api.watch_failure = 503  # the API server is down for watches...
+    api.break_watches()
+    wait(tl, match(OBSERVER, "pods", "watch-broken"))
+    _gap_changes(api)  # ...while things happen...
+    api.compact()  # ...and the history to resume from is gone
+    api.watch_failure = None
+    _assert_gap_seen(tl)
+    assert [p.name for p in obs.pods()] == ["web-5d8f-b"]
+    assert obs.node("w1").ready == "Unknown"  # type: ignore[union-attr]
+
+
+def test_in_stream_410_relists_and_diffs(
+    api: FakeApiServer, observe: Callable[..., Observer]
+) -> None:
+    _setup_gap(api)
+    obs = observe(resources=["nodes", "pods"])
+    tl = obs.timeline
+    api.wait_for_watches(2)
+    # The open streams end with an ERROR 410 event and never carry these changes.
+    api.expire_watches(during=lambda: _gap_changes(api))
+    _assert_gap_seen(tl)
+
+
+def test_broken_stream_resumes_from_the_last_resource_version(
+    api: FakeApiServer, observe: Callable[..., Observer]
+) -> None:
+    api.add("nodes", node("w1"))
+    obs = observe(resources=["nodes"])
+    tl = obs.timeline
+    api.wait_for_watches(1)
+    api.watch_failure = 503
+    api.break_watches()
+    wait(tl, match(OBSERVER, "nodes", "watch-broken"))
+    # a blip a re-list could not see: NotReady and back while disconnected
+    api.update("nodes", "", "w1", lambda o: set_ready(o, "False"))
+    api.update("nodes", "", "w1", lambda o: set_ready(o, "True"))
+    api.watch_failure = None
+    down = wait(tl, match("Node", "w1", "not-ready"))
+    up = wait(tl, match("Node", "w1", "ready", after=down.mono - 1e-9))
+    assert "relist" not in down.detail and "relist" not in up.detail
+    assert tl.first(OBSERVER, transition="relisted") is None
+
+
+def test_bookmarks_are_not_transitions_but_advance_the_resource_version(
+    api: FakeApiServer, observe: Callable[..., Observer]
+) -> None:
+    api.bookmark_interval_s = 0.05
+    api.add("nodes", node("w1"))
+    obs = observe(resources=["nodes"])
+    for i in range(3):
+        api.add("pods", pod(f"p{i}"))  # moves the global resourceVersion, not nodes
+    target = str(api.rv)
+    deadline = time.monotonic() + 5
+    while obs.resource_versions()["nodes"] != target:  # test-side poll of a diagnostic
+        assert time.monotonic() < deadline, obs.resource_versions()
+        time.sleep(0.01)
+    assert all(t.transition != "BOOKMARK" for t in obs.timeline)
+    assert [t.transition for t in obs.timeline.all("Node")] == ["observed"]
+
+
+def test_initial_list_is_paginated(api: FakeApiServer, observe: Callable[..., Observer]) -> None:
+    for i in range(7):
+        api.add("pods", pod(f"p{i}", node_name="w1"))
+    obs = observe(resources=["pods"], page_size=3)
+    assert len(obs.pods()) == 7
+    lists = [r for r in api.requests if r.path == "/api/v1/pods" and "watch" not in r.query]
+    assert [r.query.get("limit") for r in lists] == ["3", "3", "3"]
+    assert [bool(r.query.get("continue")) for r in lists] == [False, True, True]
+
+
+def test_namespaces_get_their_own_watchers(
+    api: FakeApiServer, observe: Callable[..., Observer]
+) -> None:
+    for ns in ("a", "b", "c"):
+        api.add("pods", pod("p", namespace=ns))
+    obs = observe(namespaces=["a", "b"], resources=["pods", "nodes"])
+    assert sorted(p.namespace for p in obs.pods()) == ["a", "b"]
+    api.wait_for_watches(2, "pods")
+    assert sorted(observer_threads()) == [
+        "powercut-observer-nodes",
+        "powercut-observer-pods@a",
+        "powercut-observer-pods@b",
+    ]
+    api.add("pods", pod("q", namespace="c"))
+    api.add("pods", pod("q", namespace="b"))
+    hit = wait(obs.timeline, match("Pod", "q", "created"))
+    assert hit.namespace == "b"
+    assert obs.timeline.first("Pod", "q", namespace="c") is None
+
+
+def test_every_watch_has_its_own_connection_and_stop_is_prompt(
+    api: FakeApiServer,
+) -> None:
+    obs = Observer(api.client(), backoff_s=FAST).start()
+    try:
+        api.wait_for_watches(6)  # six concurrent streams: six connections
+        assert len(observer_threads()) == 6
+    finally:
+        t0 = time.monotonic()
+        obs.stop()
+    assert time.monotonic() - t0 < 1.0
+    assert observer_threads() == []
+    assert obs.failure() == "observer stopped"
+
+
+def test_start_times_out_when_the_api_server_is_unreachable() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once we leave: connection refused
+    client = KubeClient(Credentials(server=f"http://127.0.0.1:{port}"), timeout_s=1)
+    obs = Observer(client, resources=["nodes"], backoff_s=FAST, sync_timeout_s=0.3)
+    with pytest.raises(WaitTimeout) as err:
+        obs.start()
+    assert "initial list of nodes" in err.value.expected
+    assert "Unreachable" in err.value.last_seen
+    assert observer_threads() == []
+
+
+def test_start_fails_at_once_on_a_permanent_error(api: FakeApiServer) -> None:
+    api.list_failure = 403
+    obs = Observer(api.client(), resources=["nodes"], backoff_s=FAST, sync_timeout_s=10)
+    t0 = time.monotonic()
+    with pytest.raises(ApiError) as err:
+        obs.start()
+    assert err.value.status == 403
+    assert time.monotonic() - t0 < 2
+    assert observer_threads() == []
+
+
+def test_unknown_resource_is_refused(api: FakeApiServer) -> None:
+    with pytest.raises(ValueError, match="valid: nodes, pods"):
+        Observer(api.client(), resources=["deployments"])
+
+
+def test_relist_sees_a_pod_replaced_under_the_same_name(
+    api: FakeApiServer, observe: Callable[..., Observer]
+) -> None:
+    api.add("pods", pod("db-0", node_name="w1", ready=True, owner=("StatefulSet", "db")))
+    obs = observe(resources=["pods"])
+    old_uid = obs.pod("default", "db-0").uid  # type: ignore[union-attr]
+
+    def replace() -> None:  # force-deleted on the dead node, re-created on another one
+        api.remove("pods", "default", "db-0")
+        api.add("pods", pod("db-0", node_name="w2", ready=True, owner=("StatefulSet", "db")))
+
+    api.wait_for_watches(1)
+    api.expire_watches(during=replace)
+    ready = wait(obs.timeline, match("Pod", "db-0", "ready"))
+    assert ready.detail["node"] == "w2" and ready.detail["uid"] != old_uid
+    gone = obs.timeline.first("Pod", "db-0", "deleted")
+    assert gone is not None and gone.detail["uid"] == old_uid and gone.detail["relist"]
+    assert obs.pod("default", "db-0").node == "w2"  # type: ignore[union-attr]
