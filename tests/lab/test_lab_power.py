@@ -7,6 +7,7 @@ what a dead kubelet causes in a real control plane, and power it back on.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -61,6 +62,12 @@ def steady(lab: LabHandle) -> bool:
             return False
     vas, _ = lab.client.list("/apis/storage.k8s.io/v1/volumeattachments")
     return len(vas) == 4 and all((v.get("status") or {}).get("attached") for v in vas)
+
+
+def agent_pid(lab: LabHandle, node: str) -> int | None:
+    state = json.loads((lab.state_dir / "state.json").read_text())
+    pid = state["components"][f"kwok-{node}"]["pid"]
+    return int(pid) if pid else None
 
 
 def attachment_of(lab: LabHandle, pvc: str) -> list[tuple[str, bool]]:
@@ -169,3 +176,28 @@ def test_power_loss_through(lab: LabHandle, protocol: str) -> None:
         driver.close()
         if bmc is not driver:
             bmc.close()
+
+
+def test_state_agrees_across_protocols_and_cycle_works(lab: LabHandle) -> None:
+    """Redfish, IPMI and SSH read the same switch; graceful off, power cycle and reboot act."""
+    node = lab.inventory.node("w-c2")
+    drivers = {p: driver_for(node, p, timeout_s=30) for p in ("ipmi", "redfish", "ssh")}
+    try:
+        assert {p: d.state() for p, d in drivers.items()} == dict.fromkeys(drivers, PowerState.ON)
+        drivers["redfish"].off(graceful=True)
+        assert {p: d.state() for p, d in drivers.items()} == dict.fromkeys(drivers, PowerState.OFF)
+        drivers["ipmi"].on()
+        assert {p: d.state() for p, d in drivers.items()} == dict.fromkeys(drivers, PowerState.ON)
+        for protocol in ("ipmi", "redfish", "ssh"):
+            before = agent_pid(lab, "w-c2")
+            drivers[protocol].cycle()
+            assert drivers["ipmi"].state() is PowerState.ON
+            # A power cycle restarts the node: its agent is a new process.
+            after = agent_pid(lab, "w-c2")
+            assert after is not None and after != before, f"{protocol} cycle did not restart it"
+        wait_for("w-c2 Ready", lambda: node_ready(lab, "w-c2") == "True", 30)
+    finally:
+        if drivers["ipmi"].state() is not PowerState.ON:
+            drivers["ipmi"].on()
+        for d in drivers.values():
+            d.close()

@@ -1,0 +1,123 @@
+"""``powercut power`` and ``powercut recover``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from harness.inventory import load_inventory
+from harness.journal import Journal, recover
+from harness.kube.client import KubeClient
+from harness.power.factory import driver_for
+from harness.session import ClusterExecutor, Session, journal_path_for
+
+PROTOCOLS = ("ipmi", "redfish", "ssh")
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    power = sub.add_parser(
+        "power",
+        help="read or switch node power through the nodes' BMCs (journaled, recoverable)",
+        description="Read or switch node power. Every power-off is journaled with its undo "
+        "first, so `powercut recover` can power the node back on after a crash.",
+    )
+    psub = power.add_subparsers(dest="power_command", required=True, metavar="ACTION")
+    for name, text in (
+        ("status", "print each node's power state"),
+        ("on", "power nodes on"),
+        ("off", "power nodes off (in parallel; journaled)"),
+        ("cycle", "power-cycle nodes"),
+    ):
+        p = psub.add_parser(name, help=text)
+        p.add_argument("nodes", nargs="+", metavar="NODE")
+        p.add_argument("--inventory", "-i", required=True, type=Path, help="inventory YAML")
+        p.add_argument(
+            "--protocol",
+            choices=PROTOCOLS,
+            default=None,
+            help="which of the node's endpoints to use (default: the inventory's power driver)",
+        )
+        if name == "off":
+            p.add_argument("--graceful", action="store_true", help="ACPI-style graceful shutdown")
+            p.add_argument("--dry-run", action="store_true", help="print the plan, touch nothing")
+        p.set_defaults(func=cmd_power)
+    rec = sub.add_parser(
+        "recover",
+        help="undo whatever a crashed or interrupted run left (power on, uncordon, untaint)",
+        description="Replay the journal of an inventory: run every undo still owed, newest "
+        "first. Idempotent: a second run does nothing.",
+    )
+    rec.add_argument("--inventory", "-i", required=True, type=Path, help="inventory YAML")
+    rec.add_argument("--journal", type=Path, default=None, help="journal file (default: derived)")
+    rec.set_defaults(func=cmd_recover)
+
+
+def cmd_power(args: argparse.Namespace) -> int:
+    inv = load_inventory(args.inventory)
+    for n in args.nodes:
+        inv.node(n)  # unknown node: clear error before anything happens
+    action = args.power_command
+    if action == "status":
+
+        def state(n: str) -> str:
+            d = driver_for(inv.node(n), args.protocol)
+            try:
+                return d.state().value
+            finally:
+                d.close()
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            states = list(pool.map(state, args.nodes))
+        for n, st in zip(args.nodes, states, strict=True):
+            proto = args.protocol or inv.node(n).power.driver
+            print(f"{n:20} {proto:8} {st}")
+        return 0
+    with Session(inv, dry_run=getattr(args, "dry_run", False), undo_on_exit=False, say=print) as s:
+        if action == "off":
+            s.power_off(args.nodes, graceful=args.graceful, protocol=args.protocol)
+            if s.dry_run:
+                print("dry run: nothing was changed. The plan:")
+                for line in s.plan:
+                    print(f"  {line}")
+            else:
+                print(
+                    f"journal: {s.journal_path} (undo with: powercut recover -i {args.inventory})"
+                )
+        elif action == "on":
+            s.power_on(args.nodes, protocol=args.protocol)
+        else:
+            for n in args.nodes:
+                d = s.driver(n, args.protocol)
+                d.cycle()
+                print(f"power-cycled {n}")
+    return 0
+
+
+def cmd_recover(args: argparse.Namespace) -> int:
+    inv = load_inventory(args.inventory)
+    path = args.journal or journal_path_for(inv)
+    if not path.exists():
+        print(f"nothing to recover: no journal at {path}")
+        return 0
+    c = inv.cluster
+    client = KubeClient.from_kubeconfig(c.kubeconfig, c.context)
+    with Journal(path) as journal:
+        pending = journal.pending_undos()
+        if not pending:
+            print(f"nothing to recover: every disruption in {path} was undone")
+            return 0
+        print(f"recovering {len(pending)} disruption(s) from {path}:")
+        results = recover(journal, ClusterExecutor(inv, client))
+    failed = 0
+    for r in results:
+        print(
+            f"  {'done' if r.ok else 'FAILED'}: {r.description}"
+            + (f" ({r.error})" if r.error else "")
+        )
+        failed += not r.ok
+    if failed:
+        print(f"{failed} undo(s) failed; fix the cause and run recover again", file=sys.stderr)
+        return 4
+    return 0

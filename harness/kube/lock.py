@@ -1,0 +1,124 @@
+"""A cluster lock (a coordination.k8s.io Lease) so two disruptive runs cannot collide."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+
+from harness.errors import PermanentError, PowercutError
+from harness.kube.client import JSON, Conflict, KubeClient, NotFound
+
+log = logging.getLogger(__name__)
+LEASE_NAMESPACE = "kube-system"
+LEASE_NAME = "powercut-lock"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse(ts: str | None) -> float:
+    if not ts:
+        return 0.0
+    return dt.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+class ClusterLocked(PermanentError):
+    def __init__(self, holder: str, expires_in_s: float) -> None:
+        self.holder = holder
+        self.expires_in_s = expires_in_s
+        super().__init__(
+            f"another powercut run holds the cluster lock (Lease {LEASE_NAMESPACE}/{LEASE_NAME}, "
+            f"holder {holder}); it expires in {expires_in_s:.0f}s unless renewed. Wait for it, "
+            "or run `powercut recover` on the machine that ran it"
+        )
+
+
+class ClusterLock:
+    """Hold the Lease while a run disrupts the cluster; renewed in the background."""
+
+    def __init__(self, client: KubeClient, *, duration_s: int = 60, holder: str | None = None):
+        self.client = client
+        self.duration_s = duration_s
+        self.holder = holder or f"{socket.gethostname()}/pid-{os.getpid()}/{uuid.uuid4().hex[:8]}"
+        self._path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _body(self, rv: str | None = None, transitions: int = 0) -> JSON:
+        md: JSON = {"name": LEASE_NAME, "namespace": LEASE_NAMESPACE}
+        if rv:
+            md["resourceVersion"] = rv
+        now = _now()
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": md,
+            "spec": {
+                "holderIdentity": self.holder,
+                "leaseDurationSeconds": self.duration_s,
+                "acquireTime": now,
+                "renewTime": now,
+                "leaseTransitions": transitions,
+            },
+        }
+
+    def acquire(self) -> None:
+        try:
+            self.client.create(self._path, self._body())
+        except Conflict:
+            lease = self.client.get(f"{self._path}/{LEASE_NAME}")
+            spec = lease.get("spec") or {}
+            holder = str(spec.get("holderIdentity") or "")
+            expires = _parse(spec.get("renewTime")) + float(spec.get("leaseDurationSeconds") or 0)
+            left = expires - time.time()
+            if holder and holder != self.holder and left > 0:
+                raise ClusterLocked(holder, left) from None
+            # Expired or released: take it over (a stale resourceVersion means we lost a race).
+            try:
+                self.client.replace(
+                    f"{self._path}/{LEASE_NAME}",
+                    self._body(
+                        lease["metadata"]["resourceVersion"],
+                        int(spec.get("leaseTransitions") or 0) + 1,
+                    ),
+                )
+            except Conflict:
+                raise ClusterLocked("(taken over concurrently)", self.duration_s) from None
+        self._thread = threading.Thread(target=self._renew, name="powercut-lock", daemon=True)
+        self._thread.start()
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.duration_s / 3):
+            try:
+                self.client.patch(f"{self._path}/{LEASE_NAME}", {"spec": {"renewTime": _now()}})
+            except PowercutError as exc:
+                log.warning("renewing the cluster lock failed: %s", exc)
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=5)
+        try:
+            lease = self.client.get(f"{self._path}/{LEASE_NAME}")
+            if (lease.get("spec") or {}).get("holderIdentity") == self.holder:
+                self.client.delete(
+                    f"{self._path}/{LEASE_NAME}",
+                    body={"preconditions": {"uid": lease["metadata"]["uid"]}},
+                )
+        except NotFound:
+            pass
+        except PowercutError as exc:
+            log.warning("releasing the cluster lock failed (it expires by itself): %s", exc)
+
+    def __enter__(self) -> ClusterLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

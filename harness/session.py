@@ -1,0 +1,411 @@
+"""A disruption session: what every scenario, the CLI and the chaos extension act through.
+
+A session holds the cluster lock (a Lease), journals every disruption with its undo
+*before* acting (so ``powercut recover`` can finish the job after a crash), runs the undos
+when the scenario ends, fails or is interrupted (Ctrl-C, SIGTERM), checks each disruption
+against the inventory's blast-radius limits, and records its own actions in the timeline.
+With ``dry_run`` it only describes what it would do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from harness.errors import PermanentError, PowercutError
+from harness.inventory import Inventory
+from harness.journal import Journal, UndoSpec, UndoStack, install_signal_handlers
+from harness.kube import actions
+from harness.kube.client import JSON, KubeClient, NotFound
+from harness.kube.lock import ClusterLock
+from harness.kube.timeline import Timeline
+from harness.power.base import PowerDriver, PowerState
+from harness.power.factory import driver_for
+from harness.safety import plan_disruption
+
+log = logging.getLogger(__name__)
+Say = Callable[[str], None]
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("POWERCUT_STATE_DIR", Path.home() / ".local" / "state" / "powercut"))
+
+
+def journal_path_for(inventory: Inventory) -> Path:
+    """One journal per inventory file, so ``powercut recover --inventory X`` finds it."""
+    src = str(inventory.source.resolve()) if inventory.source else (inventory.name or "inventory")
+    digest = hashlib.sha256(src.encode()).hexdigest()[:12]
+    return state_dir() / "journals" / f"{inventory.name or 'inventory'}-{digest}.jsonl"
+
+
+def power_protocol_for_restore(inventory: Inventory, node: str) -> str | None:
+    """The protocol that can switch a node on: its primary BMC, else an alternative BMC."""
+    spec = inventory.node(node)
+    for p in (spec.power, *spec.power_alternatives):
+        if p.driver != "ssh":
+            return p.driver
+    raise PermanentError(
+        f"node {node} has no BMC that can power it on (SSH can cut power but not restore it)"
+    )
+
+
+class ClusterExecutor:
+    """Carries out journal undos against the real cluster and BMCs (idempotent)."""
+
+    def __init__(self, inventory: Inventory, client: KubeClient) -> None:
+        self.inventory = inventory
+        self.client = client
+
+    def power_on(self, node: str) -> None:
+        driver = driver_for(
+            self.inventory.node(node), power_protocol_for_restore(self.inventory, node)
+        )
+        try:
+            if driver.state() is not PowerState.ON:
+                driver.on()
+        finally:
+            driver.close()
+
+    def uncordon(self, node: str) -> None:
+        with contextlib.suppress(NotFound):
+            actions.uncordon(self.client, node)
+
+    def remove_taint(self, node: str, key: str, effect: str) -> None:
+        with contextlib.suppress(NotFound):
+            actions.remove_taint(self.client, node, key, effect)
+
+    def restore_node(self, node: str, manifest: dict[str, Any]) -> None:
+        if self.client.get_or_none(f"/api/v1/nodes/{node}") is None:
+            self.client.create("/api/v1/nodes", manifest)
+
+
+@dataclass
+class PowerResult:
+    """What a parallel power operation did, with its timings (monotonic seconds)."""
+
+    nodes: list[str]
+    sent: dict[str, float] = field(default_factory=dict)
+    acknowledged: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def skew_s(self) -> float:
+        """Between the first and the last acknowledgement."""
+        acks = list(self.acknowledged.values())
+        return max(acks) - min(acks) if len(acks) > 1 else 0.0
+
+    @property
+    def first_ack(self) -> float:
+        return min(self.acknowledged.values())
+
+
+def node_manifest(node: JSON) -> JSON:
+    """A Node as it can be created again: no status, identity or server-set fields."""
+    md = node.get("metadata") or {}
+    keep = {k: md[k] for k in ("name", "labels", "annotations") if k in md}
+    spec = dict(node.get("spec") or {})
+    spec["taints"] = [
+        t
+        for t in spec.get("taints") or []
+        if not str(t.get("key", "")).startswith("node.kubernetes.io/")
+    ]
+    spec.pop("unschedulable", None)
+    return {"apiVersion": "v1", "kind": "Node", "metadata": keep, "spec": spec}
+
+
+class Session:
+    def __init__(
+        self,
+        inventory: Inventory,
+        *,
+        client: KubeClient | None = None,
+        timeline: Timeline | None = None,
+        journal_path: Path | None = None,
+        keep_on_failure: bool = False,
+        dry_run: bool = False,
+        lock: bool = True,
+        undo_on_exit: bool = True,
+        say: Say | None = None,
+    ) -> None:
+        self.inventory = inventory
+        self._client = client
+        self.timeline = timeline or Timeline()
+        self.journal_path = journal_path or journal_path_for(inventory)
+        self.keep_on_failure = keep_on_failure
+        self.dry_run = dry_run
+        self.use_lock = lock
+        self.undo_on_exit = undo_on_exit
+        self.say = say or (lambda msg: log.info("%s", msg))
+        self.plan: list[str] = []
+        self.down: set[str] = set()
+        self.last_power: PowerResult | None = None
+        self._drivers: dict[tuple[str, str | None], PowerDriver] = {}
+        self._drivers_lock = threading.Lock()
+        self._entries: dict[tuple[str, str], str] = {}
+        self._lock: ClusterLock | None = None
+        self._restore_signals: Callable[[], None] | None = None
+        self.journal: Journal | None = None
+        self.undo: UndoStack | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def client(self) -> KubeClient:
+        if self._client is None:
+            c = self.inventory.cluster
+            self._client = KubeClient.from_kubeconfig(c.kubeconfig, c.context)
+        return self._client
+
+    def __enter__(self) -> Self:
+        if self.dry_run:
+            return self
+        if threading.current_thread() is threading.main_thread():
+            self._restore_signals = install_signal_handlers()
+        try:
+            self.journal_path.parent.mkdir(parents=True, exist_ok=True)
+            self.journal = Journal(self.journal_path)
+            self.undo = UndoStack(
+                self.journal,
+                ClusterExecutor(self.inventory, self.client),
+                keep_on_failure=self.keep_on_failure,
+            )
+            if self.use_lock:
+                self._lock = ClusterLock(self.client)
+                self._lock.acquire()
+        except BaseException:
+            self._close()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if self.undo is not None and self.undo_on_exit:
+                self.undo.__exit__(exc_type, exc, tb)
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        for d in self._drivers.values():
+            try:
+                d.close()
+            except PowercutError as exc:
+                log.debug("closing a power driver: %s", exc)
+        self._drivers.clear()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+        if self.journal is not None:
+            self.journal.close()
+        if self._restore_signals is not None:
+            self._restore_signals()
+            self._restore_signals = None
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def driver(self, node: str, protocol: str | None = None) -> PowerDriver:
+        with self._drivers_lock:
+            key = (node, protocol)
+            if key not in self._drivers:
+                self._drivers[key] = driver_for(self.inventory.node(node), protocol)
+            return self._drivers[key]
+
+    def _journaled(
+        self, action: str, target: str, undo: UndoSpec, fn: Callable[[], object]
+    ) -> None:
+        assert self.undo is not None and self.journal is not None
+        with self.undo.disruption(action, target, undo=undo) as entry:
+            self._entries[(action, target)] = entry.id
+            fn()
+
+    def _undone(self, action: str, target: str) -> None:
+        entry_id = self._entries.pop((action, target), None)
+        if entry_id is not None and self.journal is not None:
+            self.journal.mark_undone(entry_id)
+
+    # -- power ------------------------------------------------------------------------------
+
+    def power_off(
+        self, nodes: Iterable[str], *, graceful: bool = False, protocol: str | None = None
+    ) -> PowerResult:
+        """Power the nodes off in parallel; returns once every BMC acknowledged and the new
+        state was read back. The skew between the first and last acknowledgement is kept."""
+        names = list(nodes)
+        plan = plan_disruption(
+            self.inventory, names, already_down=sorted(self.down), action="power off"
+        )
+        how = "graceful" if graceful else "forced"
+        if self.dry_run:
+            for n in names:
+                proto = protocol or self.inventory.node(n).power.driver
+                self.plan.append(f"power off {n} ({how}) through {proto}; undo: power on")
+            self.plan.extend(plan.describe())
+            return PowerResult(names)
+        result = PowerResult(names)
+
+        def one(node: str) -> None:
+            driver = self.driver(node, protocol)
+
+            def act() -> None:
+                result.sent[node] = time.monotonic()
+                self.timeline.action(
+                    node, "power-off sent", graceful=graceful, protocol=protocol or ""
+                )
+                driver.off(graceful=graceful)
+                result.acknowledged[node] = time.monotonic()
+                self.timeline.action(node, "power-off acknowledged")
+
+            self._journaled("power_off", f"node/{node}", UndoSpec.power_on(node), act)
+            self.down.add(node)
+
+        self._parallel(names, one, result, "power off")
+        self.last_power = result
+        self.say(f"powered off {', '.join(names)} ({how}); ack skew {result.skew_s * 1000:.0f} ms")
+        return result
+
+    def power_on(self, nodes: Iterable[str], *, protocol: str | None = None) -> PowerResult:
+        names = list(nodes)
+        if self.dry_run:
+            self.plan.extend(f"power on {n}" for n in names)
+            return PowerResult(names)
+        result = PowerResult(names)
+
+        def one(node: str) -> None:
+            proto = protocol if protocol not in (None, "ssh") else None
+            if proto is None:
+                proto = power_protocol_for_restore(self.inventory, node)
+            driver = self.driver(node, proto)
+            result.sent[node] = time.monotonic()
+            self.timeline.action(node, "power-on sent")
+            driver.on()
+            result.acknowledged[node] = time.monotonic()
+            self.timeline.action(node, "power-on acknowledged")
+            self._undone("power_off", f"node/{node}")
+            self.down.discard(node)
+
+        self._parallel(names, one, result, "power on")
+        self.say(f"powered on {', '.join(names)}")
+        return result
+
+    def _parallel(
+        self, names: list[str], fn: Callable[[str], None], result: PowerResult, what: str
+    ) -> None:
+        with ThreadPoolExecutor(max_workers=max(1, min(16, len(names)))) as pool:
+            futures = {n: pool.submit(fn, n) for n in names}
+        for n, fut in futures.items():
+            exc = fut.exception()
+            if exc is not None:
+                result.errors[n] = str(exc)
+        if result.errors:
+            detail = "; ".join(f"{n}: {e}" for n, e in result.errors.items())
+            first = next(iter(futures[n].exception() for n in result.errors))
+            if isinstance(first, PowercutError):
+                raise type(first)(
+                    f"{what} failed for {len(result.errors)} node(s): {detail}"
+                ) from first
+            raise PermanentError(f"{what} failed: {detail}") from first
+
+    # -- Kubernetes actions -----------------------------------------------------------------
+
+    def cordon(self, node: str) -> None:
+        if self.dry_run:
+            self.plan.append(f"cordon {node}; undo: uncordon")
+            return
+        self._journaled(
+            "cordon",
+            f"node/{node}",
+            UndoSpec.uncordon(node),
+            lambda: actions.cordon(self.client, node, timeline=self.timeline),
+        )
+
+    def uncordon(self, node: str) -> None:
+        if self.dry_run:
+            self.plan.append(f"uncordon {node}")
+            return
+        actions.uncordon(self.client, node, timeline=self.timeline)
+        self._undone("cordon", f"node/{node}")
+        self._undone("drain", f"node/{node}")
+
+    def drain(self, node: str, *, timeout_s: float, **kw: Any) -> actions.DrainResult:
+        if self.dry_run:
+            self.plan.append(f"drain {node} (Eviction API, PDBs respected); undo: uncordon")
+            return actions.DrainResult(node=node, evicted=())
+        out: list[actions.DrainResult] = []
+        self._journaled(
+            "drain",
+            f"node/{node}",
+            UndoSpec.uncordon(node),
+            lambda: out.append(
+                actions.drain(
+                    self.client,
+                    node,
+                    deadline=time.monotonic() + timeout_s,
+                    timeline=self.timeline,
+                    **kw,
+                )
+            ),
+        )
+        return out[0]
+
+    def delete_node(self, node: str, *, clear_finalizers: bool = False) -> None:
+        if self.dry_run:
+            self.plan.append(f"delete Node {node}; undo: re-create it from its manifest")
+            return
+        manifest = node_manifest(self.client.get(f"/api/v1/nodes/{node}"))
+        self._journaled(
+            "delete_node",
+            f"node/{node}",
+            UndoSpec.restore_node(node, manifest),
+            lambda: actions.delete_node(
+                self.client, node, clear_finalizers=clear_finalizers, timeline=self.timeline
+            ),
+        )
+
+    def restore_node(self, node: str) -> None:
+        """Re-create a deleted Node (a real kubelet re-registers by itself; kwok does not)."""
+        entry = self._entries.get(("delete_node", f"node/{node}"))
+        if entry is None or self.journal is None:
+            return
+        spec = self.journal.get(entry).undo
+        ClusterExecutor(self.inventory, self.client).restore_node(node, dict(spec.args["manifest"]))
+        self._undone("delete_node", f"node/{node}")
+
+    def force_delete_pods(self, node: str) -> list[str]:
+        if self.dry_run:
+            self.plan.append(f"force-delete the pods of {node} (grace 0)")
+            return []
+        return list(actions.force_delete_pods(self.client, node, timeline=self.timeline))
+
+    def add_out_of_service_taint(self, node: str) -> None:
+        if self.dry_run:
+            self.plan.append(
+                f"taint {node} {actions.OUT_OF_SERVICE_KEY}:NoExecute; undo: remove it"
+            )
+            return
+        self._journaled(
+            "out_of_service",
+            f"node/{node}",
+            UndoSpec.remove_taint(node, actions.OUT_OF_SERVICE_KEY, "NoExecute"),
+            lambda: actions.add_out_of_service_taint(self.client, node, timeline=self.timeline),
+        )
+
+    def remove_out_of_service_taint(self, node: str) -> None:
+        if self.dry_run:
+            self.plan.append(f"remove the out-of-service taint from {node}")
+            return
+        actions.remove_out_of_service_taint(self.client, node, timeline=self.timeline)
+        self._undone("out_of_service", f"node/{node}")
