@@ -10,6 +10,7 @@ from pathlib import Path
 from harness.inventory import load_inventory
 from harness.journal import Journal, recover
 from harness.kube.client import KubeClient
+from harness.kube.lock import ClusterLock
 from harness.power.factory import driver_for
 from harness.session import ClusterExecutor, Session, journal_path_for
 
@@ -103,6 +104,9 @@ def cmd_recover(args: argparse.Namespace) -> int:
         return 0
     c = inv.cluster
     client = KubeClient.from_kubeconfig(c.kubeconfig, c.context)
+    stale = ClusterLock.break_stale(client)
+    if stale:
+        print(f"released the cluster lock of a run that is gone ({stale})")
     with Journal(path) as journal:
         pending = journal.pending_undos()
         if not pending:

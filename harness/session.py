@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -24,7 +24,13 @@ from typing import Any, Self
 
 from harness.errors import PermanentError, PowercutError
 from harness.inventory import Inventory
-from harness.journal import Journal, UndoSpec, UndoStack, install_signal_handlers
+from harness.journal import (
+    Journal,
+    UndoSpec,
+    UndoStack,
+    install_signal_handlers,
+    shield_signals,
+)
 from harness.kube import actions
 from harness.kube.client import JSON, KubeClient, NotFound
 from harness.kube.lock import ClusterLock
@@ -304,8 +310,18 @@ class Session:
     def _parallel(
         self, names: list[str], fn: Callable[[str], None], result: PowerResult, what: str
     ) -> None:
-        with ThreadPoolExecutor(max_workers=max(1, min(16, len(names)))) as pool:
-            futures = {n: pool.submit(fn, n) for n in names}
+        pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(names))))
+        futures = {n: pool.submit(fn, n) for n in names}
+        try:
+            wait(futures.values())
+        except BaseException:
+            # Interrupted (Ctrl-C, SIGTERM): let the BMC calls in flight finish first, so
+            # the undos that run next act after them, not in between.
+            with shield_signals():
+                wait(futures.values())
+            raise
+        finally:
+            pool.shutdown(wait=True)
         for n, fut in futures.items():
             exc = fut.exception()
             if exc is not None:

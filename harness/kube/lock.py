@@ -116,6 +116,35 @@ class ClusterLock:
         except PowercutError as exc:
             log.warning("releasing the cluster lock failed (it expires by itself): %s", exc)
 
+    @staticmethod
+    def break_stale(client: KubeClient) -> str | None:
+        """Delete the lock if a process on this machine held it and is gone (a crashed run).
+
+        Returns the holder it removed, or None. A holder on another machine, or alive here,
+        is left alone: its Lease expires by itself when it stops renewing.
+        """
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{LEASE_NAME}"
+        lease = client.get_or_none(path)
+        if lease is None:
+            return None
+        holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
+        host, _, rest = holder.partition("/pid-")
+        pid_text = rest.split("/", 1)[0]
+        if host != socket.gethostname() or not pid_text.isdigit():
+            return None
+        try:
+            os.kill(int(pid_text), 0)
+            return None  # still running
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            return None
+        try:
+            client.delete(path, body={"preconditions": {"uid": lease["metadata"]["uid"]}})
+        except (NotFound, Conflict):
+            return None
+        return holder
+
     def __enter__(self) -> ClusterLock:
         self.acquire()
         return self
