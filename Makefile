@@ -3,14 +3,17 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_FLAGS ?=
 
-.PHONY: venv check lint types layers unit lab-bin lab-test test demo bench clean
+.PHONY: venv report-tools lint types layers unit check lab-bin lab-test integration features test demo bench clean
 
 venv:
 	@bash scripts/bootstrap.sh
 
+report-tools:
+	@bash scripts/install-report-tools.sh >/dev/null
+
 lint: venv
-	$(PY) -m ruff check harness tests bench
-	$(PY) -m ruff format --check harness tests bench
+	$(PY) -m ruff check harness tests bench steps scripts
+	$(PY) -m ruff format --check harness tests bench steps scripts
 
 types: venv
 	$(PY) -m mypy
@@ -19,25 +22,34 @@ layers: venv
 	.venv/bin/lint-imports
 
 unit: venv
-	$(PY) -m pytest tests/unit tests/integration -m "not lab" -q $(PYTEST_FLAGS)
+	$(PY) -m pytest tests/unit tests/integration -m "not lab" --ignore=tests/integration/test_report_render.py -q $(PYTEST_FLAGS)
 
-## check: lint, types, import layers, unit tests; no lab
+## check: lint, types, import layers, unit tests; no lab, fast
 check: lint types layers unit
 
 lab-bin: venv
 	.venv/bin/powercut lab build
 
-lab-test: venv lab-bin
+## the lab tests: one lab per session, every protocol, HA control plane, recovery
+lab-test: lab-bin
 	$(PY) -m pytest tests/lab -m lab -v $(PYTEST_FLAGS)
 
+## the report pipeline end to end: allure-pytest-bdd -> Allure 3 single file -> Chromium
+integration: venv report-tools
+	$(PY) -m pytest tests/integration/test_report_render.py -q $(PYTEST_FLAGS)
+
+## the feature library against a lab of its own, with the HTML report checked in Chromium
+features: lab-bin report-tools
+	bash scripts/features.sh
+
 ## test: everything the project checks
-test: check lab-test
+test: check integration lab-test features
 
 ## demo: bring the lab up, run the features against it, write the HTML report
-demo: venv lab-bin
+demo: lab-bin report-tools
 	bash scripts/demo.sh
 
-bench: venv lab-bin
+bench: lab-bin
 	$(PY) bench/lab_bench.py
 
 clean:

@@ -24,18 +24,23 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.cli_power import add_parsers as add_power
 
     add_power(sub)
+    from harness.cli_run import add_parsers as add_run
+
+    add_run(sub)
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
-    args = ap.parse_args(argv)
+    args, extra = ap.parse_known_args(argv)
+    if extra and getattr(args, "command", None) != "run":
+        ap.error(f"unrecognized arguments: {' '.join(extra)}")
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
-        rc: int = args.func(args)
+        rc: int = args.func(args, extra) if args.command == "run" else args.func(args)
     except PowercutError as exc:
         # One clear line, no traceback: the error names what was wrong and what is valid.
         print(f"powercut: error: {exc}", file=sys.stderr)

@@ -1,0 +1,230 @@
+"""``powercut run`` (the feature suite, a report, a trustworthy exit code) and ``report``."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from harness import __version__
+from harness.errors import ConfigError, PowercutError
+from harness.inventory import load_inventory
+from harness.journal import Journal
+from harness.session import journal_path_for
+
+# Exit codes of `powercut run`, documented in --help and the README.
+EXIT_PASSED = 0
+EXIT_FAILED = 1  # scenario failures (the cluster did not behave within its budgets)
+EXIT_HARNESS = 2  # harness or infrastructure error (bad inventory, BMC down, broken step)
+EXIT_INTERRUPTED = 3  # interrupted, and the cluster was restored
+EXIT_RESTORE_FAILED = 4  # something is still disrupted: run `powercut recover`
+
+EPILOG = """exit codes:
+  0  all scenarios passed
+  1  scenario failures (the cluster did not behave, or not within its budgets)
+  2  harness or infrastructure error (inventory, BMC, API unreachable, broken step)
+  3  interrupted (Ctrl-C, SIGTERM) with the cluster restored
+  4  restore failed: some disruption is still in place; run `powercut recover -i INVENTORY`
+"""
+
+
+def default_steps_dir() -> Path:
+    return Path(__file__).resolve().parent.parent / "steps"
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = sub.add_parser(
+        "run",
+        help="run the failure features against a cluster and write the HTML report",
+        description="Run the Gherkin failure features with pytest, write DIR/allure-results, "
+        "DIR/junit.xml and DIR/index.html, print a summary and the report's path. Extra "
+        "arguments go to pytest (e.g. -k rack, -m 'not slow').",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument(
+        "--inventory",
+        "-i",
+        type=Path,
+        default=Path("inventories/lab.yaml"),
+        help="inventory YAML (default inventories/lab.yaml, written by `powercut lab up`)",
+    )
+    run.add_argument(
+        "--out", type=Path, default=None, help="output directory (default reports/<timestamp>)"
+    )
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="validate the inventory, list the scenarios and their steps; touch nothing",
+    )
+    run.add_argument(
+        "--keep-on-failure",
+        action="store_true",
+        help="leave a failed scenario's disruption in place as evidence "
+        "(undo later with `powercut recover`)",
+    )
+    run.add_argument(
+        "--steps", type=Path, default=None, help="directory of step modules (default: steps/)"
+    )
+    run.add_argument(
+        "--previous",
+        type=Path,
+        default=None,
+        help="a previous report directory, to continue its history trend",
+    )
+    run.add_argument("--no-html", action="store_true", help="skip the HTML report")
+    run.set_defaults(func=cmd_run)
+    rep = sub.add_parser(
+        "report",
+        help="render allure-results into one self-contained HTML file",
+        description="Render an allure-results directory into DIR/index.html (offline, one file).",
+    )
+    rep.add_argument("results", type=Path, help="allure-results directory")
+    rep.add_argument("-o", "--out", type=Path, required=True, help="output directory")
+    rep.add_argument("--title", default="powercut report")
+    rep.add_argument("--previous", type=Path, default=None, help="previous report (history)")
+    rep.set_defaults(func=cmd_report)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from harness.report.html import render_report
+
+    if not args.results.is_dir():
+        raise ConfigError("not a directory", source=str(args.results))
+    path = render_report(args.results, args.out, title=args.title, previous=args.previous)
+    print(f"report: {path}")
+    return 0
+
+
+def _verdicts(results: Path) -> dict[str, int]:
+    from harness.report.summary import load_allure_results
+
+    counts: dict[str, int] = {}
+    for s in load_allure_results(results).scenarios:
+        counts[s.verdict] = counts.get(s.verdict, 0) + 1
+    return counts
+
+
+def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
+    inv = load_inventory(args.inventory)  # a bad inventory: one clear error, exit 2
+    steps = (args.steps or default_steps_dir()).resolve()
+    if not steps.is_dir():
+        raise ConfigError("no step definitions here; pass --steps DIR", source=str(steps))
+    pytest_args = list(extra or [])
+    if args.dry_run:
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                str(steps),
+                "-p",
+                "no:allure_pytest",
+                "--collect-only",
+                "-q",
+                "--inventory",
+                str(args.inventory),
+                *pytest_args,
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+        )
+        print(
+            f"dry run: inventory {args.inventory} is valid ({len(inv.nodes)} nodes); "
+            "nothing will be touched. Scenarios:"
+        )
+        for line in out.stdout.splitlines():
+            if "::" in line:
+                print(f"  {line}")
+        return EXIT_PASSED if out.returncode == 0 else EXIT_HARNESS
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out_dir: Path = args.out or Path("reports") / stamp
+    results = out_dir / "allure-results"
+    results.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(steps),
+        "-p",
+        "no:allure_pytest",
+        "--inventory",
+        str(args.inventory.resolve()),
+        "--alluredir",
+        str(results),
+        f"--junitxml={out_dir / 'junit.xml'}",
+        "-o",
+        "junit_family=xunit2",
+        "-q",
+    ]
+    if args.keep_on_failure:
+        cmd.append("--keep-on-failure")
+    print(f"powercut {__version__}: running {steps} against {args.inventory} -> {out_dir}")
+    child = subprocess.Popen([*cmd, *pytest_args])
+
+    def forward(signum: int, frame: object) -> None:
+        # The scenarios undo their disruptions on SIGTERM; pass it on and wait for them.
+        child.send_signal(signum)
+
+    previous = signal.signal(signal.SIGTERM, forward)
+    try:
+        while True:
+            try:
+                rc = child.wait()
+                break
+            except KeyboardInterrupt:
+                continue  # Ctrl-C reached pytest too: let it unwind and restore the cluster
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    journal = journal_path_for(inv)
+    owed = []
+    if journal.exists():
+        with Journal(journal) as j:
+            owed = j.pending_undos()
+    from harness.report.allure_env import prepare_results
+
+    prepare_results(
+        results,
+        environment={
+            "harness version": __version__,
+            "inventory": inv.name or str(args.inventory),
+            "nodes": len(inv.nodes),
+            "timing profile": inv.timings or (inv.budgets.profile if inv.budgets else "") or "",
+        },
+        previous_report=args.previous,
+    )
+    html: Path | None = None
+    if not args.no_html:
+        from harness.report.html import render_report
+
+        try:
+            html = render_report(
+                results, out_dir, title=f"powercut: {inv.name or 'run'}", previous=args.previous
+            )
+        except PowercutError as exc:
+            print(f"powercut: HTML report not written: {exc}", file=sys.stderr)
+    from harness.report.summary import summarize
+
+    print(summarize(results))
+    counts = _verdicts(results)
+    if html:
+        print(f"report: {html}")
+    print(f"junit:  {out_dir / 'junit.xml'}")
+    if owed:
+        print(
+            f"powercut: {len(owed)} disruption(s) still in place; run: powercut recover -i "
+            f"{args.inventory}",
+            file=sys.stderr,
+        )
+        return EXIT_RESTORE_FAILED
+    if rc == 2:  # pytest: interrupted
+        return EXIT_INTERRUPTED
+    if rc in (3, 4, 5) or counts.get("broken"):
+        return EXIT_HARNESS
+    if rc == 1 or counts.get("failed"):
+        return EXIT_FAILED
+    return EXIT_PASSED
