@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -41,6 +43,7 @@ def test_up_is_idempotent_and_down_leaves_nothing(tmp_path: Path) -> None:
         str(inv),
         *common,
     ]
+    tmp_before = set(os.listdir(tempfile.gettempdir()))
     try:
         powercut(*up)
         spec = LabSpec.load(state)
@@ -61,6 +64,8 @@ def test_up_is_idempotent_and_down_leaves_nothing(tmp_path: Path) -> None:
     assert not state.exists(), "down must remove the state directory"
     assert not [p for p in pids if pid_alive(p)], "down must stop every process it started"
     assert busy_ports(spec.all_ports()) == []
+    leaked = set(os.listdir(tempfile.gettempdir())) - tmp_before
+    assert not leaked, f"down left temporary files behind: {sorted(leaked)}"
     again = powercut("lab", "down", *common)
     assert again.returncode == 0 and "nothing to do" in again.stdout
 

@@ -1,0 +1,328 @@
+"""A Redfish BMC for lab nodes: the real sushy-tools emulator, served in-process over HTTPS.
+
+One ``RedfishServer`` serves one ComputerSystem per ``PowerTarget``: the system's ``Name`` is
+the node name and its ``Id``/``UUID`` a UUID derived from the name (stable across restarts).
+Requests need HTTP basic auth (sushy-tools' htpasswd middleware; the root ``/redfish/v1`` is
+open, as on real BMCs).
+
+Differences from stock sushy-tools, all in this module:
+
+- The fake systems driver is replaced by ``_InstantFakeDriver``: power state is read from
+  the target and ``ComputerSystem.Reset`` calls the target at once and returns once the
+  target returned (the stock driver applies changes 1-11 s later, and only on a read).
+- ``ResetType@Redfish.AllowableValues`` lists what is really supported (by default On,
+  ForceOff, GracefulShutdown, ForceRestart, GracefulRestart, PowerCycle; the stock template
+  advertises Nmi and ForceOn, which do nothing, and omits PowerCycle). Anything else is
+  refused with 400 and a message naming the valid values.
+
+**One server per process.** sushy-tools' Flask application is a module-level singleton
+(``sushy_tools.emulator.main.app``): its configuration and memoised drivers are global. A
+``RedfishServer`` therefore owns that application while it runs, and ``start()`` refuses to
+start a second one in the same process; serve all nodes from one server (it serves any
+number of systems). After ``stop()`` another may start.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import ssl
+import tempfile
+import threading
+import types
+import uuid
+from collections.abc import Collection, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Final
+
+import bcrypt
+import flask
+import sushy_tools.emulator.main as _emulator
+from sushy_tools import error as _fishy
+from sushy_tools.emulator.resources.systems import fakedriver as _fakedriver
+from werkzeug.serving import BaseWSGIServer, make_server
+
+from harness.lab.bmc.target import PowerTarget
+from harness.power.base import PowerState, ResetType
+
+log = logging.getLogger(__name__)
+
+#: What the lab's systems accept, in the order they are advertised.
+SUPPORTED_RESET_TYPES: Final[tuple[str, ...]] = tuple(rt.value for rt in ResetType)
+
+_NODE_UUID_NAMESPACE: Final = uuid.UUID("6f1f3a52-5c6e-4a53-9a7e-2a4f7f1f6b10")
+
+# Guards the singleton application: which server (if any) owns it right now.
+_APP_LOCK = threading.Lock()
+_owner: RedfishServer | None = None
+
+
+def system_uuid(node: str) -> str:
+    """The stable Redfish system Id/UUID of a lab node."""
+    return str(uuid.uuid5(_NODE_UUID_NAMESPACE, node))
+
+
+class _InstantFakeDriver(_fakedriver.FakeDriver):  # type: ignore[misc]  # untyped sushy-tools
+    """sushy-tools' fake systems driver, with power read from and applied to targets."""
+
+    # Set on a per-server subclass (see RedfishServer._driver_class).
+    targets: ClassVar[dict[str, PowerTarget]] = {}
+    reset_types: ClassVar[tuple[str, ...]] = SUPPORTED_RESET_TYPES
+    owner_token: ClassVar[object] = None
+
+    def _target(self, identity: str) -> PowerTarget:
+        system = self._get(identity)  # NotFound, or AliasAccessError (307 to the uuid)
+        return self.targets[system["uuid"]]
+
+    def get_power_state(self, identity: str) -> str | None:
+        state = self._target(identity).power_state()
+        # None leaves PowerState out of the resource: clients see "unknown".
+        return {PowerState.ON: "On", PowerState.OFF: "Off"}.get(state)
+
+    def set_power_state(self, identity: str, state: Any) -> None:
+        target = self._target(identity)
+        if not isinstance(state, str) or state not in self.reset_types:
+            raise _fishy.BadRequest(
+                f"ResetType {state!r} is not supported by this system; "
+                f"valid values: {', '.join(self.reset_types)}"
+            )
+        log.info("redfish: %s ResetType=%s", target.name, state)
+        if state == ResetType.ON:
+            target.power_on()
+        elif state == ResetType.FORCE_OFF:
+            target.power_off(graceful=False)
+        elif state == ResetType.GRACEFUL_SHUTDOWN:
+            target.power_off(graceful=True)
+        else:  # ForceRestart, GracefulRestart, PowerCycle
+            target.reset()
+
+
+def _honest_allowable_values(response: flask.Response) -> flask.Response:
+    """after_request hook: advertise the ResetTypes the running server really supports."""
+    with _APP_LOCK:
+        owner = _owner
+    if (
+        owner is None
+        or flask.request.method != "GET"
+        or flask.request.endpoint != "system_resource"
+        or response.status_code != 200
+        or not response.is_json
+    ):
+        return response
+    body = response.get_json()
+    reset = body.get("Actions", {}).get("#ComputerSystem.Reset") if body else None
+    if isinstance(reset, dict):
+        reset["ResetType@Redfish.AllowableValues"] = list(owner.reset_types)
+        response.set_data(json.dumps(body, indent=4))
+    return response
+
+
+def _install_hooks() -> None:
+    app = _emulator.app
+    funcs = app.after_request_funcs.setdefault(None, [])
+    if _honest_allowable_values not in funcs:
+        # Appended directly (not with @app.after_request): Flask refuses setup methods once
+        # the app has served a request, and a previous server may have served some.
+        funcs.append(_honest_allowable_values)
+
+
+class RedfishServer:
+    """The sushy-tools emulator for ``targets``, on HTTPS with basic auth.
+
+    ``port=0`` picks a free port; read ``port`` after ``start()``. ``reset_types`` narrows
+    what the systems advertise and accept (to emulate BMCs without, say, PowerCycle).
+    """
+
+    def __init__(
+        self,
+        targets: Sequence[PowerTarget],
+        host: str = "127.0.0.1",
+        port: int = 0,
+        username: str = "",
+        password: str = "",
+        certfile: str | os.PathLike[str] = "",
+        keyfile: str | os.PathLike[str] = "",
+        *,
+        reset_types: Collection[str] = SUPPORTED_RESET_TYPES,
+    ) -> None:
+        names = [t.name for t in targets]
+        if not names:
+            raise ValueError("a RedfishServer needs at least one target")
+        if len(set(names)) != len(names):
+            raise ValueError(f"target names must be unique, got {names}")
+        unknown = set(reset_types) - set(SUPPORTED_RESET_TYPES)
+        if unknown:
+            raise ValueError(
+                f"unsupported reset types {sorted(unknown)}; choose from {SUPPORTED_RESET_TYPES}"
+            )
+        if not username or not password:
+            raise ValueError("a RedfishServer needs a user name and a password")
+        if not certfile or not keyfile:
+            raise ValueError("a RedfishServer serves HTTPS only: give certfile and keyfile")
+        self.targets = list(targets)
+        self.host = host
+        self.port = port
+        self.username = username
+        self._password = password
+        self.certfile = Path(certfile)
+        self.keyfile = Path(keyfile)
+        self.reset_types = tuple(rt for rt in SUPPORTED_RESET_TYPES if rt in set(reset_types))
+        self._server: BaseWSGIServer | None = None
+        self._thread: threading.Thread | None = None
+        self._state_dir: Path | None = None
+        self._original_fakedriver: types.ModuleType | None = None
+
+    def __repr__(self) -> str:
+        nodes = ",".join(t.name for t in self.targets)
+        return f"RedfishServer({self.url!r}, nodes=[{nodes}], user={self.username!r})"
+
+    @property
+    def url(self) -> str:
+        return f"https://{self.host}:{self.port}"
+
+    def system_path(self, node: str) -> str:
+        return f"/redfish/v1/Systems/{system_uuid(node)}"
+
+    def __enter__(self) -> RedfishServer:
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Configure the emulator for this server's targets and serve; returns when listening."""
+        global _owner
+        with _APP_LOCK:
+            if _owner is not None:
+                raise RuntimeError(
+                    f"{_owner!r} is running: sushy-tools' Flask app is a per-process "
+                    "singleton, so only one RedfishServer can run per process "
+                    "(serve every node from it)"
+                )
+            _owner = self
+        try:
+            self._start()
+        except BaseException:
+            self._cleanup()
+            raise
+
+    def _start(self) -> None:
+        self._state_dir = Path(tempfile.mkdtemp(prefix="powercut-redfish-"))
+        auth_file = self._state_dir / "htpasswd"
+        self._write_htpasswd(auth_file)
+        self._configure_app(self._state_dir, auth_file)
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(self.certfile, self.keyfile)
+        server = make_server(
+            self.host, self.port, _emulator.app, threaded=True, ssl_context=context
+        )
+        self._server = server
+        self.port = server.server_port
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name=f"redfish-{self.host}:{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        log.info("redfish: serving %d systems on %s", len(self.targets), self.url)
+
+    def stop(self) -> None:
+        """Stop serving, release the application, remove the private state directory."""
+        server, thread = self._server, self._thread
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if thread is not None:
+            thread.join(timeout=10)
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        global _owner
+        self._server = None
+        self._thread = None
+        app = _emulator.app
+        if self._original_fakedriver is not None:
+            _emulator.fakedriver = self._original_fakedriver
+            self._original_fakedriver = None
+            app.__dict__.pop("_cache", None)
+        if self._state_dir is not None:
+            shutil.rmtree(self._state_dir, ignore_errors=True)
+            self._state_dir = None
+        with _APP_LOCK:
+            if _owner is self:
+                _owner = None
+
+    # -- configuration ------------------------------------------------------------------
+
+    def _write_htpasswd(self, path: Path) -> None:
+        # Cost 4 (bcrypt's minimum): the middleware checks the hash on every request, and
+        # the file lives in a private 0700 temp directory for the lifetime of the server.
+        digest = bcrypt.hashpw(self._password.encode(), bcrypt.gensalt(rounds=4)).decode()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"{self.username}:{digest}\n")
+
+    def _fake_systems(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "uuid": system_uuid(t.name),
+                "name": t.name,
+                "power_state": "On" if t.power_state() is PowerState.ON else "Off",
+                "external_notifier": False,
+                "nics": [],
+            }
+            for t in self.targets
+        ]
+
+    def _driver_class(self) -> type[_InstantFakeDriver]:
+        attrs: dict[str, Any] = {
+            "targets": {system_uuid(t.name): t for t in self.targets},
+            "reset_types": self.reset_types,
+            "owner_token": self,
+        }
+        return type("InstantFakeDriver", (_InstantFakeDriver,), attrs)
+
+    def _configure_app(self, state_dir: Path, auth_file: Path) -> None:
+        app = _emulator.app
+        for key in (
+            "SUSHY_EMULATOR_ALLOWED_INSTANCES",
+            "SUSHY_EMULATOR_DISABLE_POWER_OFF",
+            "SUSHY_EMULATOR_OS_CLOUD",
+            "SUSHY_EMULATOR_IRONIC_CLOUD",
+        ):
+            app.config.pop(key, None)
+        config = {
+            "SUSHY_EMULATOR_FAKE_DRIVER": True,
+            "SUSHY_EMULATOR_FAKE_SYSTEMS": self._fake_systems(),
+            "SUSHY_EMULATOR_STATE_DIR": str(state_dir),
+            "SUSHY_EMULATOR_AUTH_FILE": str(auth_file),
+            "SUSHY_EMULATOR_FEATURE_SET": "full",
+        }
+        # The systems property builds `fakedriver.FakeDriver` from main's module globals:
+        # point that name at a namespace holding our class (restored on stop).
+        self._original_fakedriver = _emulator.fakedriver
+        _emulator.fakedriver = types.SimpleNamespace(FakeDriver=self._driver_class())
+        # Drop drivers memoised by a previous server (sushy-tools' memoize keeps them in
+        # the application's `_cache` attribute).
+        app.__dict__.pop("_cache", None)
+        app.configure(extra_config=config)
+        # configure() wraps the WSGI app with the auth middleware only once per process:
+        # point an existing middleware at this server's htpasswd file.
+        middleware = app.wsgi_app
+        if not isinstance(middleware, _emulator.RedfishAuthMiddleware):
+            raise RuntimeError("sushy-tools did not install its basic-auth middleware")
+        middleware.auth_file = str(auth_file)
+        _install_hooks()
+
+        systems = app.systems
+        if not isinstance(systems, _InstantFakeDriver) or systems.owner_token is not self:
+            raise RuntimeError(
+                "sushy-tools did not pick up the instant fake driver "
+                f"(got {type(systems).__name__}); its internals changed"
+            )

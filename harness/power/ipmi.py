@@ -1,0 +1,434 @@
+"""Power control through an IPMI 2.0 BMC (RMCP+ / "lanplus", cipher suite 3) with pyipmi.
+
+Two transports, both driven through pyipmi's ``Ipmi`` object:
+
+- ``interface="ipmitool"``: Debian's ``ipmitool -I lanplus -C 3``, run as one long-lived
+  ``ipmitool ... shell`` process per driver, so the whole driver lifetime uses a single
+  RMCP+ session (pyipmi's own ipmitool interface starts one ipmitool, hence one session,
+  per request, and passes the password on the command line). The password reaches
+  ipmitool through its environment (``-E``), never through its arguments.
+- ``interface="rmcpplus"``: pyipmi's native RMCP+ implementation with ``cipher_suite=3``,
+  without the ASF presence ping (pyghmi-based BMCs, like the lab's, do not answer it); a
+  Get Device ID every ``keepalive_s`` keeps the session open.
+
+The session is opened on first use and reused; after any error it is closed and opened
+again on the next attempt. Chassis control: power down (forced off), soft shutdown
+(graceful off), power up, power cycle. After the BMC accepts a request the chassis status
+is read back until it shows the new state. A node already in the requested state gets no
+request; ``cycle()`` of a node that is off powers it on.
+
+Errors: refused credentials and unsupported requests (completion codes such as 0xC1,
+0xCC, 0xD4) are ``PermanentError`` at once; timeouts, unreachable BMCs and busy answers are
+retried until the deadline. A BMC that ignores an unknown user name (pyghmi does) looks
+unreachable: that ends in ``WaitTimeout``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import select
+import shutil
+import subprocess
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any, Final, Literal, TypeVar
+
+import pyipmi
+import pyipmi.errors as ipmi_errors
+import pyipmi.session as ipmi_session
+from pyipmi.interfaces.ipmitool import Ipmitool
+from pyipmi.interfaces.rmcpplus import RmcpPlus
+
+from harness.errors import PermanentError, PowercutError, TemporaryError
+from harness.power._wait import SYSTEM_CLOCK, Clock, Deadline, Secret, redact, retry, wait_until
+from harness.power.base import PowerState
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CIPHER_SUITE: Final = 3
+#: Longest wait for one IPMI answer; waits are bounded by ``timeout_s`` plus at most this.
+REQUEST_TIMEOUT_S: Final = 3.0
+
+# Completion codes after which retrying cannot help.
+_PERMANENT_CC: Final = {
+    0xC1: "invalid command",
+    0xC2: "command invalid for this LUN",
+    0xC9: "parameter out of range",
+    0xCC: "invalid data field in request",
+    0xD4: "insufficient privilege level",
+    0xD6: "command sub-function disabled or unavailable",
+}
+# RMCP+ session setup status codes that mean bad credentials or configuration.
+_PERMANENT_MSC: Final = {0x04, 0x05, 0x06, 0x07, 0x09, 0x0A, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11}
+
+_PROMPT: Final = b"ipmitool> "
+
+
+class _RedactedSession(ipmi_session.Session):  # type: ignore[misc]  # untyped pyipmi
+    """pyipmi's session, whose ``str()`` (logged by pyipmi) would show the password."""
+
+    def __str__(self) -> str:
+        return f"Session(host={self.rmcp_host}:{self.rmcp_port}, user={self.auth_username!r})"
+
+    __repr__ = __str__
+
+
+class _PinglessRmcpPlus(RmcpPlus):  # type: ignore[misc]  # untyped pyipmi
+    """pyipmi's RMCP+ interface without the ASF presence ping, which pyghmi ignores.
+
+    Get Channel Authentication Capabilities, sent right after, checks reachability.
+    """
+
+    def ping(self) -> None:
+        return None
+
+
+class _IpmitoolShell(Ipmitool):  # type: ignore[misc]  # untyped pyipmi
+    """pyipmi's ipmitool interface over one ``ipmitool -I lanplus ... shell`` process.
+
+    One process holds one RMCP+ session; each request is a ``raw`` line whose answer is
+    parsed by pyipmi's ipmitool output parser. Any failure kills the process: the next
+    session establishment starts a new one.
+    """
+
+    def __init__(self, password: Secret, request_timeout_s: float) -> None:
+        super().__init__(interface_type="lanplus", cipher=CIPHER_SUITE)
+        self._password = password
+        self._request_timeout_s = request_timeout_s
+        self._process: subprocess.Popen[bytes] | None = None
+        self._finalizer = weakref.finalize(self, lambda: None)
+
+    # pyipmi Interface API --------------------------------------------------------------
+
+    def establish_session(self, session: Any) -> None:
+        self._session = session
+        self._stop_process()
+        binary = shutil.which(self.IPMITOOL_PATH)
+        if binary is None:
+            raise FileNotFoundError("ipmitool is not installed (Debian package 'ipmitool')")
+        retries = 1
+        per_try = max(1, int(self._request_timeout_s / (retries + 1)))
+        argv = [
+            binary, "-I", "lanplus", "-C", str(CIPHER_SUITE), "-L", "ADMINISTRATOR",
+            "-N", str(per_try), "-R", str(retries),
+            "-H", str(session.rmcp_host), "-p", str(session.rmcp_port),
+            "-U", session.auth_username_bytes.decode(), "-E", "-v", "shell",
+        ]  # fmt: skip
+        # `ipmitool shell` spins on a closed stdin, so it must not outlive this process:
+        # setpriv (util-linux) makes the kernel kill it when its parent thread exits.
+        setpriv = shutil.which("setpriv")
+        if setpriv is not None:
+            argv = [setpriv, "--pdeathsig", "KILL", "--", *argv]
+        env = dict(os.environ, IPMI_PASSWORD=self._password.reveal())
+        self._process = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+        )
+        # ... and not outlive this interface object either.
+        self._finalizer = weakref.finalize(self, functools.partial(_stop_ipmitool, self._process))
+        output, ended = self._read_answer(self._request_timeout_s * 2 + 1)
+        if ended != "prompt":
+            self._stop_process()
+            text = output.decode(errors="replace")
+            if self.re_authentication_error.search(text):
+                raise ipmi_errors.AuthenticationError("RAKP HMAC check failed (wrong password?)")
+            raise ipmi_errors.IpmiConnectionError(
+                f"ipmitool could not open a session ({ended}): {_last_line(text)}"
+            )
+
+    def close_session(self) -> None:
+        self._stop_process()
+
+    def rmcp_ping(self) -> None:
+        raise NotImplementedError("not used: opening the session checks reachability")
+
+    def send_and_receive_raw(self, target: Any, lun: int, netfn: int, raw_bytes: bytes) -> bytes:
+        process = self._process
+        if process is None or process.poll() is not None or process.stdin is None:
+            raise ipmi_errors.IpmiConnectionError("no ipmitool session")
+        line = "raw " + " ".join(f"0x{b:02x}" for b in (netfn, *raw_bytes))
+        try:
+            process.stdin.write(line.encode() + b"\n")
+            process.stdin.flush()
+        except OSError as exc:
+            self._stop_process()
+            raise ipmi_errors.IpmiConnectionError(f"ipmitool went away: {exc}") from None
+        output, ended = self._read_answer(self._request_timeout_s)
+        if ended != "prompt":
+            self._stop_process()
+            raise ipmi_errors.IpmiTimeoutError()
+        text = output.decode(errors="replace")
+        echoed, _, answer = text.partition("\n")
+        if echoed.strip() != line:
+            answer = text  # this ipmitool does not echo its input
+        completion_code, response = self._parse_output(answer.encode())
+        if completion_code is not None:
+            return bytes([completion_code])
+        return bytes([0]) + (bytes(response) if response is not None else b"")
+
+    # process ---------------------------------------------------------------------------
+
+    def _read_answer(self, timeout_s: float) -> tuple[bytes, str]:
+        """Read until the next prompt: (output before it, "prompt" | "eof" | "timeout")."""
+        process = self._process
+        assert process is not None and process.stdout is not None
+        fd = process.stdout.fileno()
+        buffer = b""
+        deadline = time.monotonic() + timeout_s
+        while not buffer.endswith(_PROMPT):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return buffer, "timeout"
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return buffer, "eof"
+            buffer += chunk
+        return buffer[: -len(_PROMPT)], "prompt"
+
+    def _stop_process(self) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            self._finalizer.detach()
+            _stop_ipmitool(process)
+
+
+def _stop_ipmitool(process: subprocess.Popen[bytes]) -> None:
+    """Ask an ``ipmitool shell`` to close its session and exit; kill it if it does not."""
+    try:
+        if process.poll() is None and process.stdin is not None:
+            process.stdin.write(b"exit\n")
+            process.stdin.flush()
+        process.wait(timeout=2)
+    except (OSError, subprocess.TimeoutExpired):
+        process.kill()
+        process.wait()
+    finally:
+        for stream in (process.stdin, process.stdout):
+            if stream is not None:
+                stream.close()
+
+
+class IpmiDriver:
+    """Power control of ``node`` through the IPMI 2.0 BMC at ``host:port``."""
+
+    def __init__(
+        self,
+        node: str,
+        host: str,
+        port: int,
+        username: str,
+        password: str,
+        *,
+        interface: Literal["ipmitool", "rmcpplus"] = "ipmitool",
+        timeout_s: float = 60,
+        poll_s: float = 0.5,
+        keepalive_s: int = 20,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        if interface not in ("ipmitool", "rmcpplus"):
+            raise PermanentError(
+                f"{node}: IPMI interface must be 'ipmitool' or 'rmcpplus', not {interface!r}"
+            )
+        if len(password.encode()) > 20:
+            raise PermanentError(f"{node}: IPMI 2.0 passwords are at most 20 bytes")
+        self.node = node
+        self.host = host
+        self.port = port
+        self.username = username
+        self._password = Secret(password)
+        self.interface = interface
+        self.timeout_s = timeout_s
+        self.poll_s = poll_s
+        self.keepalive_s = keepalive_s
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._ipmi: Any = None
+
+    def __repr__(self) -> str:
+        return (
+            f"IpmiDriver(node={self.node!r}, host={self.host!r}, port={self.port}, "
+            f"username={self.username!r}, interface={self.interface!r})"
+        )
+
+    # -- PowerDriver --------------------------------------------------------------------
+
+    def state(self) -> PowerState:
+        with self._lock:
+            return self._call("report the power state", self._read_state, self._deadline())
+
+    def off(self, *, graceful: bool = False) -> None:
+        what = "soft shutdown" if graceful else "power down"
+        with self._lock:
+            deadline = self._deadline()
+            if self._call("report the power state", self._read_state, deadline) is PowerState.OFF:
+                return
+            self._control(what, deadline)
+            self._wait_for(PowerState.OFF, what, deadline)
+
+    def on(self) -> None:
+        with self._lock:
+            deadline = self._deadline()
+            if self._call("report the power state", self._read_state, deadline) is PowerState.ON:
+                return
+            self._control("power up", deadline)
+            self._wait_for(PowerState.ON, "power up", deadline)
+
+    def cycle(self) -> None:
+        with self._lock:
+            deadline = self._deadline()
+            current = self._call("report the power state", self._read_state, deadline)
+            what = "power up" if current is PowerState.OFF else "power cycle"
+            self._control(what, deadline)
+            self._wait_for(PowerState.ON, what, deadline)
+
+    def close(self) -> None:
+        with self._lock:
+            self._disconnect()
+
+    # -- steps --------------------------------------------------------------------------
+
+    def _deadline(self) -> Deadline:
+        return Deadline(self.timeout_s, self._clock)
+
+    def _call(self, what: str, operation: Callable[[], T], deadline: Deadline) -> T:
+        return retry(
+            operation,
+            action=f"{self.node}: IPMI {self.host}:{self.port} to {what}",
+            deadline=deadline,
+            poll_s=self.poll_s,
+        )
+
+    def _control(self, what: str, deadline: Deadline) -> None:
+        actions: dict[str, Callable[[Any], None]] = {
+            "power down": lambda ipmi: ipmi.chassis_control_power_down(),
+            "soft shutdown": lambda ipmi: ipmi.chassis_control_soft_shutdown(),
+            "power up": lambda ipmi: ipmi.chassis_control_power_up(),
+            "power cycle": lambda ipmi: ipmi.chassis_control_power_cycle(),
+        }
+        action = actions[what]
+        self._call(f"accept chassis {what}", lambda: self._ipmi_op(what, action), deadline)
+        log.info("%s: IPMI accepted chassis %s", self.node, what)
+
+    def _wait_for(self, want: PowerState, what: str, deadline: Deadline) -> None:
+        wait_until(
+            self._read_state,
+            lambda seen: seen is want,
+            expected=f"{self.node}: chassis power {want.value} from IPMI after {what}",
+            deadline=deadline,
+            poll_s=self.poll_s,
+            describe=lambda seen: f"chassis power {seen.value}",
+        )
+
+    def _read_state(self) -> PowerState:
+        status = self._ipmi_op("get chassis status", lambda ipmi: ipmi.get_chassis_status())
+        return PowerState.ON if status.power_on else PowerState.OFF
+
+    # -- pyipmi -------------------------------------------------------------------------
+
+    def _ipmi_op(self, what: str, operation: Callable[[Any], T]) -> T:
+        """Run ``operation`` on the session; on any failure close it and translate."""
+        try:
+            return operation(self._connect())
+        except PowercutError:
+            self._disconnect()
+            raise
+        except (ipmi_errors.CompletionCodeError, ipmi_errors.MessageStatusCodeError) as exc:
+            error = self._translate_code(what, exc)
+        except (ipmi_errors.AuthenticationError, ipmi_errors.IpmiLongPasswordError) as exc:
+            error = PermanentError(
+                f"{self.node}: IPMI {self.host}:{self.port} refused the credentials of user "
+                f"{self.username!r} ({redact(str(exc), self._password)})"
+            )
+        except ipmi_errors.NotSupportedError as exc:
+            error = PermanentError(
+                f"{self.node}: IPMI {self.host}:{self.port}: {what} not supported: "
+                f"{redact(str(exc), self._password)}"
+            )
+        except FileNotFoundError as exc:
+            error = PermanentError(f"{self.node}: {exc}")
+        except (
+            ipmi_errors.IpmiConnectionError,
+            ipmi_errors.IpmiTimeoutError,
+            ipmi_errors.RetryError,
+            ipmi_errors.DecodingError,
+            TimeoutError,
+            OSError,
+        ) as exc:
+            error = TemporaryError(
+                f"{self.node}: IPMI {self.host}:{self.port}: {what} failed: "
+                f"{type(exc).__name__}: {redact(str(exc), self._password) or 'no answer'}"
+            )
+        self._disconnect()
+        raise error
+
+    def _translate_code(self, what: str, exc: Exception) -> PowercutError:
+        where = f"{self.node}: IPMI {self.host}:{self.port}"
+        if isinstance(exc, ipmi_errors.MessageStatusCodeError):
+            if exc.msc in _PERMANENT_MSC:
+                return PermanentError(
+                    f"{where} refused the session for user {self.username!r}: {exc}"
+                )
+            return TemporaryError(f"{where}: session setup failed: {exc}")
+        assert isinstance(exc, ipmi_errors.CompletionCodeError)
+        if exc.cc in _PERMANENT_CC:
+            return PermanentError(
+                f"{where} refused {what}: completion code 0x{exc.cc:02X} ({_PERMANENT_CC[exc.cc]})"
+            )
+        return TemporaryError(f"{where}: {what} failed: {exc}")
+
+    def _connect(self) -> Any:
+        if self._ipmi is not None:
+            return self._ipmi
+        interface: Any
+        if self.interface == "rmcpplus":
+            interface = _PinglessRmcpPlus(
+                cipher_suite=CIPHER_SUITE, keep_alive_interval=self.keepalive_s, max_retries=1
+            )
+        else:
+            interface = _IpmitoolShell(self._password, REQUEST_TIMEOUT_S)
+        session = _RedactedSession()
+        ipmi = pyipmi.Ipmi(interface=interface, session=session)
+        session.set_session_type_rmcp(self.host, self.port)
+        session.set_auth_type_user(self.username, self._password.reveal())
+        session.set_priv_level("administrator")
+        ipmi.target = pyipmi.Target(ipmb_address=0x20)
+        interface.open()
+        if self.interface == "rmcpplus":
+            interface.set_timeout(REQUEST_TIMEOUT_S / 2)
+        try:
+            session.establish()
+        except BaseException:
+            _quietly(interface.close_session)
+            _quietly(interface.close)
+            raise
+        self._ipmi = ipmi
+        log.debug("%s: IPMI session open (%s)", self.node, self.interface)
+        return ipmi
+
+    def _disconnect(self) -> None:
+        ipmi, self._ipmi = self._ipmi, None
+        if ipmi is not None:
+            # Not ipmi.close(): it skips closing the socket when Close Session fails.
+            _quietly(ipmi.session.close)
+            _quietly(ipmi.interface.close)
+
+
+def _quietly(action: Callable[[], object]) -> None:
+    """Run a clean-up step; a failure is logged at debug level (the session is gone anyway)."""
+    try:
+        action()
+    except Exception as exc:  # noqa: BLE001 - closing a broken session may fail any way
+        log.debug("ignored while closing an IPMI session: %s: %s", type(exc).__name__, exc)
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"

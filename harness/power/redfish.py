@@ -1,0 +1,326 @@
+"""Power control through a Redfish BMC (``sushy`` client).
+
+The driver finds the node's ComputerSystem (by ``system_id``, else the one whose ``Name``
+is the node name, else the only one), checks every ResetType against the system's
+``ResetType@Redfish.AllowableValues`` before sending it, and after the BMC accepted a
+request reads ``PowerState`` back until it shows the new state.
+
+Mapping: ``off(graceful=True)`` -> GracefulShutdown, ``off()`` -> ForceOff, ``on()`` -> On,
+``cycle()`` -> PowerCycle, or ForceRestart where PowerCycle is not allowed. A node already
+in the requested state gets no request; ``cycle()`` of a node that is off powers it on.
+
+Errors: 401/403, a 400 (e.g. a refused ResetType), TLS verification failures and a system
+that cannot be found are ``PermanentError`` at once; connection failures and 5xx are
+retried until the deadline. TLS verification is on by default; ``verify`` may be a CA
+bundle path. The password never appears in messages or ``repr()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Collection
+from typing import Any, Literal, TypeVar
+
+import requests
+import sushy
+from sushy import auth as sushy_auth
+from sushy import connector as sushy_connector
+from sushy import exceptions as sushy_exc
+
+from harness.errors import PermanentError, PowercutError, TemporaryError
+from harness.power._wait import SYSTEM_CLOCK, Clock, Deadline, Secret, redact, retry, wait_until
+from harness.power.base import PowerState, ResetType
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Longest single HTTP request; waits are bounded by ``timeout_s`` plus at most this.
+MAX_REQUEST_S = 10.0
+
+_STATES = {"On": PowerState.ON, "Off": PowerState.OFF}
+
+
+class RedfishDriver:
+    """Power control of ``node`` through the Redfish service at ``url``."""
+
+    def __init__(
+        self,
+        node: str,
+        url: str,
+        username: str,
+        password: str,
+        *,
+        verify: bool | str = True,
+        auth: Literal["basic", "session"] = "basic",
+        system_id: str | None = None,
+        timeout_s: float = 60,
+        poll_s: float = 0.5,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        if auth not in ("basic", "session"):
+            raise PermanentError(f"{node}: Redfish auth must be 'basic' or 'session', not {auth!r}")
+        if not url.startswith(("https://", "http://")):
+            raise PermanentError(f"{node}: Redfish URL must start with https:// ({url!r})")
+        self.node = node
+        self.url = url.rstrip("/")
+        self.username = username
+        self._password = Secret(password)
+        self.verify = verify
+        self.auth = auth
+        self.system_id = system_id
+        self.timeout_s = timeout_s
+        self.poll_s = poll_s
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._root: Any = None
+        self._connector: Any = None
+        self._auth: Any = None
+        self._system: Any = None
+
+    def __repr__(self) -> str:
+        return (
+            f"RedfishDriver(node={self.node!r}, url={self.url!r}, username={self.username!r}, "
+            f"auth={self.auth!r}, verify={self.verify!r}, system_id={self.system_id!r})"
+        )
+
+    # -- PowerDriver --------------------------------------------------------------------
+
+    def state(self) -> PowerState:
+        with self._lock:
+            deadline = self._deadline()
+            return retry(
+                lambda: self._read_state()[0],
+                action=f"{self.node}: Redfish {self.url} to report the power state",
+                deadline=deadline,
+                poll_s=self.poll_s,
+            )
+
+    def off(self, *, graceful: bool = False) -> None:
+        reset = ResetType.GRACEFUL_SHUTDOWN if graceful else ResetType.FORCE_OFF
+        with self._lock:
+            deadline = self._deadline()
+            if self._current(deadline) is PowerState.OFF:
+                return
+            self._send(reset, deadline)
+            self._wait_for(PowerState.OFF, deadline, reset)
+
+    def on(self) -> None:
+        with self._lock:
+            deadline = self._deadline()
+            if self._current(deadline) is PowerState.ON:
+                return
+            self._send(ResetType.ON, deadline)
+            self._wait_for(PowerState.ON, deadline, ResetType.ON)
+
+    def cycle(self) -> None:
+        with self._lock:
+            deadline = self._deadline()
+            if self._current(deadline) is PowerState.OFF:
+                reset = ResetType.ON
+            else:
+                allowed = self._call("read the allowed reset types", self._allowed, deadline)
+                reset = (
+                    ResetType.POWER_CYCLE
+                    if ResetType.POWER_CYCLE.value in allowed
+                    else ResetType.FORCE_RESTART
+                )
+            self._send(reset, deadline)
+            self._wait_for(PowerState.ON, deadline, reset)
+
+    def close(self) -> None:
+        with self._lock:
+            auth, connector = self._auth, self._connector
+            self._root = self._connector = self._auth = self._system = None
+            if auth is not None:
+                try:
+                    auth.close()  # logs a Redfish session out; nothing for basic auth
+                except sushy_exc.SushyError as exc:
+                    log.debug("%s: closing the Redfish session failed: %s", self.node, exc)
+            if connector is not None:
+                connector.close()
+
+    # -- steps --------------------------------------------------------------------------
+
+    def _deadline(self) -> Deadline:
+        return Deadline(self.timeout_s, self._clock)
+
+    def _current(self, deadline: Deadline) -> PowerState:
+        return self._call("read the power state", lambda: self._read_state()[0], deadline)
+
+    def _send(self, reset: ResetType, deadline: Deadline) -> None:
+        self._call(f"accept ResetType {reset.value}", lambda: self._reset(reset), deadline)
+        log.info("%s: Redfish accepted ResetType %s", self.node, reset.value)
+
+    def _wait_for(self, want: PowerState, deadline: Deadline, reset: ResetType) -> None:
+        wait_until(
+            self._read_state,
+            lambda seen: seen[0] is want,
+            expected=(
+                f"{self.node}: PowerState {want.value} from Redfish {self.url} "
+                f"after ResetType {reset.value}"
+            ),
+            deadline=deadline,
+            poll_s=self.poll_s,
+            describe=lambda seen: f"PowerState {seen[1]}",
+        )
+
+    def _call(self, what: str, operation: Callable[[], T], deadline: Deadline) -> T:
+        return retry(
+            operation,
+            action=f"{self.node}: Redfish {self.url} to {what}",
+            deadline=deadline,
+            poll_s=self.poll_s,
+        )
+
+    # -- sushy --------------------------------------------------------------------------
+
+    def _read_state(self) -> tuple[PowerState, str]:
+        def read() -> tuple[PowerState, str]:
+            system = self._get_system()
+            system.refresh(force=True)
+            raw = system.power_state
+            value = raw.value if raw is not None else "absent"
+            return _STATES.get(value, PowerState.UNKNOWN), value
+
+        return self._sushy("read the power state", read)
+
+    def _allowed(self) -> set[str]:
+        def read() -> set[str]:
+            return {v.value for v in self._get_system().get_allowed_reset_system_values()}
+
+        return self._sushy("read the allowed reset types", read)
+
+    def _reset(self, reset: ResetType) -> None:
+        allowed = self._allowed()
+        if reset.value not in allowed:
+            raise PermanentError(
+                f"{self.node}: the Redfish system does not allow ResetType {reset.value}; "
+                f"valid values: {', '.join(sorted(allowed)) or 'none'}"
+            )
+        self._sushy(
+            f"ResetType {reset.value}",
+            lambda: self._get_system().reset_system(sushy.ResetType(reset.value)),
+        )
+
+    def _sushy(self, what: str, operation: Callable[[], T]) -> T:
+        """Run a sushy call; translate its errors into the harness's error types."""
+        try:
+            return operation()
+        except PowercutError:
+            raise
+        except sushy_exc.SushyError as exc:
+            error = self._translate(what, exc)
+        if isinstance(error, TemporaryError):
+            self._system = None  # re-read the system on the next attempt
+        raise error
+
+    def _translate(self, what: str, exc: sushy_exc.SushyError) -> PowercutError:
+        where = f"{self.node}: Redfish {self.url}"
+        text = redact(str(exc), self._password)
+        if isinstance(exc, sushy_exc.AccessError):
+            hint = (
+                "; with auth='session' this may also mean the BMC has no usable "
+                "SessionService (try auth='basic')"
+                if self.auth == "session"
+                else ""
+            )
+            return PermanentError(
+                f"{where} refused the credentials of user {self.username!r} "
+                f"(HTTP {exc.status_code}) during {what}{hint}"
+            )
+        if isinstance(exc, sushy_exc.ServerSideError):
+            return TemporaryError(f"{where}: server error during {what}: {text}")
+        if isinstance(exc, sushy_exc.ConnectionError):
+            if _is_tls_error(exc):
+                return PermanentError(
+                    f"{where}: TLS verification failed during {what} "
+                    f"(verify={self.verify!r}; give the BMC's CA bundle as verify): {text}"
+                )
+            self._drop_connection()
+            return TemporaryError(f"{where}: cannot connect during {what}: {text}")
+        if isinstance(exc, sushy_exc.ResourceNotFoundError):
+            return PermanentError(f"{where}: not found during {what}: {text}")
+        if isinstance(exc, sushy_exc.BadRequestError):
+            return PermanentError(f"{where} refused {what}: {text}")
+        return PermanentError(f"{where}: {what} failed: {text}")
+
+    def _drop_connection(self) -> None:
+        connector = self._connector
+        self._root = self._connector = self._auth = self._system = None
+        if connector is not None:
+            connector.close()
+
+    def _get_root(self) -> Any:
+        if self._root is None:
+            password = self._password.reveal()
+            auth: Any = (
+                sushy_auth.BasicAuth(username=self.username, password=password)
+                if self.auth == "basic"
+                else sushy_auth.SessionAuth(username=self.username, password=password)
+            )
+            request_s = max(1.0, min(MAX_REQUEST_S, self.timeout_s))
+            connector = sushy_connector.Connector(
+                self.url,
+                verify=self.verify,
+                # One attempt per call: this driver retries, within its own deadline.
+                server_side_retries=1,
+                server_side_retries_delay=0,
+                default_request_timeout=request_s,
+                connect_timeout=min(5.0, request_s),
+            )
+            try:
+                self._root = sushy.Sushy(self.url, auth=auth, connector=connector)
+            except BaseException:
+                connector.close()
+                raise
+            self._connector, self._auth = connector, auth
+        return self._root
+
+    def _get_system(self) -> Any:
+        if self._system is None:
+            self._system = self._discover(self._get_root())
+        return self._system
+
+    def _discover(self, root: Any) -> Any:
+        collection = root.get_system_collection()
+        paths: list[str] = list(collection.members_identities)
+        if self.system_id is not None:
+            for path in paths:
+                if path.rstrip("/").rsplit("/", 1)[-1] == self.system_id:
+                    return root.get_system(path)
+            try:  # some BMCs (sushy-tools) also answer to an alias, e.g. the system name
+                return root.get_system(f"{collection.path.rstrip('/')}/{self.system_id}")
+            except sushy_exc.ResourceNotFoundError:
+                raise PermanentError(
+                    f"{self.node}: Redfish {self.url} has no system {self.system_id!r}; "
+                    f"systems: {', '.join(_ids(paths)) or 'none'}"
+                ) from None
+        systems = [root.get_system(path) for path in paths]
+        named = [s for s in systems if s.name == self.node]
+        if len(named) == 1:
+            return named[0]
+        if len(systems) == 1:
+            return systems[0]
+        listing = ", ".join(f"{s.identity} (Name {s.name!r})" for s in systems) or "none"
+        raise PermanentError(
+            f"{self.node}: cannot tell which Redfish system at {self.url} is this node: "
+            f"{'several are' if named else 'none is'} named {self.node!r}; set system_id. "
+            f"Systems: {listing}"
+        )
+
+
+def _ids(paths: Collection[str]) -> list[str]:
+    return [p.rstrip("/").rsplit("/", 1)[-1] for p in paths]
+
+
+def _is_tls_error(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, requests.exceptions.SSLError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False

@@ -1,0 +1,374 @@
+"""Power off (and reboot) a node from inside, over SSH (paramiko).
+
+SSH can cut power but cannot restore it: ``on()`` always raises ``PermanentError``; pair
+this driver with a BMC driver to bring nodes back.
+
+- ``state()``: ON when the node accepts an SSH connection and runs ``true``; OFF when the
+  connection is refused, reset, or times out (a powered-off machine does not answer).
+  Refused keys and unknown or changed host keys are ``PermanentError``, never "off".
+- ``off()``: runs ``command_off`` (graceful) or ``command_off_forced``, then waits until SSH
+  stops answering. A forced power-off usually kills the connection before any exit status:
+  that counts as accepted. A non-zero exit status is a ``PermanentError``.
+- ``cycle()``: runs ``command_reboot``, waits for the connection to drop, then for SSH to
+  answer again.
+
+Host keys are checked against ``known_hosts`` (``None``: the user's ``~/.ssh/known_hosts``);
+with ``strict_host_key`` (the default) an unknown host is refused. The driver keeps one
+connection open between calls and reconnects when it breaks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final, TypeVar
+
+import paramiko
+
+from harness.errors import PermanentError, TemporaryError
+from harness.power._wait import SYSTEM_CLOCK, Clock, Deadline, retry, wait_until
+from harness.power.base import PowerState
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+ON_REFUSED: Final = "SSH can cut power but cannot restore it; use the node's BMC (ipmi or redfish)"
+
+# What a connection to a machine that is off (or booting) runs into: refused, reset or
+# timed out (all OSError), or closed in the middle of the handshake (EOFError).
+_NOT_ANSWERING: Final = (OSError, EOFError)
+
+
+#: paramiko's transport threads log through this logger; see ``_DemoteToDebug``.
+TRANSPORT_LOGGER: Final = "harness.power.ssh.transport"
+
+
+class _DemoteToDebug(logging.Filter):
+    """Log paramiko's transport-thread errors at DEBUG.
+
+    A probe of a machine that is off fails by design, and paramiko logs each failure
+    (with a traceback) at ERROR from its own thread; the driver reports what matters
+    through its exceptions.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+logging.getLogger(TRANSPORT_LOGGER).addFilter(_DemoteToDebug())
+
+
+class _NotAnswering(Exception):
+    """The node did not answer SSH (refused, reset, timed out, closed early).
+
+    ``sent``: the request to run the command had gone out when the connection failed.
+    """
+
+    def __init__(self, message: str, *, sent: bool = False) -> None:
+        super().__init__(message)
+        self.sent = sent
+
+
+class _UnknownHostKey(paramiko.SSHException):
+    pass
+
+
+class _RejectUnknownHost(paramiko.MissingHostKeyPolicy):
+    """``RejectPolicy`` with an exception type of its own, so it cannot look like "off"."""
+
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
+        raise _UnknownHostKey(hostname)
+
+
+class SshDriver:
+    """Power off / reboot of ``node`` through its SSH server at ``host:port``."""
+
+    def __init__(
+        self,
+        node: str,
+        host: str,
+        port: int,
+        user: str,
+        key_file: str,
+        *,
+        known_hosts: str | None,
+        strict_host_key: bool = True,
+        command_off: str = "systemctl poweroff",
+        command_off_forced: str = "systemctl poweroff --force --force",
+        command_reboot: str = "systemctl reboot",
+        timeout_s: float = 60,
+        poll_s: float = 0.5,
+        probe_timeout_s: float = 5.0,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.node = node
+        self.host = host
+        self.port = port
+        self.user = user
+        self.key_file = key_file
+        self.known_hosts = known_hosts
+        self.strict_host_key = strict_host_key
+        self.command_off = command_off
+        self.command_off_forced = command_off_forced
+        self.command_reboot = command_reboot
+        self.timeout_s = timeout_s
+        self.poll_s = poll_s
+        self.probe_timeout_s = probe_timeout_s
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._client: paramiko.SSHClient | None = None
+        self._key: paramiko.PKey | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"SshDriver(node={self.node!r}, host={self.host!r}, port={self.port}, "
+            f"user={self.user!r}, key_file={self.key_file!r}, known_hosts={self.known_hosts!r}, "
+            f"strict_host_key={self.strict_host_key})"
+        )
+
+    @property
+    def _where(self) -> str:
+        return f"{self.node}: SSH {self.user}@{self.host}:{self.port}"
+
+    # -- PowerDriver --------------------------------------------------------------------
+
+    def state(self) -> PowerState:
+        with self._lock:
+            return self._probe(self._deadline())
+
+    def off(self, *, graceful: bool = False) -> None:
+        command = self.command_off if graceful else self.command_off_forced
+        with self._lock:
+            deadline = self._deadline()
+            if self._probe(deadline) is PowerState.OFF:
+                return
+            self._power_command(command, deadline)
+            wait_until(
+                lambda: self._probe(deadline),
+                lambda seen: seen is PowerState.OFF,
+                expected=f"{self._where} to stop answering after {command!r}",
+                deadline=deadline,
+                poll_s=self.poll_s,
+                describe=lambda seen: "still answering" if seen is PowerState.ON else seen.value,
+            )
+
+    def on(self) -> None:
+        raise PermanentError(f"{self.node}: {ON_REFUSED}")
+
+    def cycle(self) -> None:
+        with self._lock:
+            deadline = self._deadline()
+            if self._probe(deadline) is PowerState.OFF:
+                raise PermanentError(
+                    f"{self._where} does not answer, so it cannot reboot; {ON_REFUSED}"
+                )
+            client = self._power_command(self.command_reboot, deadline)
+            wait_until(
+                lambda: client is not None and self._still_connected(client, deadline),
+                lambda connected: not connected,
+                expected=f"{self._where} to drop the connection after {self.command_reboot!r}",
+                deadline=deadline,
+                poll_s=self.poll_s,
+                describe=lambda _connected: "connection still open",
+            )
+            wait_until(
+                lambda: self._probe(deadline),
+                lambda seen: seen is PowerState.ON,
+                expected=f"{self._where} to answer again after {self.command_reboot!r}",
+                deadline=deadline,
+                poll_s=self.poll_s,
+                describe=lambda seen: "not answering" if seen is PowerState.OFF else seen.value,
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._disconnect()
+
+    # -- steps --------------------------------------------------------------------------
+
+    def _deadline(self) -> Deadline:
+        return Deadline(self.timeout_s, self._clock)
+
+    def _attempt_s(self, deadline: Deadline) -> float:
+        return max(0.2, min(self.probe_timeout_s, deadline.remaining()))
+
+    def _probe(self, deadline: Deadline) -> PowerState:
+        """ON if the node runs ``true`` over SSH, OFF if it does not answer."""
+        timeout = self._attempt_s(deadline)
+        client = self._client
+        if client is not None:
+            if self._still_connected(client, deadline):
+                return PowerState.ON
+            self._disconnect()
+        try:
+            client = self._connect(timeout)
+            self._exec(client, "true", timeout)
+        except _NotAnswering as exc:
+            log.debug("%s: not answering: %s", self._where, exc)
+            self._disconnect()
+            return PowerState.OFF
+        return PowerState.ON
+
+    def _still_connected(self, client: paramiko.SSHClient, deadline: Deadline) -> bool:
+        """Whether an existing connection still runs commands (never reconnects)."""
+        transport = client.get_transport()
+        if transport is None or not transport.is_active():
+            return False
+        try:
+            self._exec(client, "true", self._attempt_s(deadline))
+        except _NotAnswering:
+            return False
+        return True
+
+    def _power_command(self, command: str, deadline: Deadline) -> paramiko.SSHClient | None:
+        """Run a power command; returns the connection it ran on (None if it dropped)."""
+
+        def attempt() -> paramiko.SSHClient | None:
+            timeout = self._attempt_s(deadline)
+            try:
+                client = self._client or self._connect(timeout)
+            except _NotAnswering as exc:
+                self._disconnect()
+                raise TemporaryError(
+                    f"{self._where}: cannot connect to run {command!r}: {exc}"
+                ) from None
+            try:
+                status, _stdout, stderr = self._exec(client, command, timeout)
+            except _NotAnswering as exc:
+                self._disconnect()
+                if not exc.sent:
+                    raise TemporaryError(
+                        f"{self._where}: could not run {command!r}: {exc}"
+                    ) from None
+                # The command went out and the machine went away: that is what a power
+                # command does. The wait that follows tells whether it really happened.
+                log.info("%s: connection lost after %r (%s)", self._where, command, exc)
+                return None
+            if status != 0:
+                raise PermanentError(
+                    f"{self._where}: {command!r} failed with exit status {status}: "
+                    f"{stderr.strip()[:500] or 'no output'}"
+                )
+            log.info("%s: %r accepted", self._where, command)
+            return client
+
+        return retry(
+            attempt,
+            action=f"{self._where} to accept {command!r}",
+            deadline=deadline,
+            poll_s=self.poll_s,
+        )
+
+    # -- paramiko -----------------------------------------------------------------------
+
+    def _load_key(self) -> paramiko.PKey:
+        if self._key is None:
+            try:
+                self._key = paramiko.PKey.from_path(Path(self.key_file))
+            except (OSError, paramiko.SSHException, ValueError) as exc:
+                raise PermanentError(
+                    f"{self.node}: cannot load SSH key {self.key_file!r}: {exc}"
+                ) from None
+        return self._key
+
+    def _connect(self, timeout: float) -> paramiko.SSHClient:
+        key = self._load_key()
+        client = paramiko.SSHClient()
+        client.set_log_channel(TRANSPORT_LOGGER)
+        try:
+            if self.known_hosts is not None:
+                client.load_host_keys(self.known_hosts)
+            else:
+                client.load_system_host_keys()
+        except OSError as exc:
+            client.close()
+            raise PermanentError(f"{self.node}: cannot read known_hosts: {exc}") from None
+        client.set_missing_host_key_policy(
+            _RejectUnknownHost() if self.strict_host_key else paramiko.WarningPolicy()
+        )
+        try:
+            client.connect(
+                self.host,
+                port=self.port,
+                username=self.user,
+                pkey=key,
+                timeout=timeout,
+                banner_timeout=timeout,
+                auth_timeout=timeout,
+                channel_timeout=timeout,
+                look_for_keys=False,
+                allow_agent=False,
+            )
+        except _UnknownHostKey:
+            client.close()
+            raise PermanentError(
+                f"{self._where}: the host key is not in "
+                f"{self.known_hosts or '~/.ssh/known_hosts'} (strict host key checking)"
+            ) from None
+        except paramiko.BadHostKeyException as exc:
+            client.close()
+            raise PermanentError(
+                f"{self._where}: the host key changed ({exc.key.get_name()} "
+                f"{exc.key.fingerprint}, expected {exc.expected_key.fingerprint})"
+            ) from None
+        except paramiko.AuthenticationException as exc:
+            client.close()
+            raise PermanentError(
+                f"{self._where} refused the key {self.key_file!r}: {exc}"
+            ) from None
+        except (paramiko.SSHException, *_NOT_ANSWERING) as exc:
+            client.close()
+            raise _NotAnswering(f"{type(exc).__name__}: {exc}") from None
+        self._client = client
+        return client
+
+    def _exec(
+        self, client: paramiko.SSHClient, command: str, timeout: float
+    ) -> tuple[int, str, str]:
+        """Run ``command``: (exit status, stdout, stderr); ``_NotAnswering`` if it cannot."""
+        sent = False
+        try:
+            transport = client.get_transport()
+            if transport is None or not transport.is_active():
+                raise _NotAnswering("connection closed")
+            channel = transport.open_session(timeout=timeout)
+            try:
+                channel.settimeout(timeout)
+                # From here the server may have run the command even if the request
+                # fails: a forced power-off can kill the connection before the reply.
+                sent = True
+                channel.exec_command(command)
+                if not channel.status_event.wait(timeout):
+                    raise _NotAnswering(f"no exit status within {timeout:.1f}s", sent=True)
+                if channel.exit_status == -1:  # the event is also set when the channel closes
+                    raise _NotAnswering("channel closed without an exit status", sent=True)
+                stdout = _drain(channel.recv_ready, channel.recv)
+                stderr = _drain(channel.recv_stderr_ready, channel.recv_stderr)
+                return channel.exit_status, stdout, stderr
+            finally:
+                channel.close()
+        except _NotAnswering:
+            raise
+        except (paramiko.SSHException, *_NOT_ANSWERING) as exc:
+            raise _NotAnswering(f"{type(exc).__name__}: {exc}", sent=sent) from None
+
+    def _disconnect(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+
+def _drain(ready: Callable[[], bool], receive: Callable[[int], bytes]) -> str:
+    chunks: list[bytes] = []
+    while ready():
+        chunk = receive(65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")

@@ -1,0 +1,645 @@
+"""The lab's BMC servers against the harness's power drivers, over the real protocols.
+
+Every test starts its own servers on 127.0.0.1 (free ports) with in-memory targets, drives
+them with the real drivers (pyipmi + ipmitool / native RMCP+, sushy over HTTPS, paramiko),
+checks the target's state and the calls it received, and stops the servers in a fixture's
+``finally``. No Kubernetes, no lab cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import time
+import urllib.error
+import urllib.request
+from base64 import b64encode
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import paramiko
+import pytest
+
+from harness.errors import PermanentError, WaitTimeout
+from harness.lab.bmc.creds import (
+    LabCredentials,
+    ensure_lab_credentials,
+    ensure_ssh_keypair,
+    ensure_tls,
+    known_hosts_line,
+)
+from harness.lab.bmc.ipmi import IpmiServer
+from harness.lab.bmc.redfish import RedfishServer, system_uuid
+from harness.lab.bmc.ssh import SshServer
+from harness.lab.bmc.target import MemoryTarget, PowerCall
+from harness.power.base import PowerDriver, PowerState
+from harness.power.ipmi import IpmiDriver
+from harness.power.redfish import RedfishDriver
+from harness.power.ssh import SshDriver
+
+pytestmark = pytest.mark.timeout(30)
+
+FAST: dict[str, Any] = {"timeout_s": 10.0, "poll_s": 0.05}
+D = TypeVar("D", bound=PowerDriver)
+
+OFF_GRACEFUL = PowerCall("off", True)
+OFF_FORCED = PowerCall("off", False)
+ON = PowerCall("on")
+RESET = PowerCall("reset")
+
+
+# -- fixtures ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def creds(tmp_path_factory: pytest.TempPathFactory) -> LabCredentials:
+    return ensure_lab_credentials(tmp_path_factory.mktemp("creds"), username="admin")
+
+
+@pytest.fixture
+def node_a() -> MemoryTarget:
+    return MemoryTarget("node-a", PowerState.ON)
+
+
+@pytest.fixture
+def node_b() -> MemoryTarget:
+    return MemoryTarget("node-b", PowerState.OFF)
+
+
+@pytest.fixture
+def drivers() -> Iterator[Callable[[D], D]]:
+    """Register a driver to be closed after the test."""
+    opened: list[PowerDriver] = []
+
+    def track(driver: D) -> D:
+        opened.append(driver)
+        return driver
+
+    try:
+        yield track
+    finally:
+        for driver in opened:
+            driver.close()
+
+
+@pytest.fixture
+def ipmi_server(
+    node_a: MemoryTarget, node_b: MemoryTarget, creds: LabCredentials
+) -> Iterator[IpmiServer]:
+    server = IpmiServer([node_a, node_b], "127.0.0.1", creds.username, creds.password)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redfish_factory(creds: LabCredentials) -> Iterator[Callable[..., RedfishServer]]:
+    started: list[RedfishServer] = []
+
+    def start(targets: list[MemoryTarget], **kwargs: Any) -> RedfishServer:
+        server = RedfishServer(
+            targets,
+            "127.0.0.1",
+            0,
+            creds.username,
+            creds.password,
+            creds.tls_cert,
+            creds.tls_key,
+            **kwargs,
+        )
+        server.start()
+        started.append(server)
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in started:
+            server.stop()
+
+
+@pytest.fixture
+def redfish_server(
+    redfish_factory: Callable[..., RedfishServer], node_a: MemoryTarget, node_b: MemoryTarget
+) -> RedfishServer:
+    return redfish_factory([node_a, node_b])
+
+
+@pytest.fixture
+def ssh_server(node_a: MemoryTarget, creds: LabCredentials) -> Iterator[SshServer]:
+    server = SshServer(node_a, "127.0.0.1", 0, creds.ssh_host_key, [creds.ssh_client_public_key])
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def known_hosts(tmp_path: Path, ssh_server: SshServer, creds: LabCredentials) -> Path:
+    path = tmp_path / "known_hosts"
+    path.write_text(known_hosts_line("127.0.0.1", ssh_server.port, creds.ssh_host_public_key))
+    return path
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+def ipmi_driver(
+    server: IpmiServer,
+    creds: LabCredentials,
+    interface: Literal["ipmitool", "rmcpplus"],
+    *,
+    node: str = "node-a",
+    password: str | None = None,
+    **kwargs: Any,
+) -> IpmiDriver:
+    options = {**FAST, **kwargs}
+    return IpmiDriver(
+        node,
+        "127.0.0.1",
+        server.port_of(node),
+        creds.username,
+        creds.password if password is None else password,
+        interface=interface,
+        **options,
+    )
+
+
+def redfish_driver(
+    server: RedfishServer, creds: LabCredentials, *, node: str = "node-a", **kwargs: Any
+) -> RedfishDriver:
+    options: dict[str, Any] = {"verify": str(creds.tls_ca_cert), **FAST, **kwargs}
+    password = options.pop("password", creds.password)
+    return RedfishDriver(node, server.url, creds.username, password, **options)
+
+
+def ssh_driver(
+    server: SshServer, creds: LabCredentials, known_hosts: Path | None, **kwargs: Any
+) -> SshDriver:
+    options: dict[str, Any] = {**FAST, "probe_timeout_s": 2.0, **kwargs}
+    return SshDriver(
+        "node-a",
+        "127.0.0.1",
+        server.port,
+        "root",
+        str(options.pop("key_file", creds.ssh_client_key)),
+        known_hosts=str(known_hosts) if known_hosts is not None else None,
+        **options,
+    )
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float = 2.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def assert_secret_hidden(secret: str, *texts: str) -> None:
+    for text in texts:
+        assert secret not in text
+
+
+def redfish_post(server: RedfishServer, creds: LabCredentials, path: str, body: object) -> Any:
+    context = ssl.create_default_context(cafile=str(creds.tls_ca_cert))
+    token = b64encode(f"{creds.username}:{creds.password}".encode()).decode()
+    request = urllib.request.Request(  # noqa: S310 (an https URL built by the test)
+        server.url + path,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Authorization": f"Basic {token}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=5) as response:  # noqa: S310
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+# -- IPMI -------------------------------------------------------------------------------
+
+INTERFACES = pytest.mark.parametrize("interface", ["ipmitool", "rmcpplus"])
+
+
+@INTERFACES
+def test_ipmi_off_on_cycle_change_the_node_over_one_session(
+    interface: Literal["ipmitool", "rmcpplus"],
+    ipmi_server: IpmiServer,
+    creds: LabCredentials,
+    node_a: MemoryTarget,
+    node_b: MemoryTarget,
+    drivers: Callable[[IpmiDriver], IpmiDriver],
+) -> None:
+    driver = drivers(ipmi_driver(ipmi_server, creds, interface))
+
+    assert driver.state() is PowerState.ON
+    driver.off(graceful=True)
+    assert node_a.power_state() is PowerState.OFF
+    assert driver.state() is PowerState.OFF
+    driver.on()
+    assert node_a.power_state() is PowerState.ON
+    driver.off()
+    assert node_a.power_state() is PowerState.OFF
+    driver.on()
+    driver.cycle()
+    assert node_a.power_state() is PowerState.ON
+    assert driver.state() is PowerState.ON
+
+    assert node_a.calls() == [OFF_GRACEFUL, ON, OFF_FORCED, ON, RESET]
+    assert node_a.transitions == 6
+    assert node_b.calls() == []
+    opened, _open_now = ipmi_server.sessions()["node-a"]
+    assert opened == 1, "the driver must reuse one RMCP+ session"
+    driver.close()
+    # The BMC forgets the session right after answering Close Session.
+    assert wait_for(lambda: ipmi_server.sessions()["node-a"] == (1, 0)), "session left open"
+
+
+@INTERFACES
+def test_ipmi_requests_for_the_current_state_send_nothing_and_cycle_of_off_node_powers_on(
+    interface: Literal["ipmitool", "rmcpplus"],
+    ipmi_server: IpmiServer,
+    creds: LabCredentials,
+    node_b: MemoryTarget,
+    drivers: Callable[[IpmiDriver], IpmiDriver],
+) -> None:
+    driver = drivers(ipmi_driver(ipmi_server, creds, interface, node="node-b"))
+
+    driver.off()
+    assert node_b.calls() == []
+    driver.cycle()
+    assert node_b.calls() == [ON]
+    assert node_b.power_state() is PowerState.ON
+
+
+@INTERFACES
+def test_ipmi_wrong_password_is_permanent_at_once_and_never_shown(
+    interface: Literal["ipmitool", "rmcpplus"],
+    ipmi_server: IpmiServer,
+    creds: LabCredentials,
+    node_a: MemoryTarget,
+    drivers: Callable[[IpmiDriver], IpmiDriver],
+) -> None:
+    wrong = "Wr0ng-Passw0rd-XYZ"
+    driver = drivers(ipmi_driver(ipmi_server, creds, interface, password=wrong))
+
+    started = time.monotonic()
+    with pytest.raises(PermanentError, match="refused the credentials") as caught:
+        driver.off()
+    assert time.monotonic() - started < 3
+    assert node_a.calls() == []
+    assert_secret_hidden(wrong, str(caught.value), repr(caught.value), repr(driver))
+    assert_secret_hidden(creds.password, repr(driver))
+
+
+@INTERFACES
+def test_ipmi_unreachable_bmc_ends_in_a_bounded_wait(
+    interface: Literal["ipmitool", "rmcpplus"],
+    creds: LabCredentials,
+    drivers: Callable[[IpmiDriver], IpmiDriver],
+) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        free_port = probe.getsockname()[1]
+    driver = drivers(
+        IpmiDriver(
+            "node-x",
+            "127.0.0.1",
+            free_port,
+            creds.username,
+            creds.password,
+            interface=interface,
+            timeout_s=1.0,
+            poll_s=0.1,
+        )
+    )
+
+    started = time.monotonic()
+    with pytest.raises(WaitTimeout) as caught:
+        driver.state()
+    assert caught.value.waited_s >= 1.0
+    assert time.monotonic() - started < 1.0 + 5
+    assert "report the power state" in caught.value.expected
+    assert_secret_hidden(creds.password, str(caught.value))
+
+
+def test_ipmi_servers_stop_and_start_again_in_process(
+    node_a: MemoryTarget, creds: LabCredentials, drivers: Callable[[IpmiDriver], IpmiDriver]
+) -> None:
+    for _ in range(2):
+        server = IpmiServer({0: node_a}, "127.0.0.1", creds.username, creds.password)
+        server.start()
+        try:
+            port = server.port_of("node-a")
+            driver = drivers(ipmi_driver(server, creds, "rmcpplus"))
+            assert driver.state() is PowerState.ON
+            driver.close()
+        finally:
+            server.stop()
+        # The port is free again: stop() closed the socket.
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as again:
+            again.bind(("127.0.0.1", port))
+
+
+# -- Redfish ----------------------------------------------------------------------------
+
+
+def test_redfish_off_on_cycle_over_verified_https(
+    redfish_server: RedfishServer,
+    creds: LabCredentials,
+    node_a: MemoryTarget,
+    node_b: MemoryTarget,
+    drivers: Callable[[RedfishDriver], RedfishDriver],
+) -> None:
+    driver = drivers(redfish_driver(redfish_server, creds))
+
+    assert driver.state() is PowerState.ON
+    driver.off(graceful=True)
+    assert node_a.power_state() is PowerState.OFF
+    driver.on()
+    driver.off()
+    driver.on()
+    driver.cycle()
+    assert driver.state() is PowerState.ON
+
+    assert node_a.calls() == [OFF_GRACEFUL, ON, OFF_FORCED, ON, RESET]
+    assert node_b.calls() == [], "the driver found node-a's system by name among two"
+
+
+def test_redfish_finds_the_system_by_id_or_alias_and_names_the_choices_otherwise(
+    redfish_server: RedfishServer,
+    creds: LabCredentials,
+    node_b: MemoryTarget,
+    drivers: Callable[[RedfishDriver], RedfishDriver],
+) -> None:
+    by_id = drivers(
+        redfish_driver(redfish_server, creds, node="b", system_id=system_uuid("node-b"))
+    )
+    by_alias = drivers(redfish_driver(redfish_server, creds, node="b", system_id="node-b"))
+    missing = drivers(redfish_driver(redfish_server, creds, node="b", system_id="nope"))
+    ambiguous = drivers(redfish_driver(redfish_server, creds, node="node-z"))
+
+    assert by_id.state() is PowerState.OFF
+    by_alias.on()
+    assert node_b.calls() == [ON]
+    with pytest.raises(PermanentError, match="has no system 'nope'") as caught:
+        missing.state()
+    assert system_uuid("node-a") in str(caught.value)
+    with pytest.raises(PermanentError, match="set system_id"):
+        ambiguous.state()
+
+
+def test_redfish_unsupported_reset_type_is_refused_naming_the_valid_values(
+    redfish_factory: Callable[..., RedfishServer],
+    creds: LabCredentials,
+    node_a: MemoryTarget,
+    drivers: Callable[[RedfishDriver], RedfishDriver],
+) -> None:
+    server = redfish_factory([node_a], reset_types=("On", "ForceOff", "ForceRestart"))
+    driver = drivers(redfish_driver(server, creds))
+
+    started = time.monotonic()
+    with pytest.raises(PermanentError) as caught:
+        driver.off(graceful=True)
+    assert time.monotonic() - started < 2
+    assert "does not allow ResetType GracefulShutdown" in str(caught.value)
+    assert "valid values: ForceOff, ForceRestart, On" in str(caught.value)
+    assert node_a.calls() == []
+
+    driver.cycle()  # no PowerCycle here: ForceRestart instead
+    assert node_a.calls() == [RESET]
+
+    # The server refuses what it does not advertise, whatever the client checks.
+    status, body = redfish_post(
+        server,
+        creds,
+        f"{server.system_path('node-a')}/Actions/ComputerSystem.Reset",
+        {"ResetType": "GracefulShutdown"},
+    )
+    assert status == 400
+    assert "valid values: On, ForceOff, ForceRestart" in json.loads(body)["error"]["message"]
+    status, _body = redfish_post(
+        server,
+        creds,
+        f"{server.system_path('node-a')}/Actions/ComputerSystem.Reset",
+        {"ResetType": "Nmi"},
+    )
+    assert status == 400
+    assert node_a.calls() == [RESET]
+
+
+def test_redfish_wrong_password_is_permanent_at_once_and_never_shown(
+    redfish_server: RedfishServer,
+    creds: LabCredentials,
+    node_a: MemoryTarget,
+    drivers: Callable[[RedfishDriver], RedfishDriver],
+) -> None:
+    wrong = "Wr0ng-Passw0rd-XYZ"
+    driver = drivers(redfish_driver(redfish_server, creds, password=wrong))
+
+    started = time.monotonic()
+    with pytest.raises(PermanentError, match="refused the credentials") as caught:
+        driver.off()
+    assert time.monotonic() - started < 2
+    assert node_a.calls() == []
+    assert_secret_hidden(wrong, str(caught.value), repr(caught.value), repr(driver))
+
+
+def test_redfish_session_auth_without_a_session_service_says_so(
+    redfish_server: RedfishServer,
+    creds: LabCredentials,
+    drivers: Callable[[RedfishDriver], RedfishDriver],
+) -> None:
+    driver = drivers(redfish_driver(redfish_server, creds, auth="session"))
+
+    with pytest.raises(PermanentError, match="no usable SessionService"):
+        driver.state()
+
+
+@pytest.mark.parametrize("trust", ["system", "other-ca"])
+def test_redfish_tls_verification_fails_against_an_unknown_ca(
+    trust: str,
+    tmp_path: Path,
+    redfish_server: RedfishServer,
+    creds: LabCredentials,
+    node_a: MemoryTarget,
+    drivers: Callable[[RedfishDriver], RedfishDriver],
+) -> None:
+    verify: bool | str = True
+    if trust == "other-ca":
+        other_ca, _cert, _key = ensure_tls(tmp_path, prefix="other")
+        verify = str(other_ca)
+    driver = drivers(redfish_driver(redfish_server, creds, verify=verify))
+
+    started = time.monotonic()
+    with pytest.raises(PermanentError, match="TLS verification failed"):
+        driver.off()
+    assert time.monotonic() - started < 2
+    assert node_a.calls() == []
+
+
+def test_redfish_server_is_one_per_process(
+    redfish_server: RedfishServer, creds: LabCredentials, node_b: MemoryTarget
+) -> None:
+    second = RedfishServer([node_b], "127.0.0.1", 0, "x", "y", creds.tls_cert, creds.tls_key)
+    with pytest.raises(RuntimeError, match="only one RedfishServer can run per process"):
+        second.start()
+
+
+# -- SSH --------------------------------------------------------------------------------
+
+
+def test_ssh_powers_off_and_reboots_the_node(
+    ssh_server: SshServer,
+    known_hosts: Path,
+    creds: LabCredentials,
+    node_a: MemoryTarget,
+    drivers: Callable[[SshDriver], SshDriver],
+) -> None:
+    driver = drivers(ssh_driver(ssh_server, creds, known_hosts))
+
+    assert driver.state() is PowerState.ON
+    driver.off(graceful=True)
+    assert node_a.power_state() is PowerState.OFF
+    assert driver.state() is PowerState.OFF
+
+    node_a.power_on()  # what the node's BMC would do
+    assert driver.state() is PowerState.ON
+    driver.off()
+    assert node_a.power_state() is PowerState.OFF
+
+    node_a.power_on()
+    driver.cycle()
+    assert driver.state() is PowerState.ON
+    assert node_a.calls() == [OFF_GRACEFUL, ON, OFF_FORCED, ON, RESET]
+
+
+def test_ssh_cannot_power_on(
+    ssh_server: SshServer,
+    known_hosts: Path,
+    creds: LabCredentials,
+    node_a: MemoryTarget,
+    drivers: Callable[[SshDriver], SshDriver],
+) -> None:
+    driver = drivers(ssh_driver(ssh_server, creds, known_hosts))
+    node_a.set_state(PowerState.OFF)
+
+    with pytest.raises(PermanentError, match="cannot restore it; use the node's BMC"):
+        driver.on()
+    with pytest.raises(PermanentError, match="cannot restore it"):
+        driver.cycle()
+    assert node_a.calls() == []
+
+
+def test_ssh_unknown_host_key_is_refused(
+    tmp_path: Path,
+    ssh_server: SshServer,
+    creds: LabCredentials,
+    node_a: MemoryTarget,
+    drivers: Callable[[SshDriver], SshDriver],
+) -> None:
+    empty = tmp_path / "empty_known_hosts"
+    empty.write_text("")
+    impostor_pub = ensure_ssh_keypair(tmp_path / "impostor")
+    changed = tmp_path / "changed_known_hosts"
+    changed.write_text(known_hosts_line("127.0.0.1", ssh_server.port, impostor_pub))
+
+    with pytest.raises(PermanentError, match=r"not in .*strict host key checking"):
+        drivers(ssh_driver(ssh_server, creds, empty)).state()
+    with pytest.raises(PermanentError, match="host key changed"):
+        drivers(ssh_driver(ssh_server, creds, changed)).off()
+    assert node_a.calls() == []
+
+
+def test_ssh_unknown_client_key_is_refused(
+    tmp_path: Path,
+    ssh_server: SshServer,
+    known_hosts: Path,
+    creds: LabCredentials,
+    node_a: MemoryTarget,
+    drivers: Callable[[SshDriver], SshDriver],
+) -> None:
+    stranger = tmp_path / "stranger"
+    ensure_ssh_keypair(stranger)
+    driver = drivers(ssh_driver(ssh_server, creds, known_hosts, key_file=stranger))
+
+    with pytest.raises(PermanentError, match="refused the key"):
+        driver.off()
+    assert node_a.calls() == []
+
+
+def test_a_powered_off_node_refuses_ssh_until_it_is_back_on(
+    ssh_server: SshServer,
+    known_hosts: Path,
+    creds: LabCredentials,
+    node_a: MemoryTarget,
+) -> None:
+    def connect() -> paramiko.SSHClient:
+        client = paramiko.SSHClient()
+        client.load_host_keys(str(known_hosts))
+        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        client.connect(
+            "127.0.0.1",
+            port=ssh_server.port,
+            username="root",
+            key_filename=str(creds.ssh_client_key),
+            timeout=2,
+            banner_timeout=2,
+            look_for_keys=False,
+            allow_agent=False,
+        )
+        return client
+
+    established = connect()
+    try:
+        node_a.set_state(PowerState.OFF)  # e.g. through its BMC
+        with pytest.raises((paramiko.SSHException, OSError, EOFError)):
+            connect().close()
+        transport = established.get_transport()
+        assert transport is not None
+        assert wait_for(lambda: not transport.is_active()), "a connection survived power-off"
+    finally:
+        established.close()
+
+    node_a.set_state(PowerState.ON)
+    client = connect()
+    try:
+        _stdin, stdout, stderr = client.exec_command("systemctl is-system-running", timeout=5)
+        assert stdout.read() == b"running\n"
+        assert stdout.channel.recv_exit_status() == 0
+        _stdin, stdout, stderr = client.exec_command("rm -rf /", timeout=5)
+        assert stdout.channel.recv_exit_status() == 127
+        assert b"command not found" in stderr.read()
+    finally:
+        client.close()
+    assert node_a.calls() == []
+
+
+def test_ssh_sees_a_node_powered_off_through_its_bmc(
+    ssh_server: SshServer,
+    known_hosts: Path,
+    creds: LabCredentials,
+    node_a: MemoryTarget,
+    node_b: MemoryTarget,
+    drivers: Callable[[Any], Any],
+) -> None:
+    ipmi = IpmiServer({0: node_a}, "127.0.0.1", creds.username, creds.password)
+    ipmi.start()
+    try:
+        bmc: IpmiDriver = drivers(ipmi_driver(ipmi, creds, "rmcpplus"))
+        ssh: SshDriver = drivers(ssh_driver(ssh_server, creds, known_hosts))
+        assert ssh.state() is PowerState.ON  # keeps its connection open
+        bmc.off()
+        assert ssh.state() is PowerState.OFF
+        bmc.on()
+        assert ssh.state() is PowerState.ON
+    finally:
+        ipmi.stop()
+    assert node_a.calls() == [OFF_FORCED, ON]
