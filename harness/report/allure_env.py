@@ -1,0 +1,336 @@
+"""What goes into an allure-results directory besides the test results themselves.
+
+Used while (or right after) tests run, before the HTML report is rendered:
+
+* :func:`write_environment` writes ``environment.properties`` (Kubernetes version, node count,
+  inventory, timing profile, harness version, ... as given), shown in the report's
+  Environment widget.
+* :func:`write_categories` writes ``categories.json``: rules that sort failures into
+  *harness or infrastructure errors*, *budget overruns* and *product failures*.
+  Allure 2 reads this file from the results; Allure 3's awesome report takes categories from
+  its config instead, so :func:`harness.report.html.render_report` copies the rules from this
+  file into the config it generates (one source of truth, both generators agree).
+* :func:`carry_history` copies the history of a previous report into the new results so the
+  next report shows a trend. Allure 3 keeps history as one JSONL file (one line per report,
+  config ``historyPath``), not as Allure 2's ``history/*.json``; see ``docs/reports.md``.
+* :func:`attach_timeline` attaches a rendered scenario timeline to the running Allure test.
+
+The category regexes are written to mean the same under the three engines that evaluate
+them: JavaScript ``RegExp.test`` (Allure 3, a search), Java ``Pattern.matches`` (Allure 2, a
+full match) and Python ``re.search`` (:func:`classify`, used by the text summary). Hence
+``[\\s\\S]*`` instead of ``.*`` with flags, and explicit ``^`` anchors.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import allure
+
+from harness.report.timeline_svg import render_timeline_svg
+
+ENVIRONMENT_FILE = "environment.properties"
+CATEGORIES_FILE = "categories.json"
+#: Where a report (and a results directory being prepared) keeps its Allure 3 history.
+HISTORY_DIR = "history"
+HISTORY_FILE = "history.jsonl"
+
+HARNESS_ERRORS = "Harness or infrastructure errors"
+BUDGET_OVERRUNS = "Budget overruns"
+PRODUCT_FAILURES = "Product failures"
+
+#: Exception class names (as they start an Allure status message: ``module.Class: text``)
+#: that mean the harness, its configuration, a BMC or the network failed, not the product.
+INFRA_EXCEPTIONS: tuple[str, ...] = (
+    # harness.errors and the harness's own permanent/temporary errors
+    "ConfigError",
+    "PermanentError",
+    "TemporaryError",
+    "SafetyViolation",
+    "UndoFailed",
+    "ReportToolMissing",
+    "ReportError",
+    # the API client (harness.kube.client)
+    "Unreachable",
+    "ApiError",
+    "NotFound",
+    "Conflict",
+    "Gone",
+    "ServerError",
+    "TooManyRequests",
+    # BMC drivers: pyipmi, paramiko, sushy
+    "IpmiConnectionError",
+    "IpmiTimeoutError",
+    "AuthenticationError",
+    "CompletionCodeError",
+    "SSHException",
+    "AuthenticationException",
+    "BadHostKeyException",
+    "NoValidConnectionsError",
+    "SushyError",
+    "AccessError",
+    "BadRequestError",
+    "HTTPError",
+    "ServerSideError",
+    "ResourceNotFoundError",
+    "MissingAttributeError",
+    # sockets, TLS, urllib3
+    "ConnectionError",
+    "ConnectionRefusedError",
+    "ConnectionResetError",
+    "ConnectionAbortedError",
+    "BrokenPipeError",
+    "TimeoutError",
+    "OSError",
+    "SSLError",
+    "MaxRetryError",
+    "NewConnectionError",
+    "ProtocolError",
+)
+#: Non-assertion exceptions that still report what the cluster did (a wait on the cluster ran
+#: out, or ended on a terminal state): product failures although Allure marks them broken.
+PRODUCT_WAIT_EXCEPTIONS: tuple[str, ...] = ("WaitTimeout", "WaitFailed")
+
+_QUALIFIED = r"^(?:[\w.]+\.)?"
+_INFRA_RE = _QUALIFIED + "(?:" + "|".join(INFRA_EXCEPTIONS) + r")\b[\s\S]*"
+_WAIT_HEAD = _QUALIFIED + "(?:" + "|".join(PRODUCT_WAIT_EXCEPTIONS) + r")\b"
+_WAIT_RE = _WAIT_HEAD + r"[\s\S]*"
+_BUDGET_RE = r"[\s\S]*[Bb]udget[\s\S]*"
+# broken, and neither a product wait nor a budget message: a broken test or harness bug
+_OTHER_BROKEN_RE = r"^(?!" + _WAIT_HEAD[1:] + r")(?![\s\S]*[Bb]udget)[\s\S]*"
+
+STATUSES = ("failed", "broken", "passed", "skipped", "unknown")
+
+
+@dataclass(frozen=True)
+class Category:
+    """One Allure category rule (Allure 2 ``categories.json`` entry).
+
+    Several rules with the same ``name`` form one category; keep them adjacent, because
+    Allure 3 merges them at the position of the first (first matching category wins).
+    """
+
+    name: str
+    statuses: tuple[str, ...]
+    message_regex: str | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        bad = [s for s in self.statuses if s not in STATUSES]
+        if bad or not self.statuses:
+            raise ValueError(f"category {self.name!r}: statuses must be among {STATUSES}: {bad}")
+        if self.message_regex is not None:
+            re.compile(self.message_regex)
+
+    def matches(self, status: str, message: str | None) -> bool:
+        """Allure 3's matching (a regex *search*) for this rule."""
+        if status not in self.statuses:
+            return False
+        if self.message_regex is None:
+            return True
+        return re.search(self.message_regex, message or "") is not None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        if self.description:
+            out["description"] = self.description
+        out["matchedStatuses"] = list(self.statuses)
+        if self.message_regex is not None:
+            out["messageRegex"] = self.message_regex
+        return out
+
+
+#: The rules, in evaluation order: the first matching rule decides.
+CATEGORIES: tuple[Category, ...] = (
+    Category(
+        HARNESS_ERRORS,
+        ("failed", "broken"),
+        _INFRA_RE,
+        "The harness, its configuration, a BMC or the network failed: "
+        "this run says nothing about the product.",
+    ),
+    Category(
+        HARNESS_ERRORS,
+        ("broken",),
+        _OTHER_BROKEN_RE,
+        "A broken test (an unexpected exception in the harness or a step).",
+    ),
+    Category(
+        BUDGET_OVERRUNS,
+        ("failed", "broken"),
+        _BUDGET_RE,
+        "The cluster recovered, but a phase took longer than its timing budget.",
+    ),
+    Category(
+        PRODUCT_FAILURES,
+        ("failed",),
+        None,
+        "A check on the cluster failed (CheckFailed, or an assertion in a step).",
+    ),
+    Category(
+        PRODUCT_FAILURES,
+        ("broken",),
+        _WAIT_RE,
+        "A wait on the cluster ran out (WaitTimeout) or ended on a terminal state (WaitFailed).",
+    ),
+)
+
+
+def categories_json(categories: Iterable[Category] = CATEGORIES) -> list[dict[str, Any]]:
+    """The rules in Allure 2 ``categories.json`` form (which Allure 3 also accepts)."""
+    return [c.to_json() for c in categories]
+
+
+def classify(
+    status: str, message: str | None, categories: Sequence[Category] = CATEGORIES
+) -> str | None:
+    """The category Allure 3 puts a result in (None: uncategorised, e.g. passed)."""
+    order: list[str] = []
+    by_name: dict[str, list[Category]] = {}
+    for c in categories:  # Allure 3 merges same-named rules at the first one's position
+        if c.name not in by_name:
+            order.append(c.name)
+            by_name[c.name] = []
+        by_name[c.name].append(c)
+    for name in order:
+        if any(c.matches(status, message) for c in by_name[name]):
+            return name
+    return None
+
+
+def write_categories(results_dir: Path, categories: Iterable[Category] = CATEGORIES) -> Path:
+    """Write ``categories.json`` into ``results_dir`` (created if missing)."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    path = results_dir / CATEGORIES_FILE
+    _write_text(path, json.dumps(categories_json(categories), indent=2) + "\n")
+    return path
+
+
+def load_categories(path: Path) -> list[dict[str, Any]]:
+    """Read a ``categories.json`` and check it is a list of rules with names."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, list) or not all(
+        isinstance(r, dict) and isinstance(r.get("name"), str) and r["name"].strip() for r in data
+    ):
+        raise ValueError(f"{path}: expected a JSON list of objects with a non-empty 'name'")
+    return data
+
+
+# -- environment.properties ----------------------------------------------------------------
+
+
+def _escape_properties(text: str, *, key: bool) -> str:
+    out: list[str] = []
+    for i, ch in enumerate(text):
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\f":
+            out.append("\\f")
+        elif ch in "=:#!" or (ch == " " and (key or i == 0)):
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) > 0x7E:
+            out.extend(f"\\u{unit:04x}" for unit in _utf16_units(ch))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _utf16_units(ch: str) -> list[int]:
+    raw = ch.encode("utf-16-be")
+    return [int.from_bytes(raw[i : i + 2], "big") for i in range(0, len(raw), 2)]
+
+
+def environment_properties(env: Mapping[str, object]) -> str:
+    """``env`` as a Java ``.properties`` text (ASCII, escaped), in the mapping's order."""
+    lines = []
+    for key, value in env.items():
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"environment keys must be non-empty strings, got {key!r}")
+        text = "" if value is None else str(value)
+        lines.append(f"{_escape_properties(key, key=True)}={_escape_properties(text, key=False)}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def write_environment(results_dir: Path, env: Mapping[str, object]) -> Path:
+    """Write ``environment.properties`` into ``results_dir`` (created if missing).
+
+    ``env`` is whatever describes the run, e.g. ``{"Kubernetes version": "v1.36.1",
+    "Nodes": 6, "Inventory": "lab", "Timing profile": "fast", "powercut": "0.1.0"}``.
+    Values are written with ``str()``; ``None`` becomes an empty value.
+    """
+    results_dir.mkdir(parents=True, exist_ok=True)
+    path = results_dir / ENVIRONMENT_FILE
+    _write_text(path, environment_properties(env))
+    return path
+
+
+# -- history -------------------------------------------------------------------------------
+
+
+def history_file(report_or_results_dir: Path) -> Path:
+    """Where a report directory (or a prepared results directory) keeps its history JSONL."""
+    return report_or_results_dir / HISTORY_DIR / HISTORY_FILE
+
+
+def carry_history(previous: Path, results_dir: Path) -> Path | None:
+    """Copy the history of a previous report into ``results_dir`` for the next report.
+
+    ``previous`` is a report directory written by :func:`harness.report.html.render_report`
+    (its ``history/history.jsonl``) or a history JSONL file itself. The copy goes to
+    ``results_dir/history/history.jsonl``; Allure's readers do not descend into
+    sub-directories, so it is not mistaken for a result or an attachment. Returns the copy,
+    or None when the previous report has no history (its first run, or not an Allure 3
+    report): a missing history is not an error, the next report just starts a new trend.
+    """
+    source = previous if previous.is_file() else history_file(previous)
+    if not source.is_file():
+        return None
+    target = history_file(results_dir)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.copyfile(source, tmp)
+    tmp.replace(target)
+    return target
+
+
+def prepare_results(
+    results_dir: Path,
+    *,
+    environment: Mapping[str, object],
+    previous_report: Path | None = None,
+    categories: Iterable[Category] = CATEGORIES,
+) -> None:
+    """All of the above at once: environment, categories, and history when there is one."""
+    write_environment(results_dir, environment)
+    write_categories(results_dir, categories)
+    if previous_report is not None:
+        carry_history(previous_report, results_dir)
+
+
+# -- attachments ---------------------------------------------------------------------------
+
+
+def attach_timeline(
+    transitions: Iterable[Mapping[str, Any]], *, name: str = "timeline", title: str = ""
+) -> None:
+    """Attach the scenario timeline (SVG swimlanes) to the running Allure test or step."""
+    svg = render_timeline_svg(list(transitions), title=title or name)
+    allure.attach(svg, name=name, attachment_type=allure.attachment_type.SVG)
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)

@@ -1,0 +1,343 @@
+"""Turn an allure-results directory into one self-contained, offline HTML file.
+
+The generator is Allure Report 3 (npm package ``allure``, pinned to :data:`ALLURE_VERSION`),
+installed by ``scripts/install-report-tools.sh`` into
+``$POWERCUT_CACHE/node/allure-<version>/node_modules`` (``POWERCUT_CACHE`` defaults to
+``~/.cache/powercut``), or any Allure 3 binary named by ``POWERCUT_ALLURE``.
+
+:func:`render_report` writes an ``allurerc.json`` (Allure 3's JSON config: ``name``,
+``historyPath``, ``historyLimit``, ``categories``, and the awesome plugin with
+``singleFile: true``), runs ``allure generate`` and moves the single ``index.html`` into the
+output directory. It also keeps the report's history: ``<out_dir>/history/history.jsonl``,
+seeded from the previous report (see :func:`harness.report.allure_env.carry_history`) and
+appended to by Allure, one line per report.
+
+Allure 3.18's awesome template always includes a Google Analytics ``<script src=...>``
+(no option turns it off). A signed, offline report must not phone home, so it is removed,
+and the result is checked to load nothing from the network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from harness.errors import PermanentError
+from harness.report.allure_env import (
+    CATEGORIES_FILE,
+    categories_json,
+    history_file,
+    load_categories,
+)
+
+#: Keep in step with ALLURE_VERSION in scripts/install-report-tools.sh.
+ALLURE_VERSION = "3.18.0"
+INSTALL_COMMAND = "bash scripts/install-report-tools.sh"
+#: How many reports the history keeps (one JSONL line each); None keeps everything.
+DEFAULT_HISTORY_LIMIT = 100
+
+_GLOB_SPECIAL = re.compile(r"[*?\[\]{}()!+@\\]")
+_ANALYTICS = re.compile(
+    r"[ \t]*<script async src=\"https://www\.googletagmanager\.com/gtag/js\?id=[^\"]*\">"
+    r"</script>\s*<script>\s*window\.dataLayer[\s\S]*?</script>\n?"
+)
+_REMOTE_LOAD = re.compile(
+    r"<(?:script|img|iframe|link|source|embed)\b[^>]*\b(?:src|href)\s*=\s*[\"']?(?:https?:)?//",
+    re.IGNORECASE,
+)
+
+
+class ReportToolMissing(PermanentError):
+    """A tool the report needs is not installed: which one, and how to install it."""
+
+    def __init__(self, tool: str, install: str, looked: str = "") -> None:
+        self.tool = tool
+        self.install = install
+        self.looked = looked
+        where = f" (looked for {looked})" if looked else ""
+        super().__init__(f"{tool} is not installed{where}; install it with: {install}")
+
+
+class ReportError(PermanentError):
+    """Generating the report failed: the command, its exit status and its last output."""
+
+    def __init__(self, message: str, *, command: Sequence[str] = (), output: str = "") -> None:
+        self.command = list(command)
+        self.output = output
+        tail = "\n".join(output.strip().splitlines()[-20:])
+        super().__init__(message + (f"\n{tail}" if tail else ""))
+
+
+# -- locating Allure -----------------------------------------------------------------------
+
+
+def cache_root() -> Path:
+    """``$POWERCUT_CACHE`` or ``~/.cache/powercut`` (the install script uses the same)."""
+    env = os.environ.get("POWERCUT_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "powercut"
+
+
+def cached_allure(version: str = ALLURE_VERSION) -> Path:
+    """Where the install script puts the ``allure`` binary of ``version``."""
+    return cache_root() / "node" / f"allure-{version}" / "node_modules" / ".bin" / "allure"
+
+
+def find_allure() -> Path:
+    """The Allure 3 binary: ``$POWERCUT_ALLURE``, else the cached pinned version.
+
+    Raises:
+        ReportToolMissing: neither exists, naming the install command.
+    """
+    env = os.environ.get("POWERCUT_ALLURE")
+    if env:
+        path = Path(env).expanduser()
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise ReportToolMissing(
+                "Allure Report 3", INSTALL_COMMAND, f"POWERCUT_ALLURE={env}: not an executable"
+            )
+        return path
+    path = cached_allure()
+    complete = path.parents[2] / ".complete"
+    if not (path.is_file() and complete.is_file()):
+        raise ReportToolMissing(
+            f"Allure Report {ALLURE_VERSION} (npm allure)", INSTALL_COMMAND, str(path)
+        )
+    return path
+
+
+def _require_node(binary: Path) -> None:
+    with binary.open("rb") as fh:
+        first = fh.readline(200)
+    if b"node" in first and shutil.which("node") is None:
+        raise ReportToolMissing(
+            "Node.js >= 20 (`node`, needed by Allure Report 3)", "apt-get install nodejs npm"
+        )
+
+
+@lru_cache(maxsize=8)
+def _allure_version(binary: str, mtime_ns: int) -> str:
+    proc = subprocess.run(
+        [binary, "--version"], capture_output=True, text=True, timeout=120, check=False
+    )
+    if proc.returncode != 0:
+        raise ReportError(
+            f"{binary} --version failed ({proc.returncode})",
+            command=[binary, "--version"],
+            output=proc.stdout + proc.stderr,
+        )
+    return proc.stdout.strip()
+
+
+def allure_version(binary: Path) -> str:
+    """What ``allure --version`` says (cached per binary and modification time)."""
+    _require_node(binary)
+    return _allure_version(str(binary), binary.stat().st_mtime_ns)
+
+
+# -- config --------------------------------------------------------------------------------
+
+
+def allure_config(
+    *,
+    title: str,
+    history_path: Path,
+    history_limit: int | None,
+    categories: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """The ``allurerc.json`` content (Allure 3 config) for one single-file report."""
+    config: dict[str, Any] = {
+        "name": title,
+        "historyPath": str(history_path),
+        "appendHistory": True,
+        "plugins": {"awesome": {"options": {"singleFile": True, "reportName": title}}},
+        "categories": {"rules": [dict(rule) for rule in categories]},
+    }
+    if history_limit is not None:
+        if history_limit < 1:
+            raise ValueError(f"history_limit must be >= 1 or None, got {history_limit}")
+        config["historyLimit"] = history_limit
+    return config
+
+
+def strip_analytics(html: str) -> str:
+    """Remove the Google Analytics snippet Allure's template always adds."""
+    return _ANALYTICS.sub("", html)
+
+
+def remote_loads(html: str) -> list[str]:
+    """Tags that would load something from the network (should be empty)."""
+    return [m.group(0)[:120] for m in _REMOTE_LOAD.finditer(html)]
+
+
+# -- rendering -----------------------------------------------------------------------------
+
+
+def _has_results(results_dir: Path) -> bool:
+    return any(
+        p.is_file() and (p.name.endswith("-result.json") or p.suffix == ".xml")
+        for p in results_dir.iterdir()
+    )
+
+
+def _link_or_copy(src: str, dst: str) -> object:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+    return dst
+
+
+def _results_argument(results_dir: Path, work: Path) -> str:
+    """Allure treats result directories as glob patterns: give it a path without specials."""
+    if not _GLOB_SPECIAL.search(str(results_dir)):
+        return str(results_dir)
+    mirror = work / "results"
+    mirror.mkdir()
+    for p in results_dir.iterdir():
+        if p.is_file():
+            _link_or_copy(str(p), str(mirror / p.name))
+    return str(mirror)
+
+
+def _seed_history(target: Path, previous: Path | None, results_dir: Path) -> None:
+    """Start ``target`` from the previous report's history, if there is one."""
+    if previous is None:
+        source = history_file(results_dir)
+    else:
+        source = previous if previous.is_file() else history_file(previous)
+    if not source.is_file():
+        return
+    if target.exists() and source.resolve() == target.resolve():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+
+
+def render_report(
+    results_dir: Path,
+    out_dir: Path,
+    *,
+    title: str,
+    previous: Path | None = None,
+    history_limit: int | None = DEFAULT_HISTORY_LIMIT,
+    categories: Sequence[Mapping[str, Any]] | None = None,
+    allure: Path | None = None,
+    timeout_s: float = 900.0,
+) -> Path:
+    """Render ``results_dir`` into ``out_dir/index.html``, one offline HTML file; return it.
+
+    Args:
+        results_dir: an allure-results directory (allure-pytest-bdd output; JUnit XML files
+            are read too).
+        out_dir: created if missing. Gets ``index.html`` and ``history/history.jsonl``.
+        title: the report's name (page title and header).
+        previous: a previous report directory (or its history JSONL) to continue the trend
+            from. Default: ``results_dir/history/history.jsonl`` if
+            :func:`~harness.report.allure_env.carry_history` put one there, else whatever
+            history ``out_dir`` already has (re-rendering into the same directory adds one
+            more point).
+        history_limit: reports kept in the history (None: all).
+        categories: category rules (``categories.json`` form). Default: the results'
+            ``categories.json`` if present, else :data:`~harness.report.allure_env.CATEGORIES`.
+        allure: the Allure 3 binary. Default: :func:`find_allure`.
+        timeout_s: how long ``allure generate`` may take.
+
+    Raises:
+        ReportToolMissing: Allure (or Node.js) is not installed.
+        ReportError: no results, the wrong Allure version, or the generator failed.
+    """
+    results_dir = Path(results_dir).resolve()
+    out_dir = Path(out_dir).resolve()
+    if not results_dir.is_dir():
+        raise ReportError(f"results directory {results_dir} does not exist")
+    if not _has_results(results_dir):
+        raise ReportError(f"no test results (*-result.json or *.xml) in {results_dir}")
+    binary = allure or find_allure()
+    version = allure_version(binary)
+    if not version.startswith("3."):
+        raise ReportError(
+            f"{binary} is Allure {version or '(unknown version)'}; the report needs Allure 3 "
+            f"(install with: {INSTALL_COMMAND})"
+        )
+    if categories is None:
+        cat_file = results_dir / CATEGORIES_FILE
+        categories = load_categories(cat_file) if cat_file.is_file() else categories_json()
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    history = history_file(out_dir)
+    _seed_history(history, previous, results_dir)
+    history.parent.mkdir(parents=True, exist_ok=True)
+    config = allure_config(
+        title=title, history_path=history, history_limit=history_limit, categories=categories
+    )
+    with tempfile.TemporaryDirectory(prefix=".allure-", dir=out_dir) as tmp:
+        work = Path(tmp)
+        rc = work / "allurerc.json"
+        rc.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        generated = work / "report"
+        cmd = [
+            str(binary),
+            "generate",
+            "--config",
+            str(rc),
+            "--output",
+            str(generated),
+            _results_argument(results_dir, work),
+        ]
+        env = {**os.environ, "NO_COLOR": "1", "FORCE_COLOR": "0", "ALLURE_NO_ANALYTICS": "true"}
+        try:
+            proc = subprocess.run(
+                cmd,
+                cwd=work,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            out = (exc.stdout or b"") + (exc.stderr or b"")
+            text = out.decode(errors="replace") if isinstance(out, bytes) else str(out)
+            raise ReportError(
+                f"allure generate did not finish within {timeout_s:g}s", command=cmd, output=text
+            ) from None
+        if proc.returncode != 0:
+            raise ReportError(
+                f"allure generate failed with exit status {proc.returncode}",
+                command=cmd,
+                output=proc.stdout + proc.stderr,
+            )
+        index = next(
+            (
+                p
+                for p in (generated / "index.html", generated / "awesome" / "index.html")
+                if p.is_file()
+            ),
+            None,
+        )
+        if index is None:
+            raise ReportError(
+                f"allure generate wrote no index.html into {generated}",
+                command=cmd,
+                output=proc.stdout + proc.stderr,
+            )
+        html = strip_analytics(index.read_text(encoding="utf-8"))
+        remote = remote_loads(html)
+        if remote:
+            raise ReportError(
+                "the generated report would load content from the network, so it is not "
+                f"self-contained (did the Allure template change?): {remote[:3]}"
+            )
+        target = out_dir / "index.html"
+        staged = work / "index.html"
+        staged.write_text(html, encoding="utf-8")
+        os.replace(staged, target)
+    return target
