@@ -1,0 +1,140 @@
+"""A fake ``docker`` CLI for unit tests: an executable Python script written to a temp dir.
+
+Container states live in a JSON file (``FAKE_DOCKER_STATE``); every invocation is logged
+there. It answers ``inspect --format '{{.State.Status}} {{.State.Paused}}'``, ``start``,
+``stop``, ``kill``, ``pause`` and ``unpause`` with the docker CLI's texts, including its
+errors. Knobs: ``lag`` (a change shows after that many more inspects), ``never_applies``,
+``busy`` (the next N changes answer "is restarting"), ``down`` (the engine is unreachable)
+and ``hang_s``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+FAKE_DOCKER = textwrap.dedent(
+    """\
+    #!{python}
+    # A fake docker CLI: states in $FAKE_DOCKER_STATE (JSON), every call logged there.
+    import json, os, sys, time
+    path = os.environ["FAKE_DOCKER_STATE"]
+    with open(path) as f:
+        st = json.load(f)
+    args = sys.argv[1:]
+    st["log"].append(args)
+
+    def done(code=0, out="", err=""):
+        with open(path, "w") as f:
+            json.dump(st, f)
+        sys.stdout.write(out)
+        sys.stderr.write(err)
+        sys.exit(code)
+
+    if st.get("hang_s"):
+        time.sleep(st["hang_s"])
+    if st.get("down"):
+        done(1, err="Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
+             "Is the docker daemon running?\\n")
+    verb, name = args[0], args[-1]
+    c = st["containers"].get(name)
+    if c is None:
+        what = "object" if verb == "inspect" else "container"
+        done(1, err=f"Error response from daemon: No such {{what}}: {{name}}\\n")
+    if verb == "inspect":
+        # A change takes effect once `lag` more inspects have seen the old state.
+        if c.get("pending") is not None:
+            if c.get("lag", 0) > 0:
+                c["lag"] -= 1
+            else:
+                c["status"], c["paused"] = c.pop("pending")
+        done(0, out=f"{{c['status']}} {{str(c['paused']).lower()}}\\n")
+    if st.get("busy", 0) > 0:
+        st["busy"] -= 1
+        done(1, err=f"Error response from daemon: Container {{name}} is restarting, "
+             "wait until the container is running\\n")
+
+    def change(status, paused):
+        if st.get("never_applies"):
+            return
+        c["pending"] = [status, paused]
+        c["lag"] = st.get("lag", 0)
+
+    if verb == "kill":
+        if c["status"] != "running":
+            done(1, err=f"Error response from daemon: cannot kill container: {{name}}: "
+                 "container is not running\\n")
+        change("exited", False)
+    elif verb == "stop":
+        change("exited", False)
+    elif verb == "start":
+        change("running", False)
+    elif verb == "pause":
+        if c["status"] != "running" or c["paused"]:
+            done(1, err=f"Error response from daemon: container {{name}} is not running\\n")
+        change("paused", True)
+    elif verb == "unpause":
+        if not c["paused"]:
+            done(1, err=f"Error response from daemon: container {{name}} is not paused\\n")
+        change("running", False)
+    else:
+        done(1, err=f"unknown verb {{verb}}\\n")
+    done(0, out=name + "\\n")
+    """
+)
+
+
+class Docker:
+    """The fake docker's state file, seen from the test."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.bin = tmp_path / "bin"
+        self.bin.mkdir()
+        self.exe = self.bin / "docker"
+        self.exe.write_text(FAKE_DOCKER.format(python=sys.executable))
+        self.exe.chmod(self.exe.stat().st_mode | stat.S_IXUSR)
+        self.state_file = tmp_path / "docker-state.json"
+        self.write({"containers": {}, "log": []})
+
+    def read(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.state_file.read_text())
+        return data
+
+    def write(self, data: dict[str, Any]) -> None:
+        self.state_file.write_text(json.dumps(data))
+
+    def set(self, **settings: Any) -> None:
+        data = self.read()
+        data.update(settings)
+        self.write(data)
+
+    def container(self, name: str, status: str = "running", paused: bool = False) -> None:
+        data = self.read()
+        data["containers"][name] = {"status": status, "paused": paused}
+        self.write(data)
+
+    def status(self, name: str) -> tuple[str, bool]:
+        c = self.read()["containers"][name]
+        if c.get("pending") is not None:
+            return c["pending"][0], c["pending"][1]
+        return c["status"], c["paused"]
+
+    def verbs(self) -> list[str]:
+        return [" ".join(a[:-1]) for a in self.read()["log"]]
+
+    def clear_log(self) -> None:
+        self.set(log=[])
+
+
+def install(tmp_path: Path, env: Any) -> Docker:
+    """Write the fake into ``tmp_path/bin``, put it first on PATH (``env``: a
+    ``pytest.MonkeyPatch``) and point it at its state file."""
+    d = Docker(tmp_path)
+    env.setenv("FAKE_DOCKER_STATE", str(d.state_file))
+    env.setenv("PATH", f"{d.bin}{os.pathsep}{os.environ['PATH']}")
+    return d
