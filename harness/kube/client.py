@@ -10,6 +10,7 @@ unless the kubeconfig explicitly turns it off) and keeps one connection pool.
 from __future__ import annotations
 
 import base64
+import builtins
 import contextlib
 import copy
 import os
@@ -272,13 +273,25 @@ class KubeClient:
     def list(self, path: str, *, page_size: int = 500, **params: Any) -> tuple[list[JSON], str]:
         """All items of a collection, paginated; returns (items, resourceVersion)."""
         items: list[JSON] = []
+        rv = ""
+        for page, page_rv in self.pages(path, page_size=page_size, **params):
+            items.extend(page)
+            rv = page_rv
+        return items, rv
+
+    def pages(
+        self, path: str, *, page_size: int = 500, **params: Any
+    ) -> Iterator[tuple[builtins.list[JSON], str]]:
+        """A collection page by page, as (items, resourceVersion of the list): callers that
+        keep only a projection can drop each page before the next one is decoded."""
         cont: str | None = None
         while True:
             page = self.get(path, limit=page_size, **{"continue": cont}, **params)
-            items.extend(page.get("items") or [])
-            cont = (page.get("metadata") or {}).get("continue")
+            md = page.get("metadata") or {}
+            cont = md.get("continue")
+            yield page.get("items") or [], str(md.get("resourceVersion", ""))
             if not cont:
-                return items, str((page.get("metadata") or {}).get("resourceVersion", ""))
+                return
 
     def create(self, path: str, body: JSON, **params: Any) -> JSON:
         return self.request("POST", path, body=body, params=params)
@@ -368,7 +381,13 @@ class KubeClient:
                         if not line.strip():
                             continue
                         mono, wall = time.monotonic(), time.time()
-                        ev = orjson.loads(line)
+                        try:
+                            ev = orjson.loads(line)
+                        except orjson.JSONDecodeError as exc:
+                            # A stream cut mid-line (or cancelled under TLS) is a broken
+                            # stream, like a reset: the caller resumes or re-lists.
+                            msg = f"WATCH {path}: undecodable line, stream broken: {exc}"
+                            raise Unreachable(msg) from None
                         obj = ev.get("object") or {}
                         if ev.get("type") == "ERROR":
                             code = int(obj.get("code", 500))

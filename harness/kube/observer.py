@@ -42,11 +42,13 @@ folded into ``Deployment/name`` and mirror pods as ``Node/node``; bare pods have
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from harness.errors import PermanentError, TemporaryError, WaitTimeout
@@ -660,6 +662,8 @@ class _Watcher(Generic[S]):
         try:
             self._loop(client)
         except Exception as exc:  # noqa: BLE001 -- a dead watcher must be reported, not silent
+            if self.obs._stop.is_set():
+                return  # stopping: a stream cut under our feet is expected, not a failure
             self.error = exc
             self.last_problem = f"{type(exc).__name__}: {exc}"
             log.error("observer %s failed: %s", self.label, self.last_problem)
@@ -689,7 +693,7 @@ class _Watcher(Generic[S]):
         while not stop.is_set():
             if rv is None:
                 try:
-                    items, list_rv = client.list(self.path, page_size=self.obs.page_size)
+                    fresh, list_rv = self._list(client)
                 except TemporaryError as exc:
                     self._problem("watch-broken", exc)
                     stop.wait(delay)
@@ -703,7 +707,8 @@ class _Watcher(Generic[S]):
                     self._problem("watch-error", exc)
                     stop.wait(high)
                     continue
-                self._resync(items, list_rv, reason, time.monotonic(), time.time())
+                self._resync(fresh, list_rv, reason, time.monotonic(), time.time())
+                del fresh
                 rv = list_rv
                 delay = low
                 self.synced.set()
@@ -774,13 +779,25 @@ class _Watcher(Generic[S]):
         elif pairs:
             self.obs.timeline.touch()  # state changed without a transition: wake state waits
 
-    def _resync(self, items: list[JSON], rv: str, reason: str, mono: float, wall: float) -> None:
+    def _list(self, client: KubeClient) -> tuple[dict[Key, S], str]:
+        """List page by page, keeping only the projection of each object: the raw pages are
+        dropped as soon as they are projected, and the collector is paused meanwhile (it is
+        most of the cost of building many small objects, and it would find nothing)."""
         h = self.handler
         fresh: dict[Key, S] = {}
-        for obj in items:
-            s = h.project(obj)
-            if s is not None:
-                fresh[_key(obj)] = s
+        rv = ""
+        with _gc_paused():
+            for page, page_rv in client.pages(self.path, page_size=self.obs.page_size):
+                rv = page_rv
+                for obj in page:
+                    s = h.project(obj)
+                    if s is not None:
+                        fresh[_key(obj)] = s
+                del page
+        return fresh, rv
+
+    def _resync(self, fresh: dict[Key, S], rv: str, reason: str, mono: float, wall: float) -> None:
+        h = self.handler
         initial = not self.synced.is_set()
         with self.obs._lock:
             old_cache, self.cache, self.rv = self.cache, fresh, rv
@@ -825,6 +842,32 @@ class _Watcher(Generic[S]):
                 for kind, ns, name, what, detail in emits
             ]
         )
+
+
+_gc_lock = threading.Lock()
+_gc_pausers = 0
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic collector while any watcher is listing (counted across threads)."""
+    global _gc_pausers
+    with _gc_lock:
+        _gc_pausers += 1
+        if _gc_pausers == 1:
+            was_enabled = gc.isenabled()
+            gc.disable()
+            _gc_state["enabled"] = was_enabled
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pausers -= 1
+            if _gc_pausers == 0 and _gc_state.get("enabled", True):
+                gc.enable()
+
+
+_gc_state: dict[str, bool] = {}
 
 
 # -- the observer --------------------------------------------------------------------------
@@ -905,6 +948,9 @@ class Observer:
             if w.error is not None:
                 self.stop()
                 raise w.error
+        # What the initial sync built lives for the whole run: move it out of the
+        # collector's reach, so a full collection no longer walks it (and stalls watches).
+        gc.freeze()
         return self
 
     def stop(self, timeout_s: float = 10.0) -> None:
