@@ -13,7 +13,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-$pc lab up --workloads --base-port "${POWERCUT_FEATURES_PORT:-23000}" --state-dir "$state" \
+$pc lab up --workloads --base-port "${POWERCUT_FEATURES_PORT:-22000}" --state-dir "$state" \
   --inventory-out "$inv"
 out="reports/features-$(date +%Y%m%d-%H%M%S)"
 $pc run --inventory "$inv" --out "$out" "$@"

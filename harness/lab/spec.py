@@ -18,7 +18,8 @@ TimingName = Literal["fast", "upstream"]
 TIMING_NAMES: tuple[str, ...] = ("fast", "upstream")
 CSI_DRIVER = "lab.csi.powercut.io"
 LAB_NAMESPACE = "lab"
-PORT_SPAN = 3000  # a lab uses ports base .. base + PORT_SPAN (IPMI +1000, SSH +2000 per node)
+PORT_SPAN = 1000  # a lab uses ports base .. base + 999: labs 1000 apart never collide
+MAX_NODES = 400  # IPMI at base + 200 + i, SSH at base + 600 + i
 
 
 @dataclass(frozen=True)
@@ -98,10 +99,10 @@ class Ports:
         return self.base + 100 + i
 
     def ipmi(self, node: int) -> int:
-        return self.base + 1000 + node
+        return self.base + 200 + node
 
     def ssh(self, node: int) -> int:
-        return self.base + 2000 + node
+        return self.base + 600 + node
 
 
 @dataclass
@@ -119,7 +120,11 @@ class LabSpec:
     def __post_init__(self) -> None:
         checks: list[tuple[str, bool, str]] = [
             ("--racks", 1 <= self.racks <= 26, "an integer from 1 to 26"),
-            ("--workers-per-rack", 0 <= self.workers_per_rack <= 200, "an integer 0-200"),
+            (
+                "--workers-per-rack",
+                0 <= self.workers_per_rack <= MAX_NODES,
+                f"an integer 0-{MAX_NODES}",
+            ),
             ("--control-planes", self.control_planes in (1, 3, 5), "1, 3 or 5"),
             (
                 "--base-port",
@@ -140,8 +145,11 @@ class LabSpec:
                 f"ports; valid: a base port from 1024 to {low - PORT_SPAN - 1}",
                 field="--base-port",
             )
-        if self.racks * self.workers_per_rack + self.control_planes > 990:
-            raise ConfigError("at most 990 nodes per lab", field="--workers-per-rack")
+        if self.racks * self.workers_per_rack + self.control_planes > MAX_NODES:
+            raise ConfigError(
+                f"at most {MAX_NODES} nodes per lab (racks x workers-per-rack + control planes)",
+                field="--workers-per-rack",
+            )
 
     @property
     def root(self) -> Path:

@@ -16,7 +16,7 @@ import pytest
 from harness.inventory import Inventory, load_inventory
 from harness.kube.client import KubeClient
 
-BASE_PORT = int(os.environ.get("POWERCUT_TEST_LAB_PORT", "24000"))
+BASE_PORT = int(os.environ.get("POWERCUT_TEST_LAB_PORT", "23000"))
 POWERCUT = [sys.executable, "-m", "harness.cli"]
 
 

@@ -15,7 +15,7 @@ from harness.lab.spec import LabSpec, busy_ports
 from tests.lab.conftest import powercut
 
 pytestmark = pytest.mark.lab
-PORT = 27000
+PORT = 24000
 
 
 def _pids(state: Path) -> list[int]:

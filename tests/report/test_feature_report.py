@@ -1,0 +1,85 @@
+"""The feature run's HTML report, checked as a person would see it (headless Chromium).
+
+Run by scripts/features.sh (``make features``) right after ``powercut run``, with
+POWERCUT_REPORT_DIR pointing at its output directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.report import browser
+from tests.reportdom import TreeLeaves, embedded, visible_text
+
+STATUS = {"passed": "passed", "failed": "failed", "broken": "broken", "skipped": "skipped"}
+
+
+@pytest.fixture(scope="module")
+def report() -> Path:
+    out = os.environ.get("POWERCUT_REPORT_DIR")
+    if not out:
+        pytest.skip("run by scripts/features.sh after `powercut run` (POWERCUT_REPORT_DIR unset)")
+    return Path(out)
+
+
+@pytest.fixture(scope="module")
+def results(report: Path) -> list[dict[str, Any]]:
+    data = embedded(report / "index.html")
+    return [json.loads(v) for k, v in data.items() if k.startswith("data/test-results/")]
+
+
+def test_every_scenario_of_the_run_is_in_the_report(
+    report: Path, results: list[dict[str, Any]]
+) -> None:
+    cases = ET.parse(report / "junit.xml").getroot().iter("testcase")  # noqa: S314 (our own file)
+    junit = {c.get("name", "") for c in cases}
+    assert len(results) == len(junit) >= 10, (len(results), sorted(junit))
+
+
+def test_scenario_names_and_verdicts_are_shown(report: Path, results: list[dict[str, Any]]) -> None:
+    dom = browser.dump_dom((report / "index.html").as_uri())
+    leaves = TreeLeaves()
+    leaves.feed(dom)
+    shown = dict(leaves.leaves)
+    expected = {r["name"]: STATUS.get(r["status"], r["status"]) for r in results}
+    assert shown == expected, visible_text(dom)[:3000]
+
+
+def test_durations_sit_next_to_their_budgets(report: Path, results: list[dict[str, Any]]) -> None:
+    passed = [r for r in results if r["status"] == "passed"]
+    assert passed
+    for r in passed:
+        names = {p["name"] for p in r.get("parameters", [])}
+        timed = {n[: -len(" (s)")] for n in names if n.endswith(" (s)") and " budget " not in n}
+        budgets = {n[: -len(" budget (s)")] for n in names if n.endswith(" budget (s)")}
+        assert timed, f"{r['name']}: no measured duration"
+        assert timed & budgets, f"{r['name']}: no duration with its budget: {sorted(names)}"
+    one = passed[0]
+    url = (report / "index.html").as_uri()
+    text = visible_text(browser.dump_dom(f"{url}#/{one['id']}"))
+    param = next(p for p in one["parameters"] if p["name"].endswith(" budget (s)"))
+    assert param["name"] in text and str(param["value"]) in text, text[:3000]
+
+
+def test_each_scenario_has_its_timeline_picture(
+    report: Path, results: list[dict[str, Any]]
+) -> None:
+    data = embedded(report / "index.html")
+    svgs = [
+        k
+        for k, v in data.items()
+        if k.startswith("data/attachments/") and v.lstrip().startswith(b"<svg")
+    ]
+    assert len(svgs) >= len(results)
+    one = results[0]
+    url = (report / "index.html").as_uri()
+    text = visible_text(browser.dump_dom(f"{url}#/{one['id']}/attachments"))
+    assert "timeline" in text and "image/svg+xml" in text, text[:3000]
+    png = browser.screenshot(url, report / "screenshot.png", width=1400, height=900)
+    assert png.stat().st_size > 20_000
