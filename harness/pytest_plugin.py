@@ -14,6 +14,13 @@ MARKERS = {
     "slow": "takes more than a few seconds",
     "needs_bmc": "needs BMC endpoints (real or the lab's)",
     "serial": "must not run in parallel with other disruptive tests",
+    # Allure severities, written as feature tags (@critical); steps/conftest.py also turns
+    # them into the Allure severity label.
+    "blocker": "severity: the cluster cannot be released if this fails",
+    "critical": "severity: a critical failure case",
+    "normal": "severity: a normal failure case",
+    "minor": "severity: a minor failure case",
+    "trivial": "severity: a trivial failure case",
 }
 
 

@@ -1,0 +1,20 @@
+@disruptive @needs_bmc @serial
+Feature: Fail one third of the workers cyclically
+  The nightly longevity test in small. One third of the workers, spread across the racks so
+  that no rack loses more than 55% of its nodes, lose power together; once they are back and
+  the cluster is steady again, the next third goes, and so on, each group in turn. Every
+  cycle is measured (NotReady, evacuation, recovery, service outage, volume re-attachment,
+  cleanup) and the statistics of every phase are attached to the report, with their plots.
+  `powercut longevity` runs the same engine for hours.
+
+  Background:
+    Given the cluster is in steady state
+
+  @critical @slow
+  Scenario: Fail one third of the workers cyclically
+    When one third of the workers, spread across racks, lose power in turn for 3 cycles of at least 5 seconds each
+    Then every cycle brought the cluster back to its steady state
+    And no cycle missed its not_ready budget
+    And no cycle missed its evacuation budget
+    And no cycle missed its cleanup budget
+    And the statistics and plots of every phase are attached to the report

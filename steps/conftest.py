@@ -1,0 +1,1134 @@
+"""Scenario fixtures and the shared step vocabulary of powercut's features.
+
+Fixtures (one set per scenario, torn down in reverse): ``timeline`` -> ``observer``
+(list+watch of nodes, pods, events, volumes, PVCs and endpoints of the inventory's
+namespaces) -> ``workloads`` (the inventory's workloads as they are in the cluster) ->
+``probers`` (one health probe per workload service) -> ``baseline`` (waits until the
+cluster is healthy and records how it was found) -> ``session`` (cluster lock, journal,
+undo). The session's teardown undoes whatever is left, waits until the cluster is as the
+scenario found it, and attaches the timeline (JSON and SVG), the measurements and, when the
+scenario failed, the Events and before/after snapshots.
+
+Steps pass state on only through fixtures (``target_fixture``): ``targets`` (the chosen
+nodes and their pods), ``outage`` (the power-off), ``powered_on``, ``drained`` and
+``resolution`` (the operator action that freed the stuck pods). Every limit is a named
+budget or a literal number of seconds (``{limit:Limit}``); the phases themselves live in
+:mod:`steps.support.phases`.
+
+``docs/steps.md`` is generated from this module: run ``scripts/gen_steps_doc.py`` after
+changing a step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Generator, Iterator
+from pathlib import Path
+from typing import cast
+
+import allure
+import pytest
+from pytest_bdd import given, parsers, then, when
+from pytest_bdd.parsers import StepParser
+from pytest_bdd.scenario import scenario_wrapper_template_registry
+
+from harness.budgets import Budgets
+from harness.checks import (
+    CheckFailed,
+    Prober,
+    available_throughout,
+    probe_health,
+    quorum_kept,
+    spread_over_racks,
+    still_terminating,
+)
+from harness.inventory import Inventory
+from harness.kube.actions import DrainResult
+from harness.kube.client import KubeClient
+from harness.kube.observer import Observer
+from harness.kube.timeline import ACTION, Timeline, Transition, match
+from harness.power.factory import available_protocols
+from harness.report.allure_env import prepare_results
+from harness.session import Session
+from steps.support import lost as L
+from steps.support import phases, report, steady
+from steps.support import targets as choose
+from steps.support.apiprobe import API_PROBE, ETCD_PROBE, ApiProber
+from steps.support.limits import TYPES, Limit
+from steps.support.report import Measurements
+from steps.support.steady import Baseline
+from steps.support.targets import Outage, PoweredOn, Targets
+from steps.support.workloads import PodInfo, Workload, resolve_workloads, workload_pods
+
+#: Allure severities; a feature tag ``@critical`` becomes the marker and the Allure label.
+SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
+_REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
+
+
+def _p(text: str) -> StepParser:
+    """A step sentence with typed fields: ``{limit:Limit}``, ``{count:d}``, ``{protocol:w}``."""
+    return parsers.parse(text, extra_types=TYPES)
+
+
+# -- pytest hooks ----------------------------------------------------------------------------
+
+
+def pytest_bdd_apply_tag(tag: str, function: object) -> bool | None:
+    """Severity tags become their (registered) marker and the Allure severity label."""
+    if tag not in SEVERITIES:
+        return None  # pytest-bdd's default: the tag becomes a marker
+    getattr(pytest.mark, tag)(function)
+    severity = cast(Callable[[object], Callable[[object], object]], allure.severity)
+    severity(allure.severity_level(tag))(function)
+    return True
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Keep each phase's report on the item, so fixture teardowns know if it failed."""
+    rep = yield
+    item.stash.setdefault(_REPORTS, {})[rep.when] = rep
+    return rep
+
+
+def _failed(item: pytest.Item) -> bool:
+    return any(r.failed for r in item.stash.get(_REPORTS, {}).values())
+
+
+# -- fixtures --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def budgets(inventory: Inventory) -> Budgets:
+    """The inventory's timing budgets (profile and overrides)."""
+    return inventory.timing_budgets()
+
+
+@pytest.fixture(scope="session")
+def kube(inventory: Inventory) -> Iterator[KubeClient]:
+    client = KubeClient.from_kubeconfig(inventory.cluster.kubeconfig, inventory.cluster.context)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def namespaces(inventory: Inventory) -> list[str]:
+    """The namespaces of the inventory's workloads (where pods and events are watched)."""
+    return sorted({w.namespace for w in inventory.workloads})
+
+
+@pytest.fixture(scope="session")
+def run_environment(pytestconfig: pytest.Config, kube: KubeClient, inventory: Inventory) -> None:
+    """environment.properties and categories.json, once, when Allure results are written."""
+    results = getattr(pytestconfig.option, "allure_report_dir", None)
+    if results:
+        prepare_results(Path(results), environment=report.environment(kube, inventory))
+
+
+@pytest.fixture
+def timeline() -> Timeline:
+    return Timeline()
+
+
+@pytest.fixture
+def observer(kube: KubeClient, namespaces: list[str], timeline: Timeline) -> Iterator[Observer]:
+    obs = Observer(kube, namespaces or None, timeline=timeline).start()
+    yield obs
+    obs.stop()
+
+
+@pytest.fixture
+def workloads(kube: KubeClient, inventory: Inventory) -> tuple[Workload, ...]:
+    return tuple(resolve_workloads(kube, inventory))
+
+
+@pytest.fixture
+def probers(workloads: tuple[Workload, ...], timeline: Timeline) -> Iterator[dict[str, Prober]]:
+    """One health probe per workload with a health endpoint, all scenario long."""
+    running = {
+        w.probe: Prober(timeline, w.health, name=w.probe).start()
+        for w in workloads
+        if w.health is not None
+    }
+    yield running
+    for p in running.values():
+        p.stop()
+
+
+@pytest.fixture
+def api_probes(kube: KubeClient, timeline: Timeline) -> Iterator[list[ApiProber]]:
+    """Probes of the API and of etcd's quorum through the cluster endpoint."""
+    running = [ApiProber(kube, timeline, name).start() for name in (API_PROBE, ETCD_PROBE)]
+    yield running
+    for p in running:
+        p.stop()
+
+
+@pytest.fixture
+def measurements() -> Measurements:
+    return Measurements()
+
+
+@pytest.fixture
+def baseline(
+    inventory: Inventory,
+    observer: Observer,
+    workloads: tuple[Workload, ...],
+    probers: dict[str, Prober],
+    budgets: Budgets,
+    run_environment: None,
+) -> Baseline:
+    """Wait (at most the recovery budget) until the cluster is healthy; record it as found."""
+    with allure.step(f"wait up to {budgets.recovery:g}s for the cluster to be healthy"):
+        settled = steady.wait_steady(inventory, observer, workloads, timeout_s=budgets.recovery)
+    return Baseline(
+        steady.nodes_found(inventory, observer),
+        workloads,
+        settled,
+        steady.snapshot(observer),
+        at_mono=time.monotonic(),
+    )
+
+
+class _ScenarioFailed(Exception):
+    """Passed to the session's exit when the scenario failed (for --keep-on-failure)."""
+
+
+class UndoIncomplete(Exception):
+    """Some undos failed after a failed scenario: the cluster is not fully restored."""
+
+
+@pytest.fixture
+def session(
+    request: pytest.FixtureRequest,
+    inventory: Inventory,
+    kube: KubeClient,
+    namespaces: list[str],
+    timeline: Timeline,
+    observer: Observer,
+    baseline: Baseline,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> Iterator[Session]:
+    """The disruption session; its teardown undoes, waits for the cluster as found, reports."""
+    keep = bool(request.config.getoption("--keep-on-failure"))
+    s = Session(inventory, client=kube, timeline=timeline, keep_on_failure=keep)
+    s.__enter__()
+    try:
+        yield s
+    finally:
+        failed = _failed(request.node)
+        if failed:
+            report.attach_failure_evidence(
+                kube, namespaces, timeline, baseline.snapshot, steady.snapshot(observer)
+            )
+        exc = _ScenarioFailed() if failed else None
+        try:
+            with allure.step("undo what the scenario left disrupted"):
+                s.__exit__(type(exc) if exc else None, exc, None)
+            if exc is not None and getattr(exc, "__notes__", None):
+                raise UndoIncomplete("; ".join(exc.__notes__))
+            if not (failed and keep):
+                with allure.step(f"wait up to {budgets.recovery:g}s for the cluster as found"):
+                    steady.wait_steady(
+                        inventory,
+                        observer,
+                        baseline.workloads,
+                        timeout_s=budgets.recovery,
+                        found=baseline.nodes,
+                        description="the cluster as the scenario found it (teardown)",
+                    )
+        finally:
+            report.attach_measurements(measurements)
+            report.attach_timeline(timeline, title=_scenario_title(request.node))
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _scenario_title(item: pytest.Item) -> str:
+    """The scenario's name (with the outline's example), for the timeline picture."""
+    func = getattr(item, "function", None)
+    scenario = scenario_wrapper_template_registry.get(func) if func is not None else None
+    name = scenario.name if scenario is not None else item.name
+    callspec = getattr(item, "callspec", None)
+    example = callspec.params.get("_pytest_bdd_example") if callspec is not None else None
+    if isinstance(example, dict):
+        for key, value in example.items():
+            name = name.replace(f"<{key}>", str(value))
+    return name
+
+
+@contextlib.contextmanager
+def _waiting(what: str, seconds: float) -> Iterator[None]:
+    with allure.step(f"wait up to {seconds:g}s: {what}"):
+        yield
+
+
+def _lost(outage: Outage, *, stateless_only: bool = False) -> list[PodInfo]:
+    """The lost pods whose controllers replace them elsewhere (DaemonSet pods apart)."""
+    pods = [p for p in outage.lost if p.replaced_elsewhere]
+    return [p for p in pods if p.stateless] if stateless_only else pods
+
+
+def _workload(baseline: Baseline, pod: PodInfo) -> Workload:
+    return next(
+        w for w in baseline.workloads if w.namespace == pod.namespace and w.key == pod.workload
+    )
+
+
+def _chosen(t: Targets) -> Targets:
+    # excluded from the history id: the nodes chosen may differ from run to run
+    allure.dynamic.parameter("nodes", ", ".join(t.nodes), excluded=True)
+    return t
+
+
+# -- Given -----------------------------------------------------------------------------------
+
+
+@given("the cluster is in steady state")
+def cluster_in_steady_state(baseline: Baseline, measurements: Measurements) -> None:
+    """Every inventory node Ready without failure taints, every workload fully Ready, every
+    volume attached once, every service probe answering (waits up to the recovery budget)."""
+    measurements.record("settle before the scenario", baseline.settled_s, None)
+
+
+@given(
+    "a worker node running a StatefulSet member with a ReadWriteOnce volume",
+    target_fixture="targets",
+)
+def worker_with_statefulset_member(
+    inventory: Inventory, observer: Observer, kube: KubeClient, workloads: tuple[Workload, ...]
+) -> Targets:
+    """The busiest worker running a pod of an inventory StatefulSet that mounts a
+    ReadWriteOnce volume ("the member")."""
+    return _chosen(
+        choose.one_node(
+            inventory,
+            observer,
+            workload_pods(kube, workloads),
+            role="worker",
+            subject=lambda p: p.kind == "StatefulSet" and bool(p.pvs),
+            why="a StatefulSet member with a ReadWriteOnce volume",
+        )
+    )
+
+
+@given(
+    "a worker node running a singleton Deployment pod with a ReadWriteOnce volume",
+    target_fixture="targets",
+)
+def worker_with_singleton(
+    inventory: Inventory, observer: Observer, kube: KubeClient, workloads: tuple[Workload, ...]
+) -> Targets:
+    """The busiest worker running the pod of an inventory Deployment with one replica and a
+    ReadWriteOnce volume ("the singleton")."""
+    single = {(w.namespace, w.key) for w in workloads if w.kind == "Deployment" and w.desired == 1}
+    return _chosen(
+        choose.one_node(
+            inventory,
+            observer,
+            workload_pods(kube, workloads),
+            role="worker",
+            subject=lambda p: (p.namespace, p.workload) in single and bool(p.pvs),
+            why="a singleton Deployment pod with a ReadWriteOnce volume",
+        )
+    )
+
+
+@given(
+    "a worker node running pods protected by a PodDisruptionBudget and a DaemonSet pod",
+    target_fixture="targets",
+)
+def worker_with_pdb_pods(
+    inventory: Inventory, observer: Observer, kube: KubeClient, workloads: tuple[Workload, ...]
+) -> Targets:
+    """The busiest worker running a pod of a workload with a PodDisruptionBudget and a pod of
+    an inventory DaemonSet."""
+    protected = {(w.namespace, w.key) for w in workloads if w.pdb is not None}
+    return _chosen(
+        choose.one_node(
+            inventory,
+            observer,
+            workload_pods(kube, workloads),
+            role="worker",
+            subject=lambda p: (p.namespace, p.workload) in protected,
+            also=lambda p: p.kind == "DaemonSet",
+            why="pods protected by a PodDisruptionBudget and a DaemonSet pod",
+        )
+    )
+
+
+@given("a worker node running a DaemonSet pod", target_fixture="targets")
+def worker_with_daemonset_pod(
+    inventory: Inventory, observer: Observer, kube: KubeClient, workloads: tuple[Workload, ...]
+) -> Targets:
+    """The quietest worker (fewest other pods) running a pod of an inventory DaemonSet."""
+    return _chosen(
+        choose.one_node(
+            inventory,
+            observer,
+            workload_pods(kube, workloads),
+            role="worker",
+            subject=lambda p: p.kind == "DaemonSet",
+            why="a DaemonSet pod",
+            prefer_busy=False,
+        )
+    )
+
+
+@given("a control-plane node", target_fixture="targets")
+def control_plane_node(inventory: Inventory, observer: Observer) -> Targets:
+    """The first (by name) of at least three Ready control-plane nodes."""
+    return _chosen(choose.control_plane_node(inventory, observer))
+
+
+@given("every node of the rack running the most critical pods", target_fixture="targets")
+def busiest_rack(
+    inventory: Inventory, kube: KubeClient, workloads: tuple[Workload, ...]
+) -> Targets:
+    """Every node (control plane included) of the rack running the most pods of critical
+    workloads."""
+    return _chosen(choose.busiest_rack(inventory, workload_pods(kube, workloads), workloads))
+
+
+@given(
+    "one third of the worker nodes, one per rack, sparing the critical workloads",
+    target_fixture="targets",
+)
+def third_of_workers(
+    inventory: Inventory, observer: Observer, kube: KubeClient, workloads: tuple[Workload, ...]
+) -> Targets:
+    """ceil(workers / 3) workers, one per rack in turn, the busiest first, such that every
+    critical workload keeps at least max(1, min_available) Ready pods on the other nodes."""
+    pods = workload_pods(kube, workloads)
+    return _chosen(choose.third_of_workers(inventory, observer, pods, workloads))
+
+
+@given(_p("every critical workload has Ready replicas in at least {count:d} racks"))
+def critical_spread(
+    count: int, inventory: Inventory, timeline: Timeline, baseline: Baseline
+) -> None:
+    """The Ready pods of every critical Deployment and StatefulSet run in >= count racks."""
+    racks = {n.name: n.rack or "(no rack)" for n in inventory.nodes}
+    for w in baseline.workloads:
+        if w.critical and w.kind != "DaemonSet":
+            m = spread_over_racks(timeline, w.namespace, w.key, racks=racks, min_racks=count)
+            allure.dynamic.parameter(f"{w.ref} racks", m.detail.get("racks"), excluded=True)
+
+
+@given("the API is probed through the cluster endpoint")
+def api_is_probed(api_probes: list[ApiProber]) -> None:
+    """GET /readyz and a quorum read (GET a namespace) through the kubeconfig's server, four
+    times a second, until the scenario ends."""
+
+
+# -- When: power -----------------------------------------------------------------------------
+
+
+@when("the node loses power", target_fixture="outage")
+@when("the nodes lose power at once", target_fixture="outage")
+def lose_power(
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> Outage:
+    """Forced power-off of every chosen node in parallel through its primary power driver;
+    returns once each BMC confirmed the new state (within power-ack + power-state-verify)."""
+    return phases.power_off(session, targets, observer, budgets, measurements)
+
+
+@when(_p("the node loses power through {protocol:w}"), target_fixture="outage")
+def lose_power_through(
+    protocol: str,
+    session: Session,
+    inventory: Inventory,
+    targets: Targets,
+    observer: Observer,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> Outage:
+    """Forced power-off through ``protocol`` (ipmi, redfish or ssh); skips when the node's
+    inventory entry offers no such way."""
+    offered = available_protocols(inventory.node(targets.node))
+    if protocol not in offered:
+        pytest.skip(f"node {targets.node} has no {protocol} power control ({', '.join(offered)})")
+    return phases.power_off(session, targets, observer, budgets, measurements, protocol=protocol)
+
+
+@when("the node is shut down gracefully", target_fixture="outage")
+def shut_down_gracefully(
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> Outage:
+    """Graceful shutdown (GracefulShutdown, ACPI soft-off) through the node's BMC."""
+    return phases.power_off(session, targets.only(), observer, budgets, measurements, graceful=True)
+
+
+@when("the node is powered on again", target_fixture="powered_on")
+@when("the nodes are powered on again", target_fixture="powered_on")
+def power_on_again(
+    session: Session, targets: Targets, budgets: Budgets, measurements: Measurements
+) -> PoweredOn:
+    """Power the chosen nodes on through their BMC (SSH cannot power on); a Node object
+    deleted earlier is re-created if the node did not re-register it."""
+    return phases.power_on(session, targets, budgets, measurements)
+
+
+# -- When: operator actions ------------------------------------------------------------------
+
+
+@when("the Node object is deleted", target_fixture="resolution")
+def delete_node_object(session: Session, targets: Targets) -> Transition:
+    """Delete the Node object (undo: re-create it from its manifest)."""
+    session.delete_node(targets.node)
+    return L.require_action(session.timeline, targets.node, "delete-node sent")
+
+
+@when("the node's stuck pods are force-deleted", target_fixture="resolution")
+def force_delete_stuck_pods(session: Session, targets: Targets, outage: Outage) -> Transition:
+    """Delete every non-DaemonSet pod bound to the node with grace period 0."""
+    deleted = session.force_delete_pods(targets.node)
+    allure.dynamic.parameter("force-deleted", ", ".join(deleted), excluded=True)
+    if not {p.ref for p in outage.lost} & set(deleted):
+        raise CheckFailed(f"the lost pods of {targets.node} force-deleted", str(deleted), 0.0)
+    return L.require_action(session.timeline, targets.node, "force-delete-pods sent")
+
+
+@when("the node is tainted out-of-service", target_fixture="resolution")
+def taint_out_of_service(session: Session, targets: Targets) -> Transition:
+    """Add node.kubernetes.io/out-of-service=nodeshutdown:NoExecute (undo: remove it)."""
+    session.add_out_of_service_taint(targets.node)
+    return L.require_action(session.timeline, targets.node, "taint sent")
+
+
+@when("the out-of-service taint is removed")
+def remove_out_of_service_taint(session: Session, targets: Targets) -> None:
+    """Remove the out-of-service taint (do it only once the node is back)."""
+    session.remove_out_of_service_taint(targets.node)
+
+
+@when(_p("the node is drained within {limit:Limit}"), target_fixture="drained")
+def drain_node(
+    limit: Limit,
+    session: Session,
+    targets: Targets,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> DrainResult:
+    """Cordon, evict every pod through the Eviction API (a PodDisruptionBudget's 429 is
+    retried with backoff), skip DaemonSet pods, wait until the evicted pods are gone."""
+    seconds = limit.seconds(budgets)
+    with _waiting(f"drain {targets.node}", seconds):
+        result = session.drain(targets.node, timeout_s=seconds)
+    measurements.record("drain", result.duration_s, seconds)
+    measurements.note(
+        "drain: eviction requests refused (429) or retried", result.attempts - len(result.evicted)
+    )
+    return result
+
+
+@when("the node is uncordoned")
+def uncordon_node(session: Session, targets: Targets) -> None:
+    """Mark the node schedulable again."""
+    session.uncordon(targets.node)
+
+
+# -- Then: nodes -----------------------------------------------------------------------------
+
+
+@then(_p("the node is NotReady within {limit:Limit}"))
+@then(_p("every lost node is NotReady within {limit:Limit}"))
+def nodes_not_ready(
+    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+) -> None:
+    """Each node's Ready condition turns False or Unknown, measured from its BMC's power-off
+    acknowledgement. A node that never goes NotReady fails the scenario."""
+    seconds = limit.seconds(budgets)
+    with _waiting("NotReady: " + ", ".join(outage.nodes), seconds):
+        phases.nodes_not_ready(timeline, outage, seconds, measurements)
+
+
+@then(_p("the node is tainted unreachable within {limit:Limit}"))
+@then(_p("every lost node is tainted unreachable within {limit:Limit}"))
+def nodes_tainted_unreachable(
+    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+) -> None:
+    """The node.kubernetes.io/unreachable:NoExecute taint, measured from NotReady. Tainting is
+    rate-limited per zone (one node per 10 s upstream), so the k-th node of a rack to be
+    tainted gets the limit plus 10 * (k - 1) seconds, as the taint-applied budget documents."""
+    seconds = limit.seconds(budgets)
+    most = seconds + phases.ZONE_TAINT_INTERVAL_S * (len(outage.nodes) - 1)
+    with _waiting("unreachable taint: " + ", ".join(outage.nodes), most):
+        phases.nodes_tainted(timeline, outage, seconds, measurements)
+
+
+@then(_p("the Node object is gone within {limit:Limit}"))
+def node_object_gone(
+    limit: Limit,
+    resolution: Transition,
+    targets: Targets,
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> None:
+    """The Node object disappears, measured from the delete request."""
+    seconds = limit.seconds(budgets)
+    with _waiting(f"Node {targets.node} deleted", seconds):
+        phases.node_gone(timeline, targets.node, resolution, seconds, measurements)
+
+
+@then(_p("the node is Ready within {limit:Limit}"))
+@then(_p("every lost node is Ready within {limit:Limit}"))
+def nodes_ready_again(
+    limit: Limit,
+    powered_on: PoweredOn,
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> None:
+    """Each node's Ready condition turns True, measured from its power-on request (after a
+    deletion: the re-registered Node turns Ready)."""
+    seconds = limit.seconds(budgets)
+    with _waiting("Ready: " + ", ".join(powered_on.nodes), seconds):
+        phases.nodes_ready(timeline, powered_on, seconds, measurements)
+
+
+@then(_p("the node no longer has the out-of-service taint within {limit:Limit}"))
+def out_of_service_taint_gone(
+    limit: Limit,
+    targets: Targets,
+    powered_on: PoweredOn,
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> None:
+    """The out-of-service taint was removed after the node powered on (not before), and
+    the Node no longer carries it, measured from the removal request."""
+    seconds = limit.seconds(budgets)
+    with _waiting(f"out-of-service taint gone from {targets.node}", seconds):
+        phases.out_of_service_removed(timeline, targets.node, powered_on, seconds, measurements)
+
+
+# -- Then: pods ------------------------------------------------------------------------------
+
+
+@then(_p("the node's pods are Terminating within {limit:Limit}"))
+@then(_p("every lost node's pods are Terminating within {limit:Limit}"))
+def pods_terminating(
+    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+) -> None:
+    """Every non-DaemonSet pod on each lost node gets a deletionTimestamp, measured from the
+    node's unreachable NoExecute taint (their tolerations run out). At least one pod must
+    have been lost."""
+    seconds = limit.seconds(budgets)
+    with _waiting("pods Terminating on " + ", ".join(outage.nodes), seconds):
+        phases.pods_terminating(timeline, outage, seconds, measurements)
+
+
+@then(_p("the member is Terminating within {limit:Limit}"))
+@then(_p("the singleton is Terminating within {limit:Limit}"))
+def subject_terminating(
+    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+) -> None:
+    """The pod the scenario is about gets a deletionTimestamp, measured from its node's
+    unreachable NoExecute taint."""
+    seconds = limit.seconds(budgets)
+    with _waiting(f"{outage.targets.subject.ref} Terminating", seconds):
+        phases.subject_terminating(timeline, outage, seconds, measurements)
+
+
+@then(_p("the lost pods are deleted within {limit:Limit}"))
+def lost_pods_deleted(
+    limit: Limit,
+    outage: Outage,
+    resolution: Transition,
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> None:
+    """Every lost pod is gone from the API, measured from the operator's action (Node
+    deleted, pods force-deleted, out-of-service taint)."""
+    seconds = limit.seconds(budgets)
+    with _waiting("the lost pods deleted", seconds):
+        phases.pods_deleted(timeline, _lost(outage), resolution, seconds, measurements)
+
+
+@then(_p("every lost pod is rescheduled on another node within {limit:Limit}"))
+def lost_pods_rescheduled(
+    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+) -> None:
+    """A replacement of every lost pod is scheduled on a node that is not lost, measured
+    from when the lost pod stopped blocking it (Deployment: Terminating; StatefulSet: gone).
+    Scheduled, not Ready: a replacement that needs a volume the dead node holds cannot
+    start yet."""
+    seconds = limit.seconds(budgets)
+    with _waiting("replacements scheduled", seconds):
+        phases.rescheduled(timeline, _lost(outage), outage, seconds, measurements)
+
+
+@then(_p("the singleton is rescheduled on another node within {limit:Limit}"))
+def singleton_rescheduled(
+    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+) -> None:
+    """As for every lost pod, for the singleton."""
+    seconds = limit.seconds(budgets)
+    with _waiting("the singleton's replacement scheduled", seconds):
+        phases.rescheduled(timeline, outage.subjects, outage, seconds, measurements)
+
+
+@then(_p("every lost pod is replaced by a Ready pod on another node within {limit:Limit}"))
+def lost_pods_replaced_ready(
+    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+) -> None:
+    """Every lost pod's replacement is Ready on a node that is not lost, measured from when
+    the lost pod stopped blocking it (Deployment: Terminating; StatefulSet: gone)."""
+    seconds = limit.seconds(budgets)
+    with _waiting("replacements Ready", seconds):
+        phases.replaced_by_ready(timeline, _lost(outage), outage, seconds, measurements)
+
+
+@then(
+    _p("every lost stateless pod is replaced by a Ready pod on another node within {limit:Limit}")
+)
+def lost_stateless_pods_replaced_ready(
+    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+) -> None:
+    """As above, for the lost pods without a ReadWriteOnce volume (StatefulSet members and
+    pods whose volume the dead node holds must wait). At least one must have been lost."""
+    seconds = limit.seconds(budgets)
+    with _waiting("stateless replacements Ready", seconds):
+        phases.replaced_by_ready(
+            timeline, _lost(outage, stateless_only=True), outage, seconds, measurements
+        )
+
+
+@then(_p("every lost pod's replacement is Ready within {limit:Limit}"))
+def replacements_ready(
+    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+) -> None:
+    """Each replacement is Ready, measured from when it could start: scheduled and, if it
+    mounts a ReadWriteOnce volume, that volume attached to its node."""
+    seconds = limit.seconds(budgets)
+    with _waiting("replacements Ready", seconds):
+        phases.replacement_ready(timeline, _lost(outage), outage, seconds, measurements)
+
+
+@then(_p("the singleton's replacement is Ready within {limit:Limit}"))
+def singleton_replacement_ready(
+    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+) -> None:
+    """As for every lost pod's replacement, for the singleton's."""
+    seconds = limit.seconds(budgets)
+    with _waiting("the singleton's replacement Ready", seconds):
+        phases.replacement_ready(timeline, outage.subjects, outage, seconds, measurements)
+
+
+# -- Then: volumes ---------------------------------------------------------------------------
+
+
+@then(
+    _p("every ReadWriteOnce volume of a lost pod reports a Multi-Attach error within {limit:Limit}")
+)
+def lost_volumes_multi_attach(
+    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+) -> None:
+    """For each ReadWriteOnce volume the lost node held, the replacement pod gets a
+    "Multi-Attach error" event, measured from when the lost pod stopped blocking it; the
+    messages are attached to the report."""
+    seconds = limit.seconds(budgets)
+    with _waiting("Multi-Attach errors", seconds):
+        phases.multi_attach(timeline, _lost(outage), outage, seconds, measurements)
+
+
+@then(_p("the singleton's replacement reports a Multi-Attach error within {limit:Limit}"))
+def singleton_multi_attach(
+    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+) -> None:
+    """As above, for the singleton's volume."""
+    seconds = limit.seconds(budgets)
+    with _waiting("the singleton's Multi-Attach error", seconds):
+        phases.multi_attach(timeline, outage.subjects, outage, seconds, measurements)
+
+
+@then(_p("the node releases the ReadWriteOnce volumes of the lost pods within {limit:Limit}"))
+def node_releases_volumes(
+    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+) -> None:
+    """The lost node's VolumeAttachment of each ReadWriteOnce volume it held is detached or
+    deleted, measured from the deletion of the pod that held it (the attach/detach
+    controller cannot let go before): with the volume-detach budget this is its 6-minute
+    force detach, with the volume-detach-out-of-service budget the out-of-service taint's
+    immediate one."""
+    seconds = limit.seconds(budgets)
+    with _waiting("volumes released by " + ", ".join(outage.nodes), seconds):
+        phases.released(
+            timeline,
+            _lost(outage),
+            outage,
+            seconds,
+            measurements,
+        )
+
+
+@then(_p("the node releases the singleton's volume within {limit:Limit}"))
+def node_releases_singleton_volume(
+    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+) -> None:
+    """As above, for the singleton's volume."""
+    seconds = limit.seconds(budgets)
+    with _waiting("the singleton's volume released", seconds):
+        phases.released(
+            timeline,
+            outage.subjects,
+            outage,
+            seconds,
+            measurements,
+        )
+
+
+@then(
+    _p(
+        "every ReadWriteOnce volume of a lost pod is attached to its replacement's node "
+        "within {limit:Limit}"
+    )
+)
+def lost_volumes_reattached(
+    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+) -> None:
+    """Each ReadWriteOnce volume the lost node held is attached to the node of its pod's
+    replacement, measured from its release by the lost node."""
+    seconds = limit.seconds(budgets)
+    with _waiting("volumes re-attached", seconds):
+        phases.reattached(timeline, _lost(outage), outage, seconds, measurements)
+
+
+@then(_p("the singleton's volume is attached to its replacement's node within {limit:Limit}"))
+def singleton_volume_reattached(
+    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+) -> None:
+    """As above, for the singleton's volume."""
+    seconds = limit.seconds(budgets)
+    with _waiting("the singleton's volume re-attached", seconds):
+        phases.reattached(timeline, outage.subjects, outage, seconds, measurements)
+
+
+# -- Then: StatefulSet members ---------------------------------------------------------------
+
+
+@then(_p("the member stays Terminating for {limit:Limit}"))
+def member_stays_terminating(
+    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+) -> None:
+    """The StatefulSet member stays Terminating (never deleted) for the whole limit, counted
+    from when it became Terminating: nothing may give up on it while its node is away."""
+    seconds = limit.seconds(budgets)
+    pod = outage.targets.subject
+    since = L.pod_event(timeline, pod, {"terminating"})
+    if since is None:
+        raise CheckFailed(f"{pod.ref} Terminating first", "not Terminating", 0.0)
+    with _waiting(f"{pod.ref} still Terminating", seconds):
+        m = still_terminating(timeline, pod.namespace, pod.name, since=since, hold_s=seconds)
+    measurements.record(f"{pod.ref} held Terminating", m.duration_s, None)
+
+
+@then("no second copy of the member was started")
+def no_second_member(outage: Outage, timeline: Timeline, baseline: Baseline) -> None:
+    """While the lost member existed no other pod had its name, and its StatefulSet never had
+    more pods than replicas."""
+    phases.no_second_member(timeline, outage, _workload(baseline, outage.targets.subject))
+
+
+@then("the StatefulSet kept a majority of its members Ready throughout")
+def statefulset_quorum_kept(
+    outage: Outage, timeline: Timeline, baseline: Baseline, measurements: Measurements
+) -> None:
+    """A majority (replicas // 2 + 1) of the lost member's StatefulSet was Ready from the
+    power-off until now."""
+    members = [p for p in outage.subjects or outage.lost if p.kind == "StatefulSet"]
+    if not members:
+        raise CheckFailed("a StatefulSet member among the lost pods", "none", 0.0)
+    w = _workload(baseline, members[0])
+    now = timeline.clock.monotonic()
+    m = quorum_kept(timeline, w.namespace, w.name, replicas=w.desired, start=outage.sent, end=now)
+    measurements.note(f"{w.ref} fewest Ready", m.detail.get("lowest"))
+
+
+@then(_p("the member is re-created and Ready within {limit:Limit}"))
+def member_recreated(
+    limit: Limit,
+    outage: Outage,
+    powered_on: PoweredOn,
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> None:
+    """The lost member is deleted only once its node is back, and a new pod with its name is
+    Ready within the limit of that deletion."""
+    seconds = limit.seconds(budgets)
+    with _waiting(f"{outage.targets.subject.ref} re-created and Ready", seconds):
+        phases.member_recreated(timeline, outage, powered_on, seconds, measurements)
+
+
+# -- Then: DaemonSets ------------------------------------------------------------------------
+
+
+@then(_p("the node's DaemonSet pods are NotReady within {limit:Limit}"))
+def daemon_pods_not_ready(
+    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+) -> None:
+    """Each DaemonSet pod of the node turns NotReady, measured from the power-off
+    acknowledgement."""
+    seconds = limit.seconds(budgets)
+    pods = list(outage.targets.daemon_pods)
+    with _waiting("DaemonSet pods NotReady", seconds):
+        timed = L.wait_pod_transitions(
+            timeline,
+            pods,
+            {"not-ready"},
+            refs={p.uid: outage.acks[p.node] for p in pods},
+            limit_s=seconds,
+            what="every DaemonSet pod of the node NotReady",
+            check="daemonset-not-ready",
+        )
+    for t in timed:
+        measurements.record(f"{t.what} NotReady", t.seconds, seconds)
+
+
+@then(_p("the node's DaemonSet pods are Ready again within {limit:Limit}"))
+def daemon_pods_ready_again(
+    limit: Limit,
+    outage: Outage,
+    powered_on: PoweredOn,
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> None:
+    """For each DaemonSet that had a pod on the node, a pod of it is Ready on the node after
+    the power-on, measured from the power-on request."""
+    seconds = limit.seconds(budgets)
+    with _waiting("DaemonSet pods Ready again", seconds):
+        phases.daemon_pods_ready_again(timeline, outage, powered_on, seconds, measurements)
+
+
+@then("the node's DaemonSet pods were never evicted")
+def daemon_pods_not_evicted(outage: Outage, timeline: Timeline) -> None:
+    """None of the node's DaemonSet pods got a deletionTimestamp or was deleted."""
+    phases.daemon_pods_kept(timeline, outage)
+
+
+# -- Then: drain -----------------------------------------------------------------------------
+
+
+@then("every pod of the node was evicted through the Eviction API")
+def drain_evicted_all(drained: DrainResult, targets: Targets, timeline: Timeline) -> None:
+    """The drain evicted every non-DaemonSet pod of the inventory's workloads on the node,
+    and each is gone."""
+    expected = {p.ref for p in targets.pods}
+    missing = sorted(expected - set(drained.evicted))
+    if not expected or missing:
+        raise CheckFailed(
+            f"every pod of {drained.node} evicted ({len(expected)} expected)",
+            f"not evicted: {', '.join(missing) or 'none'}; evicted: {', '.join(drained.evicted)}",
+            drained.duration_s,
+        )
+    still = [p.ref for p in targets.pods if L.pod_event(timeline, p, {"deleted"}) is None]
+    if still:
+        raise CheckFailed("every evicted pod gone", f"still there: {', '.join(still)}", 0.0)
+    allure.dynamic.parameter("evicted", ", ".join(drained.evicted), excluded=True)
+
+
+@then("the node's DaemonSet pods were left running")
+def drain_left_daemon_pods(drained: DrainResult, targets: Targets, observer: Observer) -> None:
+    """The drain skipped the node's DaemonSet pods, and they still run there."""
+    if not targets.daemon_pods:
+        raise CheckFailed("a DaemonSet pod on the node", "none", 0.0)
+    for p in targets.daemon_pods:
+        now = observer.pod(p.namespace, p.name)
+        if drained.skipped.get(p.ref) != "DaemonSet pod":
+            raise CheckFailed(
+                f"the drain to skip {p.ref}", f"skipped: {dict(drained.skipped) or 'none'}", 0.0
+            )
+        if now is None or now.uid != p.uid or now.terminating or now.node != p.node:
+            raise CheckFailed(f"{p.ref} still running on {p.node}", str(now), 0.0)
+
+
+@then("no workload went below its PodDisruptionBudget during the drain")
+def drain_respected_pdbs(
+    targets: Targets, timeline: Timeline, baseline: Baseline, measurements: Measurements
+) -> None:
+    """From the drain's start to its end, each workload with a PodDisruptionBudget had at
+    least the pods its budget wants healthy Ready (status.desiredHealthy)."""
+    start = L.require_action(timeline, targets.node, "drain sent")
+    end = L.require_action(timeline, targets.node, "drain done")
+    protected = [w for w in baseline.workloads if w.pdb_min_healthy is not None]
+    if not protected:
+        raise CheckFailed("a workload with a PodDisruptionBudget", "none", 0.0)
+    for w in protected:
+        assert w.pdb_min_healthy is not None
+        m = available_throughout(
+            timeline, w.namespace, w.key, min_ready=w.pdb_min_healthy, start=start, end=end
+        )
+        measurements.note(
+            f"{w.ref} fewest Ready during the drain (PDB {w.pdb} wants {w.pdb_min_healthy})",
+            m.detail.get("lowest"),
+        )
+
+
+# -- Then: services and availability ---------------------------------------------------------
+
+
+@then(_p("every critical service stayed available, with no outage longer than {limit:Limit}"))
+def services_available(
+    limit: Limit,
+    timeline: Timeline,
+    baseline: Baseline,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> None:
+    """Each critical workload's health probe had no run of failures longer than the limit
+    since the scenario started; non-critical ones are measured, not judged."""
+    seconds = limit.seconds(budgets)
+    probed = [w for w in baseline.workloads if w.health is not None]
+    if not any(w.critical for w in probed):
+        raise CheckFailed("a critical workload with a health endpoint", "none", 0.0)
+    now = timeline.clock.monotonic()
+    for w in probed:
+        budget = seconds if w.critical else None
+        m = probe_health(
+            timeline,
+            w.probe,
+            start=baseline.at_mono,
+            end=now,
+            min_success_ratio=0.0,
+            max_outage_s=budget,
+        )
+        measurements.record(f"{w.ref} longest outage", m.duration_s, budget, m.detail)
+
+
+@then(_p("every critical workload kept at least {count:d} Ready replica throughout"))
+@then(_p("every critical workload kept at least {count:d} Ready replicas throughout"))
+def critical_workloads_kept(
+    count: int,
+    outage: Outage,
+    timeline: Timeline,
+    baseline: Baseline,
+    measurements: Measurements,
+) -> None:
+    """From the power-off until now, each critical Deployment and StatefulSet had at least
+    ``count`` pods Ready and not Terminating."""
+    now = timeline.clock.monotonic()
+    for w in baseline.workloads:
+        if w.critical and w.kind != "DaemonSet":
+            m = available_throughout(
+                timeline, w.namespace, w.key, min_ready=count, start=outage.sent, end=now
+            )
+            measurements.note(f"{w.ref} fewest Ready", m.detail.get("lowest"))
+
+
+@then(_p("the API answered through the cluster endpoint, with no outage longer than {limit:Limit}"))
+def api_answered(
+    limit: Limit,
+    outage: Outage,
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
+    api_probes: list[ApiProber],
+) -> None:
+    """GET /readyz through the cluster endpoint: no run of failures longer than the limit,
+    from the power-off until now."""
+    seconds = limit.seconds(budgets)
+    now = timeline.clock.monotonic()
+    m = probe_health(
+        timeline, API_PROBE, start=outage.sent, end=now, min_success_ratio=0.0, max_outage_s=seconds
+    )
+    measurements.record("API longest outage", m.duration_s, seconds, m.detail)
+
+
+@then(_p("etcd kept its quorum, with no failed quorum read for longer than {limit:Limit}"))
+def etcd_kept_quorum(
+    limit: Limit,
+    outage: Outage,
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
+    api_probes: list[ApiProber],
+) -> None:
+    """Quorum reads through the cluster endpoint (GET a namespace, no resourceVersion): no
+    run of failures longer than the limit, from the power-off until now."""
+    seconds = limit.seconds(budgets)
+    now = timeline.clock.monotonic()
+    m = probe_health(
+        timeline,
+        ETCD_PROBE,
+        start=outage.sent,
+        end=now,
+        min_success_ratio=0.0,
+        max_outage_s=seconds,
+    )
+    measurements.record("etcd quorum reads longest outage", m.duration_s, seconds, m.detail)
+
+
+@then(_p("the API reports every readiness check passing within {limit:Limit}"))
+def api_fully_ready(
+    limit: Limit,
+    powered_on: PoweredOn,
+    kube: KubeClient,
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
+    api_probes: list[ApiProber],
+) -> None:
+    """GET /readyz answers 200 (every check passing) after the power-on, within the limit;
+    the verbose answer is attached."""
+    seconds = limit.seconds(budgets)
+    ack = powered_on.last_sent
+    with _waiting("/readyz passing", seconds):
+        ok = timeline.wait_for(
+            match("Probe", API_PROBE, "ok", after=ack),
+            ack.mono + seconds,
+            "GET /readyz passing after the power-on",
+        )
+    measurements.record("API ready after power-on", ok.mono - ack.mono, seconds)
+    verbose = kube.request("GET", "/readyz", params={"verbose": "true"})
+    allure.attach(
+        str(verbose.get("text", verbose)),
+        name="readyz?verbose",
+        attachment_type=allure.attachment_type.TEXT,
+    )
+
+
+@then(_p("the cluster is back to steady state within {limit:Limit}"))
+def back_to_steady_state(
+    limit: Limit,
+    inventory: Inventory,
+    observer: Observer,
+    timeline: Timeline,
+    baseline: Baseline,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> None:
+    """Every node as found (Ready, same cordon flag and taints), every workload fully Ready
+    with nothing Terminating, every volume attached once, every service answering; measured
+    from the harness's last action (power-on, uncordon, untaint)."""
+    seconds = limit.seconds(budgets)
+    last = timeline.last(ACTION)
+    start = last.mono if last is not None else baseline.at_mono
+    with _waiting("the cluster as the scenario found it", seconds):
+        steady.wait_steady(
+            inventory,
+            observer,
+            baseline.workloads,
+            timeout_s=max(0.0, start + seconds - time.monotonic()),
+            found=baseline.nodes,
+            description="the cluster as the scenario found it",
+        )
+    measurements.record("recovery", time.monotonic() - start, seconds)

@@ -1,0 +1,1 @@
+"""Typed helpers behind the step definitions: no step decorators live here."""

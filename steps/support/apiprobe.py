@@ -1,0 +1,81 @@
+"""Probe the Kubernetes API itself through the cluster endpoint (the load balancer).
+
+Two probes, each a thread recording ``Probe <name> ok|fail`` samples in the timeline in the
+same form as :class:`harness.checks.Prober`, so :func:`harness.checks.probe_health` judges
+them:
+
+``api``
+    ``GET /readyz`` through the cluster endpoint: an API server answered and is ready.
+``etcd-quorum``
+    ``GET /api/v1/namespaces/kube-system`` without a resourceVersion: a quorum read, which
+    etcd serves only while a majority of its members agree (a lost quorum makes it time out
+    or fail).
+
+Each probe has its own client and connection pool, with a short timeout.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Final
+
+from harness.checks.service import PROBE
+from harness.errors import PowercutError
+from harness.kube.client import KubeClient
+from harness.kube.timeline import Timeline
+
+API_PROBE: Final = "api"
+ETCD_PROBE: Final = "etcd-quorum"
+PATHS: Final = {API_PROBE: "/readyz", ETCD_PROBE: "/api/v1/namespaces/kube-system"}
+
+
+class ApiProber:
+    """One periodic API request, recorded in the timeline until stopped."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        timeline: Timeline,
+        name: str,
+        *,
+        interval_s: float = 0.25,
+        timeout_s: float = 2.0,
+    ) -> None:
+        self.client = KubeClient(client.creds, timeout_s=timeout_s, maxsize=1)
+        self.timeline = timeline
+        self.name = name
+        self.path = PATHS[name]
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"powercut-{name}", daemon=True)
+
+    def probe_once(self) -> None:
+        mono, wall = time.monotonic(), time.time()
+        detail: dict[str, Any] = {}
+        ok = False
+        try:
+            self.client.get(self.path)
+            ok = True
+        except PowercutError as exc:
+            detail["error"] = f"{type(exc).__name__}: {exc}"[:160]
+        detail["latency_ms"] = round((time.monotonic() - mono) * 1000, 1)
+        self.timeline.record(
+            PROBE, self.name, "ok" if ok else "fail", detail=detail, mono=mono, wall=wall
+        )
+
+    def _run(self) -> None:
+        due = time.monotonic()
+        while not self._stop.is_set():
+            self.probe_once()
+            due = max(due + self.interval_s, time.monotonic())
+            self._stop.wait(due - time.monotonic())
+
+    def start(self) -> ApiProber:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.client.close()

@@ -1,0 +1,57 @@
+"""Time limits as written in feature files: a named budget or a literal number of seconds.
+
+``within the node-not-ready budget`` resolves against the scenario's
+:class:`~harness.budgets.Budgets` (the inventory's profile and overrides); ``within 90
+seconds`` is taken literally. Steps never contain numbers: they receive a :class:`Limit`
+from the parser and ask it for seconds.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from harness.budgets import Budgets, canonical_budget_name
+
+#: What a limit looks like in a step: ``the <name> budget`` or ``<n> second(s)``.
+LIMIT_PATTERN: Final = r"the [a-z][a-z-]* budget|\d+(?:\.\d+)? seconds?"
+_LITERAL = re.compile(r"^(\d+(?:\.\d+)?) seconds?$")
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A time limit from a step: ``budget`` (canonical name) or ``literal_s``."""
+
+    text: str
+    budget: str | None = None
+    literal_s: float | None = None
+
+    def seconds(self, budgets: Budgets) -> float:
+        """The limit in seconds (an unknown budget name raises ``ConfigError`` naming the
+        valid ones)."""
+        if self.literal_s is not None:
+            return self.literal_s
+        return budgets.get(canonical_budget_name(self.text))
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class _LimitType:
+    """Converter for ``{limit:Limit}`` in step sentences (``parse`` reads ``pattern``)."""
+
+    pattern: Final = LIMIT_PATTERN
+    __name__ = "Limit"
+
+    def __call__(self, text: str) -> Limit:
+        literal = _LITERAL.match(text)
+        if literal:
+            return Limit(text, literal_s=float(literal.group(1)))
+        return Limit(text, budget=text.removeprefix("the ").removesuffix(" budget"))
+
+
+parse_limit: Final = _LimitType()
+
+#: ``extra_types`` for :func:`pytest_bdd.parsers.parse`.
+TYPES: Final = {"Limit": parse_limit}

@@ -1,0 +1,359 @@
+"""Queries over the timeline about the pods a disruption took away and what replaced them.
+
+Everything here reads the scenario timeline (the observer's watch transitions and the
+harness's own actions); waits block on the timeline until a deadline, never poll. Each
+function takes the lost pods it is about (:class:`~steps.support.workloads.PodInfo`, from
+the ``Given`` step) and returns per-pod measurements, raising
+:class:`~harness.checks.CheckFailed` naming every pod that missed its limit.
+
+Where a phase starts follows the budget documentation in :mod:`harness.budgets`:
+
+* a replacement is measured from when its predecessor stopped blocking it: a Deployment pod
+  from its deletionTimestamp (the ReplicaSet replaces it at once), a StatefulSet member from
+  its deletion (a pod with the same name can only be created afterwards);
+* a volume is released (its VolumeAttachment on the lost node detached or deleted) measured
+  from its pod's deletion, or from the out-of-service taint for that budget;
+* a volume is re-attached measured from its release.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from harness.checks import CheckFailed
+from harness.checks.replay import pods_at
+from harness.errors import PermanentError, WaitTimeout
+from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
+from harness.kube.timeline import ACTION, Timeline, Transition
+from steps.support.workloads import PodInfo
+
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service:NoExecute"
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One pod's (or volume's) phase: from ``start`` to ``end`` (Transitions)."""
+
+    what: str  # "lab/quorum-2", "volume lab-vol-2"
+    start: Transition
+    end: Transition
+    detail: Mapping[str, object]
+
+    @property
+    def seconds(self) -> float:
+        return self.end.mono - self.start.mono
+
+
+def _fail(expected: str, late: list[str], missing: list[str], waited: float, check: str) -> None:
+    seen = "; ".join([*(f"late: {x}" for x in late), *(f"missing: {x}" for x in missing)])
+    raise CheckFailed(expected, seen, waited, check=check)
+
+
+def _wait_all(
+    tl: Timeline,
+    keys: Collection[str],
+    matcher: Callable[[Transition], str | None],
+    deadline: float,
+    description: str,
+    *,
+    after: float,
+) -> dict[str, Transition]:
+    """First transition after ``after`` for each key (``matcher`` maps a transition to the
+    key it satisfies, or None), waiting on the timeline until all are found or the deadline."""
+    found: dict[str, Transition] = {}
+
+    def pred(t: Transition) -> bool:
+        if t.mono > after:
+            key = matcher(t)
+            if key is not None and key in keys and key not in found:
+                found[key] = t
+        return len(found) >= len(keys)
+
+    if keys:
+        with contextlib.suppress(WaitTimeout):  # the caller reports what is missing
+            tl.wait_for(pred, deadline, description)
+    return found
+
+
+# -- references ------------------------------------------------------------------------------
+
+
+def pod_event(tl: Timeline, pod: PodInfo, transitions: Collection[str]) -> Transition | None:
+    """The first of ``transitions`` that happened to this incarnation (uid) of the pod."""
+    return next(
+        (
+            t
+            for t in tl.all(POD, pod.name, namespace=pod.namespace)
+            if t.transition in transitions and t.detail.get("uid") == pod.uid
+        ),
+        None,
+    )
+
+
+def stopped_blocking(tl: Timeline, pod: PodInfo) -> Transition | None:
+    """When the pod stopped blocking its replacement (see the module docstring)."""
+    if pod.kind == "StatefulSet":
+        return pod_event(tl, pod, {"deleted"})
+    return pod_event(tl, pod, {"terminating", "deleted"})
+
+
+def node_event(
+    tl: Timeline, node: str, transition: str, *, after: float, taint: str | None = None
+) -> Transition | None:
+    return tl.first(
+        NODE,
+        node,
+        transition,
+        after=after,
+        where=None if taint is None else (lambda t: t.detail.get("taint") == taint),
+    )
+
+
+def last_action(tl: Timeline, node: str, transitions: Collection[str]) -> Transition | None:
+    found = [t for t in tl.all(ACTION, node) if t.transition in transitions]
+    return found[-1] if found else None
+
+
+def require_action(tl: Timeline, node: str, transition: str) -> Transition:
+    """The harness's latest ``transition`` action on ``node``; it must have been recorded."""
+    found = last_action(tl, node, {transition})
+    if found is None:
+        raise PermanentError(f"the harness recorded no {transition!r} action for {node}")
+    return found
+
+
+# -- pods --------------------------------------------------------------------------------------
+
+
+def wait_pod_transitions(
+    tl: Timeline,
+    pods: Sequence[PodInfo],
+    transitions: Collection[str],
+    *,
+    refs: Mapping[str, Transition],
+    limit_s: float,
+    what: str,
+    check: str,
+) -> list[Timed]:
+    """Each pod (by uid) reaches one of ``transitions`` within ``limit_s`` of its ref."""
+    if not pods:
+        raise CheckFailed(f"{what}: at least one pod to check", "no pods", 0.0, check=check)
+    by_uid = {p.uid: p for p in pods}
+    after = min(r.mono for r in refs.values())
+    deadline = max(r.mono for r in refs.values()) + limit_s
+
+    def matcher(t: Transition) -> str | None:
+        if t.kind == POD and t.transition in transitions:
+            return str(t.detail.get("uid"))
+        return None
+
+    already = {p.uid: e for p in pods if (e := pod_event(tl, p, transitions)) is not None}
+    found = {**_wait_all(tl, set(by_uid) - set(already), matcher, deadline, what, after=after)}
+    found.update(already)
+    timed, late, missing = [], [], []
+    for uid, p in by_uid.items():
+        ref = refs[uid]
+        t = found.get(uid)
+        if t is None:
+            missing.append(p.ref)
+            continue
+        item = Timed(p.ref, ref, t, {"node": p.node})
+        if item.seconds > limit_s:
+            late.append(f"{p.ref} after {item.seconds:.1f}s")
+        timed.append(item)
+    if late or missing:
+        _fail(f"{what} within {limit_s:g}s", late, missing, limit_s, check)
+    return timed
+
+
+@dataclass(frozen=True)
+class Replacement:
+    lost: PodInfo
+    ref: Transition  # when the lost pod stopped blocking it
+    scheduled: Transition  # the replacement's "scheduled" (or first seen on a node) transition
+
+    @property
+    def name(self) -> str:
+        return self.scheduled.name
+
+    @property
+    def uid(self) -> str:
+        return str(self.scheduled.detail.get("uid"))
+
+    @property
+    def node(self) -> str:
+        return str(self.scheduled.detail.get("node"))
+
+
+def _new_pods_scheduled(
+    tl: Timeline, pod: PodInfo, known: Collection[str], exclude: Collection[str], after: float
+) -> list[Transition]:
+    """'scheduled' transitions of new pods of the pod's workload, off ``exclude``, in order."""
+    out = []
+    seen: set[str] = set()
+    for t in tl.all(POD, namespace=pod.namespace, after=after):
+        uid = str(t.detail.get("uid"))
+        if (
+            t.transition == "scheduled"
+            and t.detail.get("workload") == pod.workload
+            and uid not in known
+            and uid not in seen
+            and t.detail.get("node") not in exclude
+            and (pod.kind != "StatefulSet" or t.name == pod.name)
+        ):
+            seen.add(uid)
+            out.append(t)
+    return out
+
+
+def replacements(
+    tl: Timeline, lost: Sequence[PodInfo], exclude: Collection[str], since: float
+) -> dict[str, Replacement]:
+    """The replacement found so far for each lost pod (by lost uid), deterministically:
+    a StatefulSet member's is the new pod with its name; a Deployment's lost pods, ordered by
+    when they stopped blocking, take the workload's new pods in the order they were
+    scheduled."""
+    out: dict[str, Replacement] = {}
+    groups: dict[tuple[str, str], list[tuple[Transition, PodInfo]]] = {}
+    for p in lost:
+        ref = stopped_blocking(tl, p)
+        if ref is not None:
+            groups.setdefault((p.namespace, p.workload), []).append((ref, p))
+    for (ns, _), members in groups.items():
+        members.sort(key=lambda rp: rp[0].mono)
+        known = set(pods_at(tl, since, namespace=ns))
+        if members[0][1].kind == "StatefulSet":
+            for ref, p in members:
+                new = _new_pods_scheduled(tl, p, known, exclude, ref.mono)
+                if new:
+                    out[p.uid] = Replacement(p, ref, new[0])
+        else:
+            new = _new_pods_scheduled(tl, members[0][1], known, exclude, members[0][0].mono)
+            for (ref, p), t in zip(members, new, strict=False):
+                out[p.uid] = Replacement(p, ref, t)
+    return out
+
+
+def wait_rescheduled(
+    tl: Timeline,
+    lost: Sequence[PodInfo],
+    exclude: Collection[str],
+    *,
+    since: float,
+    limit_s: float,
+    what: str,
+) -> dict[str, Replacement]:
+    """Every lost pod has a replacement scheduled off ``exclude`` within ``limit_s`` of the
+    moment it stopped blocking it."""
+    if not lost:
+        raise CheckFailed(
+            f"{what}: at least one lost pod", "no lost pods", 0.0, check="rescheduled"
+        )
+    # Every predecessor must have stopped blocking first (waiting at most the limit).
+    refs_deadline = tl.clock.monotonic() + limit_s
+    try:
+        tl.wait_until(
+            lambda: True if all(stopped_blocking(tl, p) for p in lost) else None,
+            refs_deadline,
+            "the lost pods to stop blocking their replacements",
+            last_seen=lambda: ", ".join(p.ref for p in lost if stopped_blocking(tl, p) is None),
+        )
+    except WaitTimeout as exc:
+        raise CheckFailed(
+            f"{what}: the lost pods deleted (StatefulSet) or Terminating (Deployment) first",
+            f"still blocking: {exc.last_seen}",
+            limit_s,
+            check="rescheduled",
+        ) from None
+    deadline = max(r.mono for p in lost if (r := stopped_blocking(tl, p))) + limit_s
+
+    def seen() -> str:
+        got = replacements(tl, lost, exclude, since)
+        return f"{len(got)} of {len(lost)} replaced"
+
+    with contextlib.suppress(WaitTimeout):  # reported below, pod by pod
+        tl.wait_until(
+            lambda: True if len(replacements(tl, lost, exclude, since)) == len(lost) else None,
+            deadline,
+            what,
+            last_seen=seen,
+        )
+    found = replacements(tl, lost, exclude, since)
+    late = [
+        f"{r.lost.ref} -> {r.name}@{r.node} after {r.scheduled.mono - r.ref.mono:.1f}s"
+        for r in found.values()
+        if r.scheduled.mono - r.ref.mono > limit_s
+    ]
+    missing = [p.ref for p in lost if p.uid not in found]
+    if late or missing:
+        _fail(f"{what} within {limit_s:g}s", late, missing, limit_s, "rescheduled")
+    return found
+
+
+def ready_after(tl: Timeline, uid: str, node: str, after: float) -> Transition | None:
+    return tl.first(
+        POD,
+        transition="ready",
+        after=after,
+        where=lambda t: t.detail.get("uid") == uid and t.detail.get("node") == node,
+    )
+
+
+# -- volumes -----------------------------------------------------------------------------------
+
+
+def attachment_event(
+    tl: Timeline, pv: str, *, on: str | None, transitions: Collection[str], after: float
+) -> Transition | None:
+    """First VolumeAttachment transition of ``pv`` (on node ``on``, if given) after a time."""
+    return tl.first(
+        VOLUME_ATTACHMENT,
+        after=after,
+        where=lambda t: (
+            t.transition in transitions
+            and t.detail.get("pv") == pv
+            and (on is None or t.detail.get("node") == on)
+        ),
+    )
+
+
+def attached_at(tl: Timeline, pv: str, node: str, at: float) -> bool:
+    """Whether ``pv`` had an attached VolumeAttachment on ``node`` at ``at`` (replayed)."""
+    attached: dict[str, bool] = {}
+    for t in tl.all(VOLUME_ATTACHMENT, before=at + 1e-9):
+        if t.detail.get("pv") != pv or t.detail.get("node") != node:
+            continue
+        if t.transition in ("observed", "created"):
+            attached[t.name] = bool(t.detail.get("attached"))
+        elif t.transition == "attached":
+            attached[t.name] = True
+        elif t.transition in ("detached", "deleted"):
+            attached[t.name] = False
+    return any(attached.values())
+
+
+def held_volumes(tl: Timeline, pods: Iterable[PodInfo], at: float) -> list[tuple[PodInfo, str]]:
+    """(pod, pv) for each ReadWriteOnce volume of the pods attached to the pod's node at
+    ``at`` (the volumes the lost node holds)."""
+    return [(p, pv) for p in pods for pv in p.pvs if attached_at(tl, pv, p.node, at)]
+
+
+def taint_gone(
+    timeline: Timeline, node: str, taint: str, since: Transition, seconds: float
+) -> Transition:
+    found = node_event(timeline, node, "taint-removed", after=since.mono, taint=taint)
+    if found is not None:
+        return found
+    return timeline.wait_for(
+        lambda t: (
+            t.kind == NODE
+            and t.name == node
+            and t.transition == "taint-removed"
+            and t.detail.get("taint") == taint
+            and t.mono > since.mono
+        ),
+        since.mono + seconds,
+        f"taint {taint} removed from {node}",
+    )

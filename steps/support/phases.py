@@ -1,0 +1,594 @@
+"""The phases a step measures: each waits on the timeline (up to a deadline), records what
+it measured in :class:`~steps.support.report.Measurements` and raises
+:class:`~harness.checks.CheckFailed` naming every node, pod or volume that missed its limit.
+
+The step definitions in ``steps/conftest.py`` only parse the sentence, resolve the limit to
+seconds and call one of these inside ``allure.step``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+
+import allure
+
+from harness.budgets import Budgets
+from harness.checks import (
+    UNREACHABLE_NO_EXECUTE,
+    CheckFailed,
+    node_not_ready,
+    node_ready,
+    pods_evicted,
+    taint_present,
+    volume_moved,
+)
+from harness.checks.replay import PodReplay
+from harness.errors import WaitTimeout
+from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT, Observer
+from harness.kube.timeline import ACTION, Predicate, Timeline, Transition, match
+from harness.session import Session
+from steps.support import lost as L
+from steps.support.report import Measurements
+from steps.support.targets import Outage, PoweredOn, Targets
+from steps.support.workloads import PodInfo, Workload
+
+_FREED = frozenset({"detached", "deleted"})
+
+
+def _uid(uid: str) -> Predicate:
+    def pred(t: Transition) -> bool:
+        return t.detail.get("uid") == uid
+
+    return pred
+
+
+def _fail_if(problems: Sequence[str], expected: str, waited: float, check: str) -> None:
+    if problems:
+        raise CheckFailed(expected, "; ".join(problems), waited, check=check)
+
+
+# -- power ---------------------------------------------------------------------------------
+
+
+def power_off(
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    budgets: Budgets,
+    measurements: Measurements,
+    *,
+    graceful: bool = False,
+    protocol: str | None = None,
+) -> Outage:
+    """Power the targets off in parallel; each BMC must confirm within power-ack +
+    power-state-verify."""
+    timeline = session.timeline
+    alive = {p.uid for p in observer.pods()}
+    how = ("graceful shutdown" if graceful else "power off") + (
+        f" through {protocol}" if protocol else ""
+    )
+    before = len(timeline)
+    with allure.step(f"{how}: {', '.join(targets.nodes)}"):
+        result = session.power_off(targets.nodes, graceful=graceful, protocol=protocol)
+    mine = [t for t in timeline.read_from(before) if t.kind == ACTION]
+    acks = {t.name: t for t in mine if t.transition == "power-off acknowledged"}
+    sent = min((t for t in mine if t.transition == "power-off sent"), key=lambda t: t.mono)
+    limit = budgets.power_ack + budgets.power_state_verify
+    late = []
+    for node in targets.nodes:
+        took = result.acknowledged[node] - result.sent[node]
+        measurements.record(f"{node} power-off confirmed", took, limit)
+        if took > limit:
+            late.append(f"{node} after {took:.1f}s")
+    _fail_if(late, f"every BMC to confirm the power-off within {limit:g}s", limit, "power-off")
+    if len(targets.nodes) > 1:
+        measurements.record("power-off acknowledgement skew", result.skew_s, None)
+    return Outage(
+        targets,
+        tuple(p for p in targets.pods if p.uid in alive),
+        sent,
+        acks,
+        protocol or "",
+        graceful,
+        result.skew_s,
+    )
+
+
+def power_on(
+    session: Session, targets: Targets, budgets: Budgets, measurements: Measurements
+) -> PoweredOn:
+    """Power the targets on; re-create a Node object deleted earlier if it is still absent
+    (a real kubelet re-registers by itself; the lab's simulated one does not)."""
+    timeline = session.timeline
+    before = len(timeline)
+    with allure.step(f"power on: {', '.join(targets.nodes)}"):
+        result = session.power_on(targets.nodes)
+    mine = [t for t in timeline.read_from(before) if t.kind == ACTION]
+    sent = {t.name: t for t in mine if t.transition == "power-on sent"}
+    acks = {t.name: t for t in mine if t.transition == "power-on acknowledged"}
+    restored = []
+    limit = budgets.power_ack + budgets.power_state_verify
+    late = []
+    for node in targets.nodes:
+        took = result.acknowledged[node] - result.sent[node]
+        measurements.record(f"{node} power-on confirmed", took, limit)
+        if took > limit:
+            late.append(f"{node} after {took:.1f}s")
+        if session.client.get_or_none(f"/api/v1/nodes/{node}") is None:
+            session.restore_node(node)
+            restored.append(node)
+    _fail_if(late, f"every BMC to confirm the power-on within {limit:g}s", limit, "power-on")
+    return PoweredOn(targets.nodes, sent, acks, tuple(restored))
+
+
+# -- nodes ---------------------------------------------------------------------------------
+
+
+def nodes_not_ready(
+    tl: Timeline, outage: Outage, seconds: float, measurements: Measurements
+) -> None:
+    for node in outage.nodes:
+        m = node_not_ready(tl, node, since=outage.acks[node], budget_s=seconds)
+        measurements.check(f"{node} NotReady", m)
+
+
+def nodes_ready(tl: Timeline, powered_on: PoweredOn, seconds: float, ms: Measurements) -> None:
+    for node in powered_on.nodes:
+        m = node_ready(tl, node, since=powered_on.sent[node], budget_s=seconds)
+        ms.check(f"{node} Ready after power-on", m)
+
+
+#: Seconds between two NoExecute taints in one zone: 1 / --node-eviction-rate (0.1 node/s,
+#: the upstream default and the lab's). The taint-applied budget's documentation counts on it.
+ZONE_TAINT_INTERVAL_S = 10.0
+
+
+def nodes_tainted(tl: Timeline, outage: Outage, seconds: float, ms: Measurements) -> None:
+    """Unreachable NoExecute taint within ``seconds`` of NotReady; the k-th node of a rack to
+    be tainted gets ``seconds + ZONE_TAINT_INTERVAL_S * (k - 1)`` (tainting is rate-limited
+    per zone)."""
+
+    def allowed(k: int) -> float:
+        return seconds + ZONE_TAINT_INTERVAL_S * (k - 1)
+
+    by_rack: dict[str, list[str]] = {}
+    for node in outage.nodes:
+        by_rack.setdefault(outage.targets.racks.get(node, ""), []).append(node)
+    late = []
+    for nodes in by_rack.values():
+        seen: list[tuple[float, str, float]] = []
+        for node in nodes:
+            not_ready = L.node_event(tl, node, "not-ready", after=outage.acks[node].mono)
+            if not_ready is None:
+                raise CheckFailed(f"node {node} NotReady before its taint", "not NotReady", 0.0)
+            m = taint_present(
+                tl, node, UNREACHABLE_NO_EXECUTE, since=not_ready, budget_s=allowed(len(nodes))
+            )
+            seen.append((not_ready.mono + m.duration_s, node, m.duration_s))
+        for k, (_, node, took) in enumerate(sorted(seen), start=1):
+            ms.record(f"{node} unreachable taint", took, allowed(k))
+            if took > allowed(k):
+                late.append(f"{node} (tainted {k}. in its rack) after {took:.1f}s")
+    _fail_if(
+        late,
+        f"the k-th node of a rack tainted unreachable within {seconds:g}s + "
+        f"{ZONE_TAINT_INTERVAL_S:g}s x (k - 1) of NotReady",
+        seconds,
+        "taint-present",
+    )
+
+
+def node_gone(tl: Timeline, node: str, since: Transition, seconds: float, ms: Measurements) -> None:
+    gone = tl.first(NODE, node, "deleted", after=since.mono - 1e-6) or tl.wait_for(
+        match(NODE, node, "deleted", after=since),
+        since.mono + seconds,
+        f"Node {node} deleted within {seconds:g}s",
+    )
+    ms.record(f"{node} Node object deleted", gone.mono - since.mono, seconds)
+
+
+def out_of_service_removed(
+    tl: Timeline, node: str, powered_on: PoweredOn, seconds: float, ms: Measurements
+) -> None:
+    sent = L.last_action(tl, node, {"untaint sent"})
+    if sent is None or sent.mono < powered_on.sent[node].mono:
+        raise CheckFailed(
+            f"the out-of-service taint removed from {node} after its power-on",
+            "removed before the power-on" if sent else "never removed",
+            0.0,
+        )
+    gone = L.taint_gone(tl, node, L.OUT_OF_SERVICE, sent, seconds)
+    ms.record(f"{node} out-of-service taint removed", gone.mono - sent.mono, seconds)
+
+
+# -- pods ----------------------------------------------------------------------------------
+
+
+def pods_terminating(tl: Timeline, outage: Outage, seconds: float, ms: Measurements) -> None:
+    """Every non-DaemonSet pod of each lost node Terminating within ``seconds`` of the node's
+    unreachable taint; at least one pod must have been lost."""
+    if not outage.lost:
+        raise CheckFailed("at least one pod on the lost nodes", "none", 0.0, check="pods-evicted")
+    for node in outage.nodes:
+        had = any(p.node == node for p in outage.lost)
+        taint = L.node_event(
+            tl, node, "taint-added", after=outage.sent.mono, taint=UNREACHABLE_NO_EXECUTE
+        )
+        if taint is None:
+            raise CheckFailed(f"node {node} tainted unreachable first", "no taint", 0.0)
+        m = pods_evicted(tl, node, since=taint, budget_s=seconds, min_pods=int(had))
+        if had:
+            ms.check(f"{node} pods Terminating", m)
+
+
+def subject_terminating(tl: Timeline, outage: Outage, seconds: float, ms: Measurements) -> None:
+    pod = outage.targets.subject
+    taint = L.node_event(
+        tl, pod.node, "taint-added", after=outage.sent.mono, taint=UNREACHABLE_NO_EXECUTE
+    )
+    if taint is None:
+        raise CheckFailed(f"node {pod.node} tainted unreachable first", "no taint", 0.0)
+    (timed,) = L.wait_pod_transitions(
+        tl,
+        [pod],
+        {"terminating", "deleted"},
+        refs={pod.uid: taint},
+        limit_s=seconds,
+        what=f"{pod.ref} Terminating after its node's taint",
+        check="pods-evicted",
+    )
+    ms.record(f"{pod.ref} Terminating", timed.seconds, seconds)
+
+
+def pods_deleted(
+    tl: Timeline, pods: Sequence[PodInfo], since: Transition, seconds: float, ms: Measurements
+) -> None:
+    timed = L.wait_pod_transitions(
+        tl,
+        pods,
+        {"deleted"},
+        refs={p.uid: since for p in pods},
+        limit_s=seconds,
+        what=f"every lost pod deleted after {since.transition}",
+        check="pods-deleted",
+    )
+    for t in timed:
+        ms.record(f"{t.what} deleted", t.seconds, seconds)
+
+
+def rescheduled(
+    tl: Timeline, pods: Sequence[PodInfo], outage: Outage, seconds: float, ms: Measurements
+) -> dict[str, L.Replacement]:
+    found = L.wait_rescheduled(
+        tl,
+        pods,
+        outage.nodes,
+        since=outage.sent.mono,
+        limit_s=seconds,
+        what="every lost pod rescheduled on another node",
+    )
+    for r in found.values():
+        ms.record(
+            f"{r.lost.ref} rescheduled",
+            r.scheduled.mono - r.ref.mono,
+            seconds,
+            {"replacement": r.name, "node": r.node},
+        )
+    return found
+
+
+def replaced_by_ready(
+    tl: Timeline, pods: Sequence[PodInfo], outage: Outage, seconds: float, ms: Measurements
+) -> None:
+    """Each lost pod's replacement Ready on another node within ``seconds`` of when the lost
+    pod stopped blocking it."""
+    found = rescheduled(tl, pods, outage, seconds, ms)
+    problems = []
+    for r in found.values():
+        ready = L.ready_after(tl, r.uid, r.node, r.scheduled.mono - 1e-6)
+        if ready is None:
+            with contextlib.suppress(WaitTimeout):  # reported below
+                ready = tl.wait_for(
+                    match(POD, transition="ready", where=_uid(r.uid)),
+                    r.ref.mono + seconds,
+                    f"{r.name} Ready",
+                )
+        if ready is None:
+            problems.append(f"missing: {r.lost.ref} -> {r.name}@{r.node} not Ready")
+            continue
+        took = ready.mono - r.ref.mono
+        ms.record(f"{r.lost.ref} replaced by a Ready pod", took, seconds)
+        if took > seconds:
+            problems.append(f"late: {r.lost.ref} -> {r.name} Ready after {took:.1f}s")
+    _fail_if(
+        problems,
+        f"every lost pod replaced by a Ready pod on another node within {seconds:g}s",
+        seconds,
+        "replacement-ready",
+    )
+
+
+def replacement_ready(
+    tl: Timeline, pods: Sequence[PodInfo], outage: Outage, seconds: float, ms: Measurements
+) -> None:
+    """Each replacement Ready within ``seconds`` of when it could start: scheduled and its
+    ReadWriteOnce volumes attached to its node."""
+    found = L.replacements(tl, pods, outage.nodes, outage.sent.mono)
+    missing = [p.ref for p in pods if p.uid not in found]
+    _fail_if(
+        [f"no replacement of {m}" for m in missing], "a replacement of every lost pod", 0.0, "ready"
+    )
+    late = []
+    for r in found.values():
+        attached = [
+            a
+            for pv in r.lost.pvs
+            if (
+                a := L.attachment_event(
+                    tl, pv, on=r.node, transitions={"attached"}, after=outage.sent.mono
+                )
+            )
+            is not None
+        ]
+        if len(attached) < len(r.lost.pvs):
+            raise CheckFailed(
+                f"the volumes of {r.name} attached to {r.node} before it can be Ready",
+                f"{len(attached)} of {len(r.lost.pvs)} attached",
+                0.0,
+            )
+        start = max([r.scheduled.mono, *(a.mono for a in attached)])
+        ready = L.ready_after(tl, r.uid, r.node, r.scheduled.mono - 1e-6) or tl.wait_for(
+            match(POD, transition="ready", where=_uid(r.uid)), start + seconds, f"{r.name} Ready"
+        )
+        took = max(0.0, ready.mono - start)
+        early = ready.mono < start
+        ms.record(
+            f"{r.name} Ready once it could start",
+            took,
+            seconds,
+            {"ready_before_its_volumes_attached": early},
+        )
+        if early:
+            allure.dynamic.parameter(
+                f"{r.name} note",
+                "Ready before its volume was attached (a simulated kubelet that does not "
+                "wait for volumes, as in the lab)",
+                excluded=True,
+            )
+        if took > seconds:
+            late.append(f"{r.name} Ready {took:.1f}s after it could start")
+    _fail_if(late, f"every replacement Ready within {seconds:g}s", seconds, "ready")
+
+
+# -- volumes -------------------------------------------------------------------------------
+
+
+def _held(tl: Timeline, pods: Sequence[PodInfo], outage: Outage) -> list[tuple[PodInfo, str]]:
+    held = L.held_volumes(tl, pods, outage.sent.mono)
+    if not held:
+        raise CheckFailed(
+            "a ReadWriteOnce volume of a lost pod attached to a lost node",
+            "none of the lost pods had one",
+            0.0,
+        )
+    return held
+
+
+def multi_attach(
+    tl: Timeline, pods: Sequence[PodInfo], outage: Outage, seconds: float, ms: Measurements
+) -> None:
+    """A Multi-Attach error event on each held volume's replacement pod (matched by its uid:
+    the events and pods watches race, so the event may be read before the pod is), within
+    ``seconds`` of the lost pod stopping to block it; the messages are attached to the
+    report."""
+    held = _held(tl, pods, outage)
+    found = L.replacements(tl, [p for p, _ in held], outage.nodes, outage.sent.mono)
+    messages, problems = [], []
+    for pod, pv in held:
+        r = found.get(pod.uid)
+        if r is None:
+            raise CheckFailed(f"a replacement of {pod.ref} scheduled", "none", 0.0)
+
+        def about(t: Transition, uid: str = r.uid, pv: str = pv) -> bool:
+            return t.detail.get("uid") == uid and t.detail.get("volume") == pv
+
+        event: Transition | None = None
+        with contextlib.suppress(WaitTimeout):  # reported below
+            event = tl.wait_for(
+                match(POD, r.name, "multi-attach", namespace=pod.namespace, where=about),
+                r.ref.mono + seconds,
+                f"a Multi-Attach error for {pv} on {r.name}",
+            )
+        if event is None:
+            problems.append(f"no Multi-Attach error for {pv} on {r.name}@{r.node}")
+            continue
+        took = max(0.0, event.mono - r.ref.mono)
+        ms.record(f"{r.name} Multi-Attach error for {pv} reported", took, seconds)
+        if took > seconds:
+            problems.append(f"{r.name}: Multi-Attach error for {pv} after {took:.1f}s")
+        messages.append(f"{pod.namespace}/{r.name} on {r.node}: {event.detail.get('message')}")
+    if messages:
+        allure.attach(
+            "\n".join(messages),
+            name="Multi-Attach errors",
+            attachment_type=allure.attachment_type.TEXT,
+        )
+    _fail_if(
+        problems,
+        f"a Multi-Attach error for every held volume within {seconds:g}s",
+        seconds,
+        "multi-attach-seen",
+    )
+
+
+def released(
+    tl: Timeline, pods: Sequence[PodInfo], outage: Outage, seconds: float, ms: Measurements
+) -> None:
+    """The lost node's VolumeAttachment of each held volume detached or deleted within
+    ``seconds`` of the deletion of the pod that held it (the attach/detach controller cannot
+    let go of a volume before). With an out-of-service taint on the node, the time from the
+    taint is recorded too (it includes PodGC's wait for its next 20-second pass)."""
+    problems = []
+    for pod, pv in _held(tl, pods, outage):
+        ref = L.pod_event(tl, pod, {"deleted"})
+        if ref is None:
+            raise CheckFailed(
+                f"{pod.ref} deleted before {pv} can be released", "not deleted yet", 0.0
+            )
+        # Any release after the power cut: the VolumeAttachment and pod watches race, so the
+        # detach may be read a few milliseconds before the pod's deletion.
+        release = L.attachment_event(
+            tl, pv, on=pod.node, transitions=_FREED, after=outage.sent.mono
+        )
+        if release is None:
+
+            def freed(t: Transition, pv: str = pv, node: str = pod.node) -> bool:
+                return (
+                    t.transition in _FREED
+                    and t.detail.get("pv") == pv
+                    and t.detail.get("node") == node
+                )
+
+            with contextlib.suppress(WaitTimeout):  # reported below
+                release = tl.wait_for(
+                    match(VOLUME_ATTACHMENT, after=outage.sent, where=freed),
+                    ref.mono + seconds,
+                    f"volume {pv} released by {pod.node}",
+                )
+        if release is None:
+            problems.append(f"{pv} still attached to {pod.node} {seconds:g}s after {pod.ref} went")
+            continue
+        took = max(0.0, release.mono - ref.mono)
+        ms.record(f"{pv} released by {pod.node}", took, seconds)
+        taint = L.node_event(
+            tl, pod.node, "taint-added", after=outage.sent.mono, taint=L.OUT_OF_SERVICE
+        )
+        if taint is not None and taint.mono < release.mono:
+            ms.record(
+                f"{pv} released after the out-of-service taint", release.mono - taint.mono, None
+            )
+        if took > seconds:
+            problems.append(f"{pv} released by {pod.node} {took:.1f}s after {pod.ref} went")
+    _fail_if(problems, f"each held volume released within {seconds:g}s", seconds, "volume-released")
+
+
+def reattached(
+    tl: Timeline, pods: Sequence[PodInfo], outage: Outage, seconds: float, ms: Measurements
+) -> None:
+    """Each held volume attached to its replacement's node within ``seconds`` of its
+    release by the lost node."""
+    for pod, pv in _held(tl, pods, outage):
+        release = L.attachment_event(
+            tl, pv, on=pod.node, transitions={"detached", "deleted"}, after=outage.sent.mono
+        )
+        if release is None:
+            raise CheckFailed(
+                f"volume {pv} released by {pod.node} before it can move",
+                f"still attached to {pod.node}",
+                0.0,
+                check="volume-moved",
+            )
+        m = volume_moved(tl, pv, from_node=pod.node, since=release, budget_s=seconds)
+        ms.check(f"{pv} re-attached", m)
+        r = L.replacements(tl, [pod], outage.nodes, outage.sent.mono).get(pod.uid)
+        if r is not None and m.detail.get("to_node") != r.node:
+            raise CheckFailed(
+                f"volume {pv} attached to {r.node}, where {r.name} runs",
+                f"attached to {m.detail.get('to_node')}",
+                m.duration_s,
+                check="volume-moved",
+            )
+
+
+# -- StatefulSet members -------------------------------------------------------------------
+
+
+def no_second_member(tl: Timeline, outage: Outage, workload: Workload) -> None:
+    """No pod with the lost member's name while it exists; never more pods than replicas."""
+    pod = outage.targets.subject
+    replay = PodReplay(pod.namespace, pod.workload)
+    most = 0
+    for t in sorted(tl.snapshot(), key=lambda t: t.mono):
+        replay.feed(t)
+        if t.mono < outage.sent.mono:
+            continue
+        alive = list(replay.alive.values())
+        most = max(most, len(alive))
+        twins = [p for p in alive if p.name == pod.name and p.uid != pod.uid]
+        if twins and pod.uid in replay.alive:
+            raise CheckFailed(
+                f"no second pod named {pod.name} while the lost one exists",
+                f"uid {twins[0].uid} on {twins[0].node} at +{t.mono - tl.start_mono:.1f}s",
+                t.mono - outage.sent.mono,
+                check="no-double-member",
+            )
+    if most > workload.desired:
+        raise CheckFailed(
+            f"at most {workload.desired} pods of {workload.ref}",
+            f"{most} at once",
+            0.0,
+            check="no-double-member",
+        )
+
+
+def member_recreated(
+    tl: Timeline, outage: Outage, powered_on: PoweredOn, seconds: float, ms: Measurements
+) -> None:
+    """The member is deleted only after its node powered on, and a new pod with its name is
+    Ready within ``seconds`` of that deletion."""
+    pod = outage.targets.subject
+    back = powered_on.sent[pod.node]
+    gone = L.pod_event(tl, pod, {"deleted"}) or tl.wait_for(
+        match(POD, pod.name, "deleted", namespace=pod.namespace, where=_uid(pod.uid)),
+        back.mono + seconds,
+        f"{pod.ref} finalised once its node is back",
+    )
+    if gone.mono < back.mono:
+        raise CheckFailed(
+            f"{pod.ref} kept until its node powered on",
+            f"deleted {back.mono - gone.mono:.1f}s before the power-on",
+            0.0,
+            check="no-double-member",
+        )
+
+    def new_incarnation(t: Transition) -> bool:
+        return t.detail.get("uid") != pod.uid
+
+    ready = tl.wait_for(
+        match(POD, pod.name, "ready", namespace=pod.namespace, after=gone, where=new_incarnation),
+        gone.mono + seconds,
+        f"a new {pod.ref} Ready",
+    )
+    ms.record(f"{pod.ref} re-created and Ready", ready.mono - gone.mono, seconds)
+
+
+# -- DaemonSets ----------------------------------------------------------------------------
+
+
+def daemon_pods_ready_again(
+    tl: Timeline, outage: Outage, powered_on: PoweredOn, seconds: float, ms: Measurements
+) -> None:
+    if not outage.targets.daemon_pods:
+        raise CheckFailed("a DaemonSet pod on the node", "none", 0.0)
+    for p in outage.targets.daemon_pods:
+        ack = powered_on.sent[p.node]
+
+        def on_node(t: Transition, p: PodInfo = p) -> bool:
+            return t.detail.get("workload") == p.workload and t.detail.get("node") == p.node
+
+        ready = tl.wait_for(
+            match(POD, transition="ready", namespace=p.namespace, after=ack, where=on_node),
+            ack.mono + seconds,
+            f"a pod of {p.workload} Ready on {p.node} after its power-on",
+        )
+        ms.record(f"{ready.name} Ready after power-on", ready.mono - ack.mono, seconds)
+
+
+def daemon_pods_kept(tl: Timeline, outage: Outage) -> None:
+    if not outage.targets.daemon_pods:
+        raise CheckFailed("a DaemonSet pod on the node", "none", 0.0)
+    for p in outage.targets.daemon_pods:
+        t = L.pod_event(tl, p, {"terminating", "deleted"})
+        if t is not None:
+            raise CheckFailed(f"DaemonSet pod {p.ref} kept on {p.node}", tl.describe(t), 0.0)

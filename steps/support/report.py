@@ -1,0 +1,183 @@
+"""What a scenario puts into the Allure report besides its Gherkin steps.
+
+* :class:`Measurements`: every measured phase as an Allure parameter next to its budget
+  (``"w-b3 NotReady (s)" = 8.4`` and ``"w-b3 NotReady budget (s)" = 20``, the convention
+  :mod:`harness.report.summary` reads), excluded from Allure's history id so that runs of
+  the same scenario stay one test in the history.
+* :func:`attach_timeline`: the scenario timeline as JSON and as the SVG swimlane picture.
+* :func:`attach_failure_evidence`: the Events of the watched namespaces and the before /
+  after snapshots, when a scenario failed.
+* :func:`environment`: the ``environment.properties`` values of a run.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import allure
+
+from harness.checks import Measurement
+from harness.errors import PowercutError
+from harness.inventory import Inventory
+from harness.kube.client import KubeClient
+from harness.kube.timeline import Timeline
+from harness.report.allure_env import attach_timeline as attach_timeline_svg
+
+
+def _round(x: float) -> float:
+    return round(x, 3)
+
+
+@dataclass
+class Measurements:
+    """The phases one scenario measured, in order."""
+
+    items: list[dict[str, Any]] = field(default_factory=list)
+
+    def record(
+        self,
+        phase: str,
+        seconds: float,
+        budget_s: float | None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Add one phase and show it (and its budget) as Allure parameters."""
+        allure.dynamic.parameter(f"{phase} (s)", _round(seconds), excluded=True)
+        if budget_s is not None:
+            allure.dynamic.parameter(f"{phase} budget (s)", _round(budget_s), excluded=True)
+        self.items.append(
+            {
+                "phase": phase,
+                "seconds": _round(seconds),
+                "budget_s": budget_s,
+                "within_budget": budget_s is None or seconds <= budget_s,
+                "detail": dict(detail or {}),
+            }
+        )
+
+    def note(self, name: str, value: object) -> None:
+        """A value that is not a duration (a count, the fewest Ready pods), as a parameter."""
+        allure.dynamic.parameter(name, value, excluded=True)
+        self.items.append({"phase": name, "value": value})
+
+    def check(self, phase: str, m: Measurement) -> Measurement:
+        """Record a check's measurement under ``phase``."""
+        self.record(phase, m.duration_s, m.budget_s, m.detail)
+        return m
+
+    def to_json(self) -> str:
+        return json.dumps(self.items, indent=2, default=str)
+
+
+def _json(doc: object) -> str:
+    return json.dumps(doc, indent=2, default=str)
+
+
+def attach_timeline(timeline: Timeline, *, title: str) -> None:
+    """Attach the timeline (JSON, every transition) and its swimlane picture (SVG)."""
+    allure.attach(
+        timeline.to_json(), name="timeline.json", attachment_type=allure.attachment_type.JSON
+    )
+    records = [t.to_json(timeline.start_mono) for t in timeline.snapshot()]
+    attach_timeline_svg(records, name="timeline", title=title)
+
+
+def attach_measurements(measurements: Measurements) -> None:
+    if measurements.items:
+        allure.attach(
+            measurements.to_json(),
+            name="measurements.json",
+            attachment_type=allure.attachment_type.JSON,
+        )
+
+
+def namespace_events(client: KubeClient, namespaces: Sequence[str], since_wall: float) -> list[Any]:
+    """Events of the namespaces (and cluster-scoped ones about nodes) since a wall time,
+    as ``[time, namespace, kind/name, reason, message]``, oldest first."""
+    rows: list[tuple[float, list[Any]]] = []
+    for path in [f"/api/v1/namespaces/{ns}/events" for ns in namespaces] + [
+        "/api/v1/namespaces/default/events"
+    ]:
+        items, _ = client.list(path)
+        for e in items:
+            stamp = (
+                e.get("lastTimestamp")
+                or e.get("eventTime")
+                or (e.get("metadata") or {}).get("creationTimestamp")
+            )
+            try:
+                when = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                when = 0.0
+            if when + 1 < since_wall:
+                continue
+            inv = e.get("involvedObject") or {}
+            rows.append(
+                (
+                    when,
+                    [
+                        stamp,
+                        inv.get("namespace") or "",
+                        f"{inv.get('kind')}/{inv.get('name')}",
+                        e.get("reason"),
+                        e.get("message"),
+                    ],
+                )
+            )
+    return [row for _, row in sorted(rows, key=lambda r: r[0])]
+
+
+def attach_failure_evidence(
+    client: KubeClient,
+    namespaces: Sequence[str],
+    timeline: Timeline,
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+) -> None:
+    """Attach Events since the scenario started and the before / after snapshots."""
+    try:
+        events: object = namespace_events(client, namespaces, timeline.start_wall)
+    except PowercutError as exc:  # evidence is best effort: say why it is missing
+        events = {"error": f"could not list events: {type(exc).__name__}: {exc}"}
+    allure.attach(_json(events), name="events.json", attachment_type=allure.attachment_type.JSON)
+    allure.attach(
+        _json(before), name="snapshot-before.json", attachment_type=allure.attachment_type.JSON
+    )
+    allure.attach(
+        _json(after), name="snapshot-after.json", attachment_type=allure.attachment_type.JSON
+    )
+
+
+def _version(dist: str) -> str:
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def environment(client: KubeClient, inventory: Inventory) -> dict[str, object]:
+    """Values for the Allure Environment widget."""
+    try:
+        kube_version = str(client.get("/version").get("gitVersion", "unknown"))
+    except PowercutError as exc:  # the environment widget must not fail the run
+        kube_version = f"unknown ({type(exc).__name__})"
+    budgets = inventory.budgets.profile or inventory.timings or "upstream"
+    return {
+        "Kubernetes version": kube_version,
+        "Inventory": inventory.name or "",
+        "Inventory file": str(inventory.source or ""),
+        "Nodes": len(inventory.nodes),
+        "Control-plane nodes": len(inventory.nodes_by_role("control-plane")),
+        "Workers": len(inventory.nodes_by_role("worker")),
+        "Racks": ", ".join(inventory.racks()),
+        "Timing profile": budgets,
+        "powercut": _version("powercut"),
+        "pytest-bdd": _version("pytest-bdd"),
+        "Python": platform.python_version(),
+    }

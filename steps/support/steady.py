@@ -1,0 +1,154 @@
+"""Steady state: what a scenario finds before it disrupts anything, and must leave behind.
+
+Before: every inventory node exists and is Ready without a failure taint
+(``node.kubernetes.io/unreachable``, ``not-ready``, ``out-of-service``), every inventory
+workload has all its replicas Ready and none Terminating, every volume attachment is
+settled, every probed service answers. The :class:`Baseline` also records each node's
+cordon flag and taints as found, so "back to steady state" means *as it was found*, not
+merely healthy: a node the operator had cordoned must stay cordoned, a taint the harness
+added must be gone.
+
+All checks read the observer's watch-fed state; waiting is on the timeline (no polling).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.inventory import Inventory
+from harness.kube.observer import Observer
+from harness.kube.waits import wait_state
+from steps.support.workloads import Workload
+
+FAILURE_TAINT_KEYS = frozenset(
+    {
+        "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/out-of-service",
+    }
+)
+
+
+@dataclass(frozen=True)
+class NodeFound:
+    unschedulable: bool
+    taints: frozenset[str]  # key:effect
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The cluster as the scenario found it (once it was healthy)."""
+
+    nodes: Mapping[str, NodeFound]
+    workloads: tuple[Workload, ...]
+    settled_s: float  # how long the scenario waited for the cluster to be healthy
+    snapshot: Mapping[str, Any] = field(default_factory=dict)  # "before" state, for reports
+    at_mono: float = 0.0  # when it was recorded (monotonic)
+
+
+def _probe_ok(observer: Observer, probe: str) -> bool | None:
+    last = observer.timeline.last("Probe", probe)
+    return None if last is None else last.transition == "ok"
+
+
+def problems(
+    inventory: Inventory,
+    observer: Observer,
+    workloads: Sequence[Workload],
+    found: Mapping[str, NodeFound] | None = None,
+) -> list[str]:
+    """Why the cluster is not in steady state now (empty: it is)."""
+    out: list[str] = []
+    for spec in inventory.nodes:
+        n = observer.node(spec.name)
+        if n is None:
+            out.append(f"node {spec.name} does not exist")
+            continue
+        if not n.is_ready:
+            out.append(f"node {spec.name} is not Ready ({n.ready or 'no condition'})")
+        taints = frozenset(t.id for t in n.taints)
+        if found is not None and spec.name in found:
+            was = found[spec.name]
+            if n.unschedulable != was.unschedulable:
+                out.append(
+                    f"node {spec.name} is {'cordoned' if n.unschedulable else 'schedulable'}, "
+                    f"was {'cordoned' if was.unschedulable else 'schedulable'}"
+                )
+            if taints != was.taints:
+                extra, missing = sorted(taints - was.taints), sorted(was.taints - taints)
+                out.append(
+                    f"node {spec.name} taints differ: added {extra or 'none'}, "
+                    f"missing {missing or 'none'}"
+                )
+        else:
+            bad = sorted(t for t in taints if t.partition(":")[0] in FAILURE_TAINT_KEYS)
+            if bad:
+                out.append(f"node {spec.name} has failure taints {', '.join(bad)}")
+    for w in workloads:
+        pods = observer.pods(namespace=w.namespace, workload=w.key)
+        ready = [p for p in pods if p.ready and not p.terminating]
+        terminating = [p.name for p in pods if p.terminating]
+        if len(ready) != w.desired or len(pods) != w.desired:
+            out.append(
+                f"{w.kind} {w.ref}: {len(ready)} Ready of {w.desired} wanted, "
+                f"{len(pods)} pod(s) in all"
+                + (f", Terminating: {', '.join(terminating)}" if terminating else "")
+            )
+        if w.health is not None and _probe_ok(observer, w.probe) is False:
+            out.append(f"service of {w.ref} fails its health probe ({w.health})")
+    by_pv: dict[str, list[str]] = {}
+    for va in observer.volume_attachments():
+        by_pv.setdefault(va.pv, []).append(va.node)
+        if not va.attached or va.terminating or va.attach_error or va.detach_error:
+            state = "terminating" if va.terminating else "not attached"
+            err = va.attach_error or va.detach_error
+            out.append(f"volume {va.pv} on {va.node}: {state}" + (f" ({err})" if err else ""))
+    out.extend(
+        f"volume {pv} is attached to {len(nodes)} nodes: {', '.join(sorted(nodes))}"
+        for pv, nodes in sorted(by_pv.items())
+        if len(nodes) > 1
+    )
+    return out
+
+
+def wait_steady(
+    inventory: Inventory,
+    observer: Observer,
+    workloads: Sequence[Workload],
+    *,
+    timeout_s: float,
+    found: Mapping[str, NodeFound] | None = None,
+    description: str = "the cluster in steady state",
+) -> float:
+    """Wait until :func:`problems` is empty; returns how long it took."""
+    started = time.monotonic()
+    wait_state(
+        observer,
+        lambda: True if not problems(inventory, observer, workloads, found) else None,
+        deadline=started + timeout_s,
+        description=description,
+        last_seen=lambda: "; ".join(problems(inventory, observer, workloads, found)),
+    )
+    return time.monotonic() - started
+
+
+def nodes_found(inventory: Inventory, observer: Observer) -> dict[str, NodeFound]:
+    out = {}
+    for spec in inventory.nodes:
+        n = observer.node(spec.name)
+        if n is not None:
+            out[spec.name] = NodeFound(n.unschedulable, frozenset(t.id for t in n.taints))
+    return out
+
+
+def snapshot(observer: Observer) -> dict[str, Any]:
+    """The observer's current view as plain JSON (nodes, pods, volumes, services)."""
+    return {
+        "nodes": [n._asdict() | {"taints": [t.id for t in n.taints]} for n in observer.nodes()],
+        "pods": [p._asdict() for p in observer.pods()],
+        "volumeattachments": [v._asdict() for v in observer.volume_attachments()],
+        "persistentvolumeclaims": [p._asdict() for p in observer.pvcs()],
+    }

@@ -1,0 +1,267 @@
+"""Which nodes a scenario disrupts, chosen from the inventory and what runs where now.
+
+Feature files never name nodes: a scenario asks for "a worker node running a StatefulSet
+member with a ReadWriteOnce volume" and gets the best match in the cluster under test, so
+the same feature runs against the lab and against a real cluster. Choices are
+deterministic (most relevant pods first, then by name). A cluster that has nothing
+matching skips the scenario, saying what it lacks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+from harness.inventory import Inventory, NodeSpec
+from harness.kube.observer import Observer
+from harness.kube.timeline import Transition
+from steps.support.workloads import PodInfo, Workload
+
+PodFilter = Callable[[PodInfo], bool]
+
+
+@dataclass(frozen=True)
+class Targets:
+    """The nodes a scenario disrupts and the pods that run on them when chosen.
+
+    ``subjects`` are the pods the scenario is about (the StatefulSet member, the singleton);
+    ``pods`` every pod of an inventory workload on the nodes (DaemonSet pods apart, in
+    ``daemon_pods``).
+    """
+
+    nodes: tuple[str, ...]
+    pods: tuple[PodInfo, ...]
+    daemon_pods: tuple[PodInfo, ...] = ()
+    subjects: tuple[PodInfo, ...] = ()
+    why: str = ""
+    racks: dict[str, str] = field(default_factory=dict)  # node -> rack
+
+    @property
+    def node(self) -> str:
+        """The one node of a single-node scenario."""
+        if len(self.nodes) != 1:
+            raise ValueError(
+                f"this step is about one node, but the scenario chose {len(self.nodes)}: "
+                f"{', '.join(self.nodes)}; use the 'every lost node' form"
+            )
+        return self.nodes[0]
+
+    def only(self) -> Targets:
+        """These targets, checked to be a single node."""
+        _ = self.node
+        return self
+
+    @property
+    def subject(self) -> PodInfo:
+        if len(self.subjects) != 1:
+            raise ValueError(f"expected one subject pod, have {len(self.subjects)}")
+        return self.subjects[0]
+
+    def describe(self) -> str:
+        pods = ", ".join(p.ref for p in self.pods) or "none"
+        return f"{', '.join(self.nodes)} ({self.why}); pods: {pods}"
+
+
+def _ready_nodes(inventory: Inventory, observer: Observer, role: str) -> list[NodeSpec]:
+    out = []
+    for spec in inventory.nodes_by_role(role):
+        state = observer.node(spec.name)
+        if state is not None and state.is_ready and not state.unschedulable:
+            out.append(spec)
+    return out
+
+
+def _split(pods: Sequence[PodInfo], node: str) -> tuple[list[PodInfo], list[PodInfo]]:
+    mine = [p for p in pods if p.node == node]
+    return (
+        [p for p in mine if p.kind != "DaemonSet"],
+        [p for p in mine if p.kind == "DaemonSet"],
+    )
+
+
+def _racks(inventory: Inventory, nodes: Sequence[str]) -> dict[str, str]:
+    return {n: inventory.node(n).rack or "(no rack)" for n in nodes}
+
+
+def one_node(
+    inventory: Inventory,
+    observer: Observer,
+    pods: Sequence[PodInfo],
+    *,
+    role: str,
+    subject: PodFilter,
+    why: str,
+    prefer_busy: bool = True,
+    also: PodFilter | None = None,
+) -> Targets:
+    """The node of ``role`` running a pod that ``subject`` accepts (and one that ``also``
+    accepts, if given). Busiest node first (``prefer_busy``), else the quietest."""
+    candidates = []
+    for spec in _ready_nodes(inventory, observer, role):
+        regular, daemons = _split(pods, spec.name)
+        subjects = [p for p in regular + daemons if subject(p)]
+        if not subjects or (also is not None and not any(also(p) for p in regular + daemons)):
+            continue
+        busy = len(regular)
+        candidates.append(((-busy if prefer_busy else busy), spec.name, regular, daemons, subjects))
+    if not candidates:
+        pytest.skip(f"no Ready, schedulable {role} node runs {why} in this cluster")
+    _, name, regular, daemons, subjects = min(candidates, key=lambda c: (c[0], c[1]))
+    return Targets(
+        (name,),
+        tuple(regular),
+        tuple(daemons),
+        (subjects[0],),
+        why,
+        _racks(inventory, [name]),
+    )
+
+
+def control_plane_node(inventory: Inventory, observer: Observer) -> Targets:
+    """A Ready control-plane node (the first by name)."""
+    nodes = sorted(
+        s.name
+        for s in inventory.nodes_by_role("control-plane")
+        if (st := observer.node(s.name)) is not None and st.is_ready
+    )
+    total = len(inventory.nodes_by_role("control-plane"))
+    if total < 3 or len(nodes) < total:
+        pytest.skip(
+            f"needs at least 3 Ready control-plane nodes in the inventory (has {total}, "
+            f"{len(nodes)} Ready): losing one of fewer loses etcd quorum"
+        )
+    return Targets((nodes[0],), (), why="a control-plane node", racks=_racks(inventory, nodes[:1]))
+
+
+def busiest_rack(
+    inventory: Inventory, pods: Sequence[PodInfo], workloads: Sequence[Workload]
+) -> Targets:
+    """Every node of the rack that runs the most pods of critical workloads."""
+    critical = {(w.namespace, w.key) for w in workloads if w.critical}
+    racks = inventory.racks()
+    if len(racks) < 2:
+        pytest.skip(f"needs at least 2 racks in the inventory (has {len(racks)})")
+    scored = []
+    for rack in racks:
+        nodes = [n.name for n in inventory.nodes_in_rack(rack)]
+        n_critical = sum(
+            1 for p in pods if p.node in nodes and (p.namespace, p.workload) in critical
+        )
+        scored.append((-n_critical, rack, nodes))
+    _, rack, nodes = min(scored)
+    regular = [p for p in pods if p.node in nodes and p.kind != "DaemonSet"]
+    daemons = [p for p in pods if p.node in nodes and p.kind == "DaemonSet"]
+    return Targets(
+        tuple(nodes),
+        tuple(regular),
+        tuple(daemons),
+        why=f"every node of rack {rack}",
+        racks=_racks(inventory, nodes),
+    )
+
+
+def third_of_workers(
+    inventory: Inventory,
+    observer: Observer,
+    pods: Sequence[PodInfo],
+    workloads: Sequence[Workload],
+    *,
+    max_tries: int = 10_000,
+) -> Targets:
+    """ceil(workers / 3) Ready workers, taken one per rack in turn (the busiest first), such
+    that every critical workload keeps at least max(1, min_available) pods on the others."""
+    workers = _ready_nodes(inventory, observer, "worker")
+    total = len(inventory.nodes_by_role("worker"))
+    if len(workers) < total:
+        pytest.skip(f"only {len(workers)} of {total} workers are Ready and schedulable")
+    want = math.ceil(total / 3)
+    by_rack: dict[str, list[str]] = {}
+    for spec in sorted(workers, key=lambda s: (-len(_split(pods, s.name)[0]), s.name)):
+        by_rack.setdefault(spec.rack or "(no rack)", []).append(spec.name)
+    racks = sorted(by_rack)
+    slots = [racks[i % len(racks)] for i in range(want)]
+    keep = {
+        (w.namespace, w.key): max(1, w.min_available)
+        for w in workloads
+        if w.critical and w.kind != "DaemonSet"
+    }
+
+    def spares(chosen: list[str]) -> bool:
+        for (ns, key), need in keep.items():
+            left = [p for p in pods if p.namespace == ns and p.workload == key]
+            if sum(1 for p in left if p.node not in chosen) < need:
+                return False
+        return True
+
+    tries = 0
+
+    def pick(chosen: list[str]) -> list[str] | None:
+        nonlocal tries
+        if len(chosen) == want:
+            return chosen
+        for node in by_rack[slots[len(chosen)]]:
+            tries += 1
+            if tries > max_tries:
+                return None
+            if node not in chosen and spares([*chosen, node]):
+                found = pick([*chosen, node])
+                if found is not None:
+                    return found
+        return None
+
+    chosen = pick([])
+    if chosen is None:
+        pytest.skip(
+            f"no {want} workers (one per rack in turn) whose loss leaves every critical "
+            "workload its min_available Ready pods"
+        )
+    regular = [p for p in pods if p.node in chosen and p.kind != "DaemonSet"]
+    daemons = [p for p in pods if p.node in chosen and p.kind == "DaemonSet"]
+    return Targets(
+        tuple(chosen),
+        tuple(regular),
+        tuple(daemons),
+        why=f"{want} of {total} workers, one per rack in turn, sparing the critical workloads",
+        racks=_racks(inventory, chosen),
+    )
+
+
+@dataclass(frozen=True)
+class Outage:
+    """What a power-off step did: the lost nodes and pods, and the actions' transitions."""
+
+    targets: Targets
+    lost: tuple[PodInfo, ...]  # targets.pods still alive when the power went
+    sent: Transition  # the first "power-off sent"
+    acks: Mapping[str, Transition]  # node -> its "power-off acknowledged"
+    protocol: str  # "" for each node's primary power driver
+    graceful: bool
+    skew_s: float
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return self.targets.nodes
+
+    @property
+    def subjects(self) -> tuple[PodInfo, ...]:
+        lost = {p.uid for p in self.lost}
+        return tuple(p for p in self.targets.subjects if p.uid in lost)
+
+
+@dataclass(frozen=True)
+class PoweredOn:
+    """What a power-on step did. Phases after a power-on are measured from the request
+    (``sent``): a node can come up before its BMC's acknowledgement (with the power state
+    read back) returns."""
+
+    nodes: tuple[str, ...]
+    sent: Mapping[str, Transition]  # node -> its "power-on sent"
+    acks: Mapping[str, Transition]  # node -> its "power-on acknowledged"
+    restored: tuple[str, ...]  # Node objects the harness re-created (deleted earlier)
+
+    @property
+    def last_sent(self) -> Transition:
+        return max(self.sent.values(), key=lambda t: t.mono)

@@ -1,0 +1,15 @@
+"""Bind ``features/chaos.feature`` to the chaostoolkit steps of ``steps/chaos_steps.py``.
+
+Run with the rest of the features (``powercut run``), or alone:
+``pytest steps/test_chaos.py --inventory INVENTORY.yaml``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_bdd import scenarios
+
+from steps.chaos_steps import *  # noqa: F403 - the step definitions are fixtures
+
+scenarios(str(Path(__file__).resolve().parent.parent / "features" / "chaos.feature"))

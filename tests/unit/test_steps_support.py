@@ -1,0 +1,137 @@
+"""The step glue's own logic on synthetic timelines: no cluster, a fake clock."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from harness.budgets import PROFILES
+from harness.checks import CheckFailed
+from harness.errors import ConfigError
+from harness.kube.timeline import ACTION, FakeClock, Timeline, Transition
+from steps.support import lost, phases
+from steps.support.limits import parse_limit
+from steps.support.report import Measurements
+from steps.support.targets import Outage, Targets
+from steps.support.workloads import PodInfo, selector_matches
+
+UNREACHABLE = "node.kubernetes.io/unreachable:NoExecute"
+
+
+def _tl() -> Timeline:
+    return Timeline(FakeClock(start=1000.0))
+
+
+def _at(
+    tl: Timeline, t: float, kind: str, name: str, what: str, ns: str = "", **d: Any
+) -> Transition:
+    return tl.record(kind, name, what, namespace=ns, detail=d, mono=1000.0 + t)
+
+
+def _outage(tl: Timeline, nodes: tuple[str, ...], pods: tuple[PodInfo, ...] = ()) -> Outage:
+    sent = _at(tl, 0.0, ACTION, nodes[0], "power-off sent")
+    acks = {n: _at(tl, 0.5, ACTION, n, "power-off acknowledged") for n in nodes}
+    targets = Targets(nodes, pods, racks=dict.fromkeys(nodes, "rack-a"))
+    return Outage(targets, pods, sent, acks, "", False, 0.0)
+
+
+def test_limit_is_a_named_budget_or_literal_seconds() -> None:
+    fast = PROFILES["fast"]
+    assert parse_limit("the node-not-ready budget").seconds(fast) == fast.node_not_ready
+    assert parse_limit("90 seconds").seconds(fast) == 90.0
+    assert parse_limit("1 second").seconds(fast) == 1.0
+    with pytest.raises(ConfigError, match="did you mean 'node_not_ready'"):
+        parse_limit("the node-not-redy budget").seconds(fast)
+
+
+def test_label_selector_semantics() -> None:
+    labels = {"app": "web", "tier": "frontend"}
+    assert selector_matches({}, labels)  # an empty selector selects everything
+    assert not selector_matches(None, labels)
+    assert selector_matches({"matchLabels": {"app": "web"}}, labels)
+    assert not selector_matches({"matchLabels": {"app": "db"}}, labels)
+    expr = {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["frontend"]}]}
+    assert selector_matches(expr, labels)
+    gone = {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}
+    assert not selector_matches(gone, labels)
+
+
+def _pod(
+    name: str, uid: str, workload: str, node: str = "w1", pvs: tuple[str, ...] = ()
+) -> PodInfo:
+    return PodInfo("lab", name, uid, node, workload, pvs)
+
+
+def test_replacements_follow_the_controllers_rules() -> None:
+    tl = _tl()
+    web1, web2 = _pod("web-a", "u1", "Deployment/web"), _pod("web-b", "u2", "Deployment/web")
+    member = _pod("db-0", "u3", "StatefulSet/db", pvs=("pv-0",))
+    for p in (web1, web2, member):
+        _at(tl, -1, "Pod", p.name, "observed", "lab", uid=p.uid, node="w1", workload=p.workload)
+    outage = _outage(tl, ("w1",), (web1, web2, member))
+    _at(tl, 20, "Pod", "web-b", "terminating", "lab", uid="u2", node="w1", workload=web2.workload)
+    _at(tl, 21, "Pod", "web-a", "terminating", "lab", uid="u1", node="w1", workload=web1.workload)
+    # a new web pod on the lost node does not count; two elsewhere do, in scheduling order
+    _at(tl, 22, "Pod", "web-x", "scheduled", "lab", uid="n0", node="w1", workload="Deployment/web")
+    _at(tl, 23, "Pod", "web-y", "scheduled", "lab", uid="n1", node="w2", workload="Deployment/web")
+    _at(tl, 24, "Pod", "web-z", "scheduled", "lab", uid="n2", node="w3", workload="Deployment/web")
+    # the StatefulSet member is replaced only once it is gone, by a pod with its name
+    _at(tl, 25, "Pod", "db-0", "terminating", "lab", uid="u3", node="w1", workload=member.workload)
+    found = lost.replacements(tl, outage.lost, outage.nodes, outage.sent.mono)
+    assert {u: r.name for u, r in found.items()} == {"u2": "web-y", "u1": "web-z"}
+    _at(tl, 60, "Pod", "db-0", "deleted", "lab", uid="u3", node="w1", workload=member.workload)
+    _at(tl, 60.1, "Pod", "db-0", "scheduled", "lab", uid="n3", node="w2", workload=member.workload)
+    found = lost.replacements(tl, outage.lost, outage.nodes, outage.sent.mono)
+    assert found["u3"].node == "w2" and found["u3"].ref.transition == "deleted"
+
+
+def test_taint_budget_grows_with_the_zones_rate_limit() -> None:
+    tl = _tl()
+    nodes = ("w1", "w2", "w3")
+    outage = _outage(tl, nodes)
+    for i, n in enumerate(nodes):
+        _at(tl, 8, "Node", n, "not-ready", status="Unknown")
+        # tainted 0.2 s, 10.2 s and 20.2 s after NotReady: the rate limiter's pace
+        _at(tl, 8.2 + 10 * i, "Node", n, "taint-added", taint=UNREACHABLE)
+    ms = Measurements()
+    phases.nodes_tainted(tl, outage, 10.0, ms)
+    assert [m["budget_s"] for m in ms.items] == [10.0, 20.0, 30.0]
+
+
+def test_a_late_first_taint_fails_even_in_a_big_rack() -> None:
+    tl = _tl()
+    outage = _outage(tl, ("w1", "w2"))
+    for n in ("w1", "w2"):
+        _at(tl, 8, "Node", n, "not-ready", status="Unknown")
+    _at(tl, 19, "Node", "w1", "taint-added", taint=UNREACHABLE)  # 11 s: over 10 s for k=1
+    _at(tl, 20, "Node", "w2", "taint-added", taint=UNREACHABLE)
+    with pytest.raises(CheckFailed, match=re.escape("w1 (tainted 1. in its rack) after 11.0s")):
+        phases.nodes_tainted(tl, outage, 10.0, Measurements())
+
+
+def test_a_volume_released_before_its_pod_deletion_is_read_counts_as_at_once() -> None:
+    # The VolumeAttachment and pod watches race: the detach can be read a few milliseconds
+    # before the deletion of the pod that held the volume.
+    tl = _tl()
+    member = _pod("db-0", "u3", "StatefulSet/db", pvs=("pv-0",))
+    _at(tl, -1, "VolumeAttachment", "va-1", "observed", node="w1", pv="pv-0", attached=True)
+    _at(tl, -1, "Pod", "db-0", "observed", "lab", uid="u3", node="w1", workload=member.workload)
+    outage = _outage(tl, ("w1",), (member,))
+    _at(tl, 29.640, "VolumeAttachment", "va-1", "deleted", node="w1", pv="pv-0")
+    _at(tl, 29.660, "Pod", "db-0", "deleted", "lab", uid="u3", node="w1", workload=member.workload)
+    ms = Measurements()
+    phases.released(tl, [member], outage, 15.0, ms)
+    assert ms.items[0]["phase"] == "pv-0 released by w1"
+    assert ms.items[0]["seconds"] == 0.0
+
+
+def test_a_volume_never_released_fails_naming_it() -> None:
+    tl = _tl()
+    member = _pod("db-0", "u3", "StatefulSet/db", pvs=("pv-0",))
+    _at(tl, -1, "VolumeAttachment", "va-1", "observed", node="w1", pv="pv-0", attached=True)
+    outage = _outage(tl, ("w1",), (member,))
+    _at(tl, 30, "Pod", "db-0", "deleted", "lab", uid="u3", node="w1", workload=member.workload)
+    with pytest.raises(CheckFailed, match="pv-0 still attached to w1"):
+        phases.released(tl, [member], outage, 15.0, Measurements())
