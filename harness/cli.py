@@ -27,6 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.cli_run import add_parsers as add_run
 
     add_run(sub)
+    from harness.cli_longevity import add_parsers as add_longevity
+
+    add_longevity(sub)
     return ap
 
 

@@ -1,0 +1,249 @@
+"""``powercut longevity``: fail a fraction of the workers cyclically, with statistics."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.budgets import parse_duration
+from harness.errors import ConfigError
+from harness.journal import UndoFailed
+
+if TYPE_CHECKING:
+    from harness.longevity.report import ReportFiles
+
+# Exit codes, as for `powercut run`.
+EXIT_PASSED = 0
+EXIT_FAILED = 1  # cycles missed budgets, or the cluster did not come back to steady state
+EXIT_HARNESS = 2  # harness or infrastructure error
+EXIT_INTERRUPTED = 3  # stopped by SIGINT/SIGTERM, cluster restored
+EXIT_RESTORE_FAILED = 4  # something is still disrupted: run `powercut recover`
+
+EPILOG = """stopping:
+  --cycles N, --duration 8h, the stop file (DIR/STOP: `touch DIR/STOP`), or SIGINT/SIGTERM.
+  A first signal lets the current cycle finish (recovery and cleanup included) and records
+  it; a second one powers the nodes back on at once and drops that cycle.
+  After a crash: `powercut recover -i INVENTORY`, then `powercut longevity --resume DIR`.
+
+files in DIR:
+  cycles.jsonl  one JSON record per finished cycle (flushed), plus run start/stop records
+  stats.json    per phase, group, node, workload, service, volume: count min p50 p95 p99
+                max mean budget misses
+  cycles.csv    one row per cycle;  plots/*.png;  allure-results/ (one result per cycle
+                and a summary: render with `powercut report DIR/allure-results -o HTML`)
+  timelines/    the timelines of the cycles kept (--keep-timelines)
+
+exit codes:
+  0  every cycle passed          1  a cycle missed a budget or the cluster did not recover
+  2  harness or infrastructure error   3  interrupted (cluster restored)
+  4  restore failed: run `powercut recover -i INVENTORY`
+"""
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return value
+
+
+def _budget(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip() or not value.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected PHASE=DURATION, e.g. recovery=90s")
+    return name.strip(), value.strip()
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "longevity",
+        help="fail a fraction of the workers cyclically for hours; statistics and plots",
+        description="Power off one group of workers at a time (a third by default, spread "
+        "across racks), measure NotReady, evacuation, recovery, service outage, volume "
+        "re-attachment and cleanup, power them on, clean up, rotate to the next group. "
+        "Each finished cycle is appended to DIR/cycles.jsonl; at the end DIR holds "
+        "stats.json, cycles.csv, plots and Allure results.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--inventory", "-i", type=Path, help="inventory YAML (required unless resuming)")
+    p.add_argument(
+        "--fraction", default=None, help="fraction of the workers failed per cycle (default 1/3)"
+    )
+    p.add_argument(
+        "--groups",
+        default=None,
+        metavar="auto|FILE",
+        help="failure groups: auto (spread across racks; default) or a YAML file",
+    )
+    p.add_argument("--cycles", type=_positive_int, default=None, help="total number of cycles")
+    p.add_argument(
+        "--duration", type=_duration, default=None, help="stop starting cycles after (e.g. 8h)"
+    )
+    p.add_argument(
+        "--outage",
+        type=_duration,
+        default=None,
+        help="nodes stay off at least this long (default 120s; longer while an outage phase "
+        "is still within its budget)",
+    )
+    p.add_argument(
+        "--protocol",
+        choices=("ipmi", "redfish", "ssh", "inventory"),
+        default=None,
+        help="power through this endpoint of each node (default: the inventory's driver)",
+    )
+    p.add_argument("--out", type=Path, default=None, help="run directory (default reports/...)")
+    p.add_argument("--resume", type=Path, default=None, metavar="DIR", help="continue a run")
+    p.add_argument(
+        "--report",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="only rebuild stats.json, cycles.csv, plots and Allure results from DIR's JSONL",
+    )
+    p.add_argument(
+        "--budget",
+        type=_budget,
+        action="append",
+        default=None,
+        metavar="PHASE=DURATION",
+        help="override a phase budget (not_ready, evacuation, recovery, service_outage, "
+        "volume_reattach, cleanup); repeatable",
+    )
+    p.add_argument(
+        "--keep-timelines",
+        choices=("all", "missed", "none"),
+        default=None,
+        help="save the timeline of every cycle, of the cycles that missed (default), or none",
+    )
+    p.add_argument(
+        "--probe-interval", type=_duration, default=None, help="service probe period (0.5s)"
+    )
+    p.add_argument(
+        "--settle",
+        type=_duration,
+        default=None,
+        help="how long to wait for the steady state before a cycle and after power-on before "
+        "stopping the run (default 3x the cleanup budget)",
+    )
+    p.add_argument("--stop-file", type=Path, default=None, help="stop file (default DIR/STOP)")
+    p.add_argument("--no-report", action="store_true", help="do not write the report at the end")
+    p.set_defaults(func=cmd_longevity)
+
+
+def _given(args: argparse.Namespace) -> dict[str, Any]:
+    from harness.longevity.groups import parse_fraction
+
+    given: dict[str, Any] = {
+        "inventory": str(args.inventory) if args.inventory else None,
+        "fraction": parse_fraction(args.fraction) if args.fraction is not None else None,
+        "groups": args.groups,
+        "cycles": args.cycles,
+        "duration_s": args.duration,
+        "outage_s": args.outage,
+        "protocol": None,  # applied by the caller: "inventory" means None
+        "budget_overrides": dict(args.budget) if args.budget else None,
+        "keep_timelines": args.keep_timelines,
+        "probe_interval_s": args.probe_interval,
+        "settle_s": args.settle,
+        "stop_file": str(args.stop_file) if args.stop_file else None,
+    }
+    return given
+
+
+def _print_report(files: ReportFiles, out: Path) -> None:
+    from harness.longevity.stats import phase_table
+
+    stats = files.stats_data
+    run = stats.get("run") or {}
+    st = run.get("statuses") or {}
+    print(
+        f"\n{run.get('cycles', 0)} cycle(s): {st.get('passed', 0)} passed, "
+        f"{st.get('missed', 0)} missed a budget, {st.get('failed', 0)} failed to recover"
+    )
+    table = phase_table(stats)
+    if len(table) > 1:
+        print("seconds per phase across cycles:")
+        for line in table:
+            print(f"  {line}")
+    print(f"statistics: {files.stats}\ncycles:     {files.csv}")
+    if files.plots:
+        print(f"plots:      {out / 'plots'} ({len(files.plots)} PNG)")
+    if files.allure:
+        print(f"allure:     {files.allure} (render: powercut report {files.allure} -o HTML_DIR)")
+    for problem in files.problems:
+        print(f"warning:    {problem} (rebuild with: powercut longevity --report {out})")
+
+
+def cmd_longevity(args: argparse.Namespace) -> int:
+    from harness.longevity.report import write_report
+    from harness.longevity.run import RunOptions, options_for_resume, run_longevity
+
+    if args.report is not None:
+        files = write_report(args.report)
+        _print_report(files, args.report)
+        return EXIT_PASSED
+    given = _given(args)
+    if args.resume is not None:
+        if args.out is not None and args.out.resolve() != args.resume.resolve():
+            raise ConfigError("give either --resume DIR or --out DIR, not both", field="--out")
+        opts, previous = options_for_resume(args.resume.resolve(), given)
+        resume = True
+    else:
+        if args.inventory is None:
+            raise ConfigError("--inventory is required (or --resume DIR / --report DIR)")
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        out = (args.out or Path("reports") / f"longevity-{stamp}").resolve()
+        opts = RunOptions(
+            inventory=args.inventory,
+            out=out,
+            **{k: v for k, v in given.items() if v is not None and k != "inventory"},
+        )
+        previous = None
+        resume = False
+    if args.protocol is not None:
+        protocol = None if args.protocol == "inventory" else args.protocol
+        opts = dataclasses.replace(opts, protocol=protocol)
+    if args.no_report:
+        opts = dataclasses.replace(opts, report=False)
+    try:
+        outcome = run_longevity(
+            opts,
+            resume=resume,
+            previous=previous,
+            duration_given=args.duration is not None,
+        )
+    except UndoFailed as exc:
+        print(f"powercut: error: {exc}", file=sys.stderr)
+        return EXIT_RESTORE_FAILED
+    except KeyboardInterrupt:
+        print(
+            "powercut: interrupted: the nodes of the cycle in progress were powered back on; "
+            f"that cycle is not recorded. Continue with: powercut longevity --resume {opts.out}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    result = outcome.result
+    print(f"\nstopped: {result.reason}")
+    if outcome.report is not None:
+        _print_report(outcome.report, opts.out)
+    if result.interrupted:
+        return EXIT_INTERRUPTED
+    if result.failed or result.statuses.get("missed") or result.statuses.get("failed"):
+        return EXIT_FAILED
+    return EXIT_PASSED

@@ -1,0 +1,526 @@
+"""Measure one cycle from its timeline: a pure function, no cluster, no clock.
+
+The engine records its own milestones in the timeline as ``Action`` transitions named
+:data:`MARK` (``cycle start``, ``steady``, ``outage end``, ``cleanup done``, ``observation
+end``), next to the session's ``power-off acknowledged`` / ``power-on acknowledged`` per node
+and everything the observer and the probers saw. :func:`measure_cycle` replays that list
+once and returns every phase duration with its per-node, per-pod, per-workload, per-service
+and per-volume detail, so a saved timeline can always be measured again and the statistics
+checked against it.
+
+Definitions (each phase ends at the first transition that shows it done):
+
+not_ready
+    per node: its ``power-off acknowledged`` -> its Node ``not-ready`` transition. The cycle's
+    value is the slowest node.
+evacuation
+    per protected pod (pods of the inventory's Deployments and StatefulSets that were on a
+    failed node at the first power-off acknowledgement): that node's acknowledgement -> the
+    pod ``terminating`` or ``deleted``, before power-on. The cycle's value is the last pod.
+recovery
+    per affected workload (one with a pod on a failed node), back to its baseline Ready count
+    (the count at steady state: ``spec.replicas``, or the DaemonSet's desired count):
+
+    * Deployment: from the first power-off acknowledgement until ``baseline`` pods are Ready
+      (and not Terminating) off the failed nodes (or anywhere, once the nodes are back on).
+      Its pods can be replaced elsewhere, so this is the time to full capacity.
+    * StatefulSet and DaemonSet: from the first power-on acknowledgement until all
+      ``baseline`` pods are Ready again. A StatefulSet member on a dead node stays
+      Terminating until the node returns (real Kubernetes behaviour), and a DaemonSet pod
+      belongs to its node, so their recovery can only start at power-on. While the nodes are
+      off, the StatefulSet's surviving members must stay Ready: one that drops is a
+      violation.
+
+    The cycle's value is the slowest *critical* workload; non-critical ones are reported.
+service_outage
+    per probe: the longest run of failed samples from the first power-off sent to the end of
+    cleanup (probe interval resolution). The cycle's value is the worst critical service.
+volume_reattach
+    per volume attached to a failed node at power-off: its VolumeAttachment ``detached`` or
+    ``deleted`` -> the volume ``attached`` again (to any node).
+cleanup
+    first power-on acknowledgement -> ``cleanup done`` (the engine's mark, stamped when nodes
+    were Ready, their taints gone, stuck pods finalised and workloads back at baseline and
+    spread).
+
+A phase that never completed gets the time waited (until power-on for the outage phases,
+until the end of observation otherwise) as a lower bound and is listed in ``incomplete``.
+A phase over its budget, complete or not, is a miss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from harness.checks.replay import PodReplay, PodSnap
+from harness.checks.service import PROBE, outages
+from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
+from harness.kube.timeline import ACTION, Transition
+from harness.longevity.groups import Group
+from harness.longevity.records import PHASES, PhaseBudgets
+
+__all__ = [
+    "MARK",
+    "CyclePlan",
+    "Measured",
+    "ProbeTarget",
+    "WorkloadTarget",
+    "measure_cycle",
+]
+
+#: ``Action`` name of the engine's own milestones.
+MARK: Final = "longevity"
+CYCLE_START: Final = "cycle start"
+STEADY: Final = "steady"
+OUTAGE_END: Final = "outage end"
+CLEANUP_DONE: Final = "cleanup done"
+OBSERVATION_END: Final = "observation end"
+
+POWER_OFF_SENT: Final = "power-off sent"
+POWER_OFF_ACK: Final = "power-off acknowledged"
+POWER_ON_ACK: Final = "power-on acknowledged"
+
+NODE_BOUND_KINDS: Final = frozenset({"StatefulSet", "DaemonSet"})
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadTarget:
+    """A workload of the inventory as found at steady state."""
+
+    namespace: str
+    workload: str  # Kind/name, as the observer names a pod's controller
+    baseline: int  # Ready pods at steady state
+    critical: bool = True
+    min_available: int = 0
+    racks: int = 0  # distinct racks of its Ready pods at steady state
+
+    @property
+    def kind(self) -> str:
+        return self.workload.split("/", 1)[0]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.workload}"
+
+    @property
+    def protected(self) -> bool:
+        """Its pods must leave a dead node (DaemonSet pods tolerate it and stay)."""
+        return self.kind != "DaemonSet"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "workload": self.workload,
+            "baseline": self.baseline,
+            "critical": self.critical,
+            "min_available": self.min_available,
+            "racks": self.racks,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeTarget:
+    name: str
+    target: str
+    critical: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class CyclePlan:
+    """What one cycle does and against what it is judged."""
+
+    cycle: int
+    group: Group
+    workloads: tuple[WorkloadTarget, ...]
+    probes: tuple[ProbeTarget, ...]
+    budgets: PhaseBudgets
+
+
+@dataclass(slots=True)
+class Measured:
+    phases: dict[str, float | None]
+    misses: list[str]
+    incomplete: list[str]
+    violations: list[str]
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def status(self) -> Literal["passed", "missed"]:
+        return "missed" if self.misses or self.violations else "passed"
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)
+
+
+def _marks(ts: Sequence[Transition]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for t in ts:
+        if t.kind == ACTION and t.name == MARK:
+            out.setdefault(t.transition, t.mono)
+    return out
+
+
+def _power(ts: Sequence[Transition], nodes: Iterable[str], what: str) -> dict[str, float]:
+    wanted = set(nodes)
+    out: dict[str, float] = {}
+    for t in ts:
+        if t.kind == ACTION and t.transition == what and t.name in wanted:
+            out.setdefault(t.name, t.mono)
+    return out
+
+
+def _first(
+    ts: Sequence[Transition], kind: str, name: str, transition: str, after: float
+) -> Transition | None:
+    return next(
+        (
+            t
+            for t in ts
+            if t.mono > after and t.kind == kind and t.name == name and t.transition == transition
+        ),
+        None,
+    )
+
+
+class _Slowest:
+    """The largest of several per-item durations, and whether any of them is a lower bound."""
+
+    def __init__(self) -> None:
+        self.value: float | None = None
+        self.incomplete = False
+
+    def add(self, value: float, *, complete: bool = True) -> None:
+        self.value = value if self.value is None else max(self.value, value)
+        self.incomplete = self.incomplete or not complete
+
+
+def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measured:
+    """Every phase of one cycle, from its timeline (see the module docstring)."""
+    ts = sorted(transitions, key=lambda t: t.mono)
+    nodes = plan.group.nodes
+    group = set(nodes)
+    marks = _marks(ts)
+    off_sent = _power(ts, nodes, POWER_OFF_SENT)
+    off_ack = _power(ts, nodes, POWER_OFF_ACK)
+    violations: list[str] = []
+    phases: dict[str, _Slowest] = {p: _Slowest() for p in PHASES}
+    detail: dict[str, Any] = {}
+    if not off_ack:
+        return Measured(
+            dict.fromkeys(PHASES),
+            [],
+            [],
+            ["no power-off acknowledgement in the timeline"],
+            {"power": {}},
+        )
+    t0 = min(off_ack.values())
+    on_ack = _power([t for t in ts if t.mono > t0], nodes, POWER_ON_ACK)
+    t_on = min(on_ack.values()) if on_ack else None
+    end = marks.get(OBSERVATION_END, ts[-1].mono)
+    cleanup_end = marks.get(CLEANUP_DONE)
+    window_end = cleanup_end if cleanup_end is not None else end
+    outage_limit = t_on if t_on is not None else end
+    window_start = min(off_sent.values()) if off_sent else t0
+    walls = {t.mono: t.wall for t in ts if t.kind == ACTION and t.transition == POWER_OFF_ACK}
+    walls.update({t.mono: t.wall for t in ts if t.kind == ACTION and t.transition == POWER_ON_ACK})
+    detail["power"] = {
+        "off_at": walls.get(t0),
+        "on_at": None if t_on is None else walls.get(t_on),
+        "off_ack_skew_s": _r(max(off_ack.values()) - t0),
+        "off_sent_to_ack_s": _r(t0 - window_start),
+        "off_s": _r(None if t_on is None else t_on - t0),
+        "on_ack_skew_s": _r(max(on_ack.values()) - t_on) if t_on is not None else None,
+        "missing_off_ack": sorted(group - set(off_ack)),
+    }
+
+    # -- nodes -------------------------------------------------------------------------------
+    node_detail: dict[str, dict[str, Any]] = {}
+    for node in nodes:
+        ack = off_ack.get(node)
+        info: dict[str, Any] = {"not_ready_s": None, "ready_after_on_s": None}
+        node_detail[node] = info
+        if ack is None:
+            continue
+        nr = _first(ts, NODE, node, "not-ready", ack)
+        if nr is not None and nr.mono <= outage_limit:
+            info["not_ready_s"] = _r(nr.mono - ack)
+            info["status"] = nr.detail.get("status")
+            if nr.detail.get("relist"):
+                info["uncertain_s"] = nr.detail.get("uncertain_s")
+            phases["not_ready"].add(nr.mono - ack)
+        else:
+            phases["not_ready"].add(outage_limit - ack, complete=False)
+        on = on_ack.get(node)
+        if on is not None:
+            ready = _first(ts, NODE, node, "ready", on)
+            if ready is not None:
+                info["ready_after_on_s"] = _r(ready.mono - on)
+    detail["nodes"] = node_detail
+
+    # -- pods: one pass, with the state at t0 and availability per workload -------------------
+    by_key = {w.key: w for w in plan.workloads}
+    replay = PodReplay()
+    pods_ts = [
+        t for t in ts if t.kind == POD and f"{t.namespace}/{t.detail.get('workload')}" in by_key
+    ]
+    at_t0: dict[str, PodSnap] = {}
+    lowest: dict[str, int] = {}
+    recovered: dict[str, float] = {}
+    survivors: dict[str, set[str]] = {}
+    dropped: dict[str, list[str]] = {}
+    evicted: dict[str, float] = {}
+    affected: set[str] = set()
+
+    def available(w: WorkloadTarget, *, off_group: bool) -> int:
+        return sum(
+            1
+            for p in replay.alive.values()
+            if p.workload == w.workload
+            and p.namespace == w.namespace
+            and p.available
+            and (not off_group or p.node not in group)
+        )
+
+    def evaluate(now: float) -> None:
+        if now <= t0:
+            return
+        for w in plan.workloads:
+            if w.key not in affected:
+                continue
+            count = available(w, off_group=False)
+            if now <= window_end:
+                lowest[w.key] = min(lowest.get(w.key, count), count)
+            if w.key in recovered:
+                continue
+            if w.kind in NODE_BOUND_KINDS:
+                if t_on is not None and now >= t_on and count >= w.baseline:
+                    recovered[w.key] = now
+            elif available(w, off_group=True) >= w.baseline or (
+                t_on is not None and now >= t_on and count >= w.baseline
+            ):
+                recovered[w.key] = now
+
+    snapped = False
+    on_evaluated = t_on is None
+    i = 0
+    while i < len(pods_ts) or not snapped or not on_evaluated:
+        mono = pods_ts[i].mono if i < len(pods_ts) else float("inf")
+        if not snapped and mono > t0:
+            snapped = True
+            at_t0 = dict(replay.alive)
+            for p in at_t0.values():
+                w = by_key[f"{p.namespace}/{p.workload}"]
+                if p.node in group:
+                    affected.add(w.key)
+                    if w.protected and not p.is_mirror and p.terminating:
+                        evicted[p.uid] = off_ack.get(p.node, t0)
+                elif w.kind == "StatefulSet" and p.available:
+                    survivors.setdefault(w.key, set()).add(p.uid)
+            for w in plan.workloads:
+                if w.key in affected:
+                    lowest[w.key] = available(w, off_group=False)
+            continue
+        if not on_evaluated and t_on is not None and mono > t_on:
+            on_evaluated = True
+            evaluate(t_on)
+            continue
+        if i >= len(pods_ts):
+            break
+        batch_end = i
+        while batch_end < len(pods_ts) and pods_ts[batch_end].mono == mono:
+            t = pods_ts[batch_end]
+            replay.feed(t)
+            uid = str(t.detail.get("uid") or "")
+            if mono > t0:
+                if (
+                    t.transition in ("terminating", "deleted")
+                    and uid in at_t0
+                    and uid not in evicted
+                    and mono <= outage_limit
+                ):
+                    evicted[uid] = mono
+                wkey = f"{t.namespace}/{t.detail.get('workload')}"
+                survivors_of = survivors.get(wkey)
+                if (
+                    survivors_of is not None
+                    and uid in survivors_of
+                    and t.transition in ("not-ready", "terminating", "deleted")
+                    and mono <= outage_limit
+                ):
+                    survivors_of.discard(uid)
+                    dropped.setdefault(wkey, []).append(
+                        f"{t.name} {t.transition} at +{mono - t0:.1f}s"
+                    )
+            batch_end += 1
+        i = batch_end
+        evaluate(mono)
+
+    # evacuation, per protected pod on a failed node
+    pod_detail: list[dict[str, Any]] = []
+    for uid, p in sorted(at_t0.items(), key=lambda kv: (kv[1].namespace, kv[1].name)):
+        w = by_key[f"{p.namespace}/{p.workload}"]
+        if p.node not in group:
+            continue
+        row: dict[str, Any] = {
+            "pod": f"{p.namespace}/{p.name}",
+            "workload": p.workload,
+            "node": p.node,
+            "evicted_s": None,
+        }
+        if w.protected and not p.is_mirror:
+            ack = off_ack.get(p.node, t0)
+            if uid in evicted:
+                row["evicted_s"] = _r(max(0.0, evicted[uid] - ack))
+                phases["evacuation"].add(max(0.0, evicted[uid] - ack))
+            else:
+                phases["evacuation"].add(outage_limit - ack, complete=False)
+        pod_detail.append(row)
+    detail["pods"] = pod_detail
+
+    # recovery, per workload
+    wl_detail: dict[str, dict[str, Any]] = {}
+    for w in plan.workloads:
+        bound = w.kind in NODE_BOUND_KINDS
+        ref = t_on if bound else t0
+        row = {
+            "kind": w.kind,
+            "baseline": w.baseline,
+            "critical": w.critical,
+            "affected": w.key in affected,
+            "from": "power-on" if bound else "power-off",
+            "recovery_s": None,
+            "lowest": lowest.get(w.key),
+        }
+        wl_detail[w.key] = row
+        if w.key not in affected:
+            continue
+        if ref is None:
+            if w.critical:
+                phases["recovery"].add(end - t0, complete=False)
+            continue
+        if w.key in recovered:
+            value, complete = recovered[w.key] - ref, True
+            row["recovery_s"] = _r(value)
+        else:
+            value, complete = max(0.0, window_end - ref), False
+        if w.critical:
+            phases["recovery"].add(value, complete=complete)
+        if w.critical and w.min_available and lowest.get(w.key, w.baseline) < w.min_available:
+            violations.append(
+                f"{w.key}: {lowest[w.key]} Ready pod(s) at the lowest, below its "
+                f"min_available {w.min_available}"
+            )
+        if w.critical and dropped.get(w.key):
+            row["survivors_dropped"] = dropped[w.key]
+            violations.append(
+                f"{w.key}: surviving member(s) lost readiness while the nodes were off: "
+                + "; ".join(dropped[w.key])
+            )
+    detail["workloads"] = wl_detail
+
+    # -- services ----------------------------------------------------------------------------
+    svc_detail: dict[str, dict[str, Any]] = {}
+    for probe in plan.probes:
+        samples = [
+            t
+            for t in ts
+            if t.kind == PROBE and t.name == probe.name and window_start <= t.mono <= window_end
+        ]
+        row = {"critical": probe.critical, "samples": len(samples)}
+        svc_detail[probe.name] = row
+        if not samples:
+            row["longest_outage_s"] = None
+            if probe.critical:
+                violations.append(f"service {probe.name}: no probe samples during the cycle")
+            continue
+        runs = outages(samples)
+        longest = max((b - a for a, b, _ in runs), default=0.0)
+        row.update(
+            failed=sum(1 for t in samples if t.transition == "fail"),
+            outages=len(runs),
+            longest_outage_s=_r(longest),
+            ongoing_at_end=bool(runs and runs[-1][2]),
+        )
+        if probe.critical:
+            phases["service_outage"].add(longest, complete=not (runs and runs[-1][2]))
+    detail["services"] = svc_detail
+
+    # -- volumes -----------------------------------------------------------------------------
+    va_state: dict[str, tuple[str, str, bool]] = {}  # name -> (node, pv, attached) at t0
+    va_ts = [t for t in ts if t.kind == VOLUME_ATTACHMENT]
+    for t in va_ts:
+        if t.mono > t0:
+            break
+        node, pv = str(t.detail.get("node") or ""), str(t.detail.get("pv") or "")
+        if t.transition in ("observed", "created"):
+            va_state[t.name] = (node, pv, bool(t.detail.get("attached")))
+        elif t.transition in ("attached", "detached"):
+            va_state[t.name] = (node, pv, t.transition == "attached")
+        elif t.transition == "deleted":
+            va_state.pop(t.name, None)
+    vol_detail: dict[str, dict[str, Any]] = {}
+    pending_release: dict[str, str] = {}  # VA name -> pv
+    for name, (node, pv, attached) in sorted(va_state.items()):
+        if attached and node in group:
+            pending_release[name] = pv
+            vol_detail[pv] = {
+                "from_node": node,
+                "released_s": None,
+                "reattached_s": None,
+                "to_node": None,
+                "reattach_s": None,
+            }
+    released: dict[str, float] = {}  # pv -> mono
+    for t in va_ts:
+        if t.mono <= t0:
+            continue
+        pv = str(t.detail.get("pv") or "")
+        if t.name in pending_release and t.transition in ("detached", "deleted"):
+            pv = pending_release.pop(t.name)
+            released[pv] = t.mono
+            vol_detail[pv]["released_s"] = _r(t.mono - t0)
+        elif t.transition == "attached" and pv in released:
+            row = vol_detail[pv]
+            if row["reattached_s"] is None:
+                row["reattached_s"] = _r(t.mono - t0)
+                row["to_node"] = str(t.detail.get("node") or "")
+                row["reattach_s"] = _r(t.mono - released[pv])
+                phases["volume_reattach"].add(t.mono - released[pv])
+    for pv, row in vol_detail.items():
+        if row["reattached_s"] is None and pv in released:
+            phases["volume_reattach"].add(max(0.0, window_end - released[pv]), complete=False)
+    detail["multi_attach_events"] = sum(
+        1 for t in ts if t.kind == POD and t.transition == "multi-attach" and t.mono >= window_start
+    )
+    detail["volumes"] = vol_detail
+
+    # -- cleanup -----------------------------------------------------------------------------
+    if t_on is not None:
+        if cleanup_end is not None:
+            phases["cleanup"].add(cleanup_end - t_on)
+        else:
+            phases["cleanup"].add(max(0.0, end - t_on), complete=False)
+    detail["relisted"] = any(t.detail.get("relist") for t in ts if t.mono >= window_start)
+
+    values = {p: _r(s.value) for p, s in phases.items()}
+    incomplete = [p for p, s in phases.items() if s.incomplete]
+    misses = [
+        p for p, s in phases.items() if s.value is not None and s.value > plan.budgets.get(p) + 1e-9
+    ]
+    if violations:
+        detail["violations"] = violations
+    return Measured(values, misses, incomplete, violations, detail)
+
+
+def summarize_measured(m: Measured, budgets: Mapping[str, float]) -> str:
+    """One line: the misses with their values and budgets, else the violations."""
+    parts = []
+    for p in m.misses:
+        v = m.phases.get(p)
+        more = " (did not complete)" if p in m.incomplete else ""
+        parts.append(f"{p} {v:.1f}s over budget {budgets[p]:g}s{more}" if v is not None else p)
+    parts.extend(m.violations)
+    return "; ".join(parts)
