@@ -348,8 +348,8 @@ def write_report(out: Path, *, plots: bool = True, allure: bool = True) -> Repor
 
             title = str((log.start or {}).get("inventory_name") or "")
             files.plots = write_plots(out, log.cycles, stats, title=title)
-        except Exception as exc:  # noqa: BLE001 - the statistics and Allure results still count
-            log_.error("could not draw the plots of %s: %s", out, exc, exc_info=True)
+        except Exception as exc:  # the statistics and Allure results still count
+            log_.exception("could not draw the plots of %s", out)
             files.problems.append(f"plots not drawn: {type(exc).__name__}: {exc}")
     if allure:
         attach = [
