@@ -163,11 +163,17 @@ def _phases(
     return _save(fig, path)
 
 
-def _histogram(values: Sequence[float], bins: int) -> tuple[list[int], list[float]]:
-    """Counts and bin edges (``len(edges) == len(counts) + 1``), equal-width bins."""
+def _histogram(
+    values: Sequence[float], bins: int, min_width: float = 0.0
+) -> tuple[list[int], list[float]]:
+    """Counts and bin edges (``len(edges) == len(counts) + 1``), equal-width bins at least
+    ``min_width`` wide (nearly equal durations make one visible bar, not a hairline)."""
     lo, hi = min(values), max(values)
-    if hi <= lo:
-        hi = lo + 1.0
+    if (hi - lo) / bins < min_width:
+        bins = max(1, min(bins, int((hi - lo) / min_width) + 1))
+        if (hi - lo) / bins < min_width:
+            pad = (min_width * bins - (hi - lo)) / 2
+            lo, hi = max(0.0, lo - pad), max(0.0, lo - pad) + min_width * bins
     width = (hi - lo) / bins
     counts = [0] * bins
     for v in values:
@@ -188,7 +194,9 @@ def _histograms(
     for ax, phase in zip(flat, phases, strict=False):
         ys = series[phase].ys
         st = stats[phase]
-        counts, edges = _histogram(ys, min(50, max(5, len(ys) // 4)))
+        budget = st.get("budget")
+        span = max(max(ys), budget if isinstance(budget, int | float) else 0.0, 1.0)
+        counts, edges = _histogram(ys, min(50, max(5, len(ys) // 4)), min_width=span / 60)
         ax.stairs(counts, edges, fill=True, color=_OK, alpha=0.85)
         _reference_lines(ax, st, vertical=True)
         ax.set_title(

@@ -176,3 +176,13 @@ def test_cli_report_rebuilds_from_the_jsonl_alone(tmp_path: Path) -> None:
     assert "40 cycle(s): 39 passed, 1 missed a budget, 0 failed to recover" in out.stdout
     assert "recovery" in out.stdout and (tmp_path / "stats.json").exists()
     assert (tmp_path / "plots" / "phases.png").exists()
+
+
+def test_histogram_of_nearly_equal_durations_is_one_visible_bar() -> None:
+    from harness.longevity.plots import _histogram
+
+    counts, edges = _histogram([0.608, 0.623], 5, min_width=20 / 60)
+    assert counts == [2] and edges[1] - edges[0] == pytest.approx(20 / 60)
+    assert edges[0] <= 0.608 and edges[1] >= 0.623
+    counts, edges = _histogram([1.0, 2, 3, 4, 5, 9], 5, min_width=0.1)
+    assert counts == [2, 2, 1, 0, 1] and edges[0] == 1.0 and edges[-1] == 9.0
