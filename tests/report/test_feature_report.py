@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from harness.report import browser
-from tests.reportdom import TreeLeaves, embedded, visible_text
+from tests.reportdom import embedded, visible_text
 
 STATUS = {"passed": "passed", "failed": "failed", "broken": "broken", "skipped": "skipped"}
 
@@ -25,7 +25,7 @@ def report() -> Path:
     out = os.environ.get("POWERCUT_REPORT_DIR")
     if not out:
         pytest.skip("run by scripts/features.sh after `powercut run` (POWERCUT_REPORT_DIR unset)")
-    return Path(out)
+    return Path(out).resolve()
 
 
 @pytest.fixture(scope="module")
@@ -43,24 +43,35 @@ def test_every_scenario_of_the_run_is_in_the_report(
 
 
 def test_scenario_names_and_verdicts_are_shown(report: Path, results: list[dict[str, Any]]) -> None:
-    dom = browser.dump_dom((report / "index.html").as_uri())
-    leaves = TreeLeaves()
-    leaves.feed(dom)
-    shown = dict(leaves.leaves)
-    expected = {r["name"]: STATUS.get(r["status"], r["status"]) for r in results}
-    assert shown == expected, visible_text(dom)[:3000]
+    url = (report / "index.html").as_uri()
+    text = visible_text(browser.dump_dom(url))
+    passed = sum(r["status"] == "passed" for r in results)
+    assert f"Total {len(results)}" in text and f"Passed {passed}" in text, text[:3000]
+    # The tree starts collapsed (grouped by suite): open each scenario's own page instead.
+    for r in results:
+        page = visible_text(browser.dump_dom(f"{url}#/{r['id']}"))
+        assert r["name"] in page, page[:2000]
+        assert STATUS.get(r["status"], r["status"]).capitalize() in page or r["status"] in page
+
+
+def _measured(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The scenarios that measured phases (the chaos and longevity ones report otherwise)."""
+    return [
+        r
+        for r in results
+        if any(p["name"].endswith(" budget (s)") for p in r.get("parameters", []))
+    ]
 
 
 def test_durations_sit_next_to_their_budgets(report: Path, results: list[dict[str, Any]]) -> None:
-    passed = [r for r in results if r["status"] == "passed"]
-    assert passed
-    for r in passed:
+    measured = _measured(results)
+    assert len(measured) >= 10, [r["name"] for r in results]
+    for r in measured:
         names = {p["name"] for p in r.get("parameters", [])}
         timed = {n[: -len(" (s)")] for n in names if n.endswith(" (s)") and " budget " not in n}
         budgets = {n[: -len(" budget (s)")] for n in names if n.endswith(" budget (s)")}
-        assert timed, f"{r['name']}: no measured duration"
         assert timed & budgets, f"{r['name']}: no duration with its budget: {sorted(names)}"
-    one = passed[0]
+    one = next(r for r in measured if r["status"] == "passed")
     url = (report / "index.html").as_uri()
     text = visible_text(browser.dump_dom(f"{url}#/{one['id']}"))
     param = next(p for p in one["parameters"] if p["name"].endswith(" budget (s)"))
@@ -76,8 +87,9 @@ def test_each_scenario_has_its_timeline_picture(
         for k, v in data.items()
         if k.startswith("data/attachments/") and v.lstrip().startswith(b"<svg")
     ]
-    assert len(svgs) >= len(results)
-    one = results[0]
+    measured = _measured(results)
+    assert len(svgs) >= len(measured)
+    one = measured[0]
     url = (report / "index.html").as_uri()
     text = visible_text(browser.dump_dom(f"{url}#/{one['id']}/attachments"))
     assert "timeline" in text and "image/svg+xml" in text, text[:3000]
