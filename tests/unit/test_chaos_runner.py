@@ -191,7 +191,7 @@ def test_within_takes_budgets_durations_and_seconds(cluster: Cluster) -> None:
     assert seconds(inv, "the node_not_ready budget") == 20.0
     assert seconds(inv, "90s") == 90.0
     assert seconds(inv, 12) == 12.0
-    assert seconds(inv, None, ("node_not_ready", "taint_applied")) == 30.0
+    assert seconds(inv, None, ("node_not_ready", "taint_applied")) == 45.0
     assert seconds(inv, None) == 0.0
     with pytest.raises(ConfigError, match=r"neither a duration.*nor a budget"):
         seconds(inv, "soonish")
