@@ -250,8 +250,8 @@ def test_phase_budgets_derive_from_the_named_budgets_and_take_overrides() -> Non
     fast = PhaseBudgets.from_budgets(PROFILES["fast"])
     assert fast.as_dict() == {
         "not_ready": 20.0,
-        "evacuation": 55.0,
-        "recovery": 85.0,
+        "evacuation": 70.0,
+        "recovery": 100.0,
         "service_outage": 25.0,
         "volume_reattach": 20.0,
         "cleanup": 90.0,
