@@ -29,6 +29,7 @@ from harness.kube.client import Credentials, KubeClient
 from harness.lab import controlplane as cpl
 from harness.lab import workloads as wl
 from harness.lab.procs import Proc
+from harness.lab.resync import Resync
 from harness.lab.services import HealthEndpoints
 from harness.lab.spec import LAB_NAMESPACE, LabSpec, NodeSpec
 from harness.lab.storage import StorageController
@@ -114,6 +115,7 @@ class Lab:
         self.power_lock = threading.RLock()
         self.client: KubeClient | None = None
         self.storage: StorageController | None = None
+        self.resync: Resync | None = None
         self.health: HealthEndpoints | None = None
         self.bmcs: list[Any] = []
         self.started_mono = time.monotonic()
@@ -232,6 +234,7 @@ class Lab:
             self._create(path, obj)
         self.storage = StorageController(client, self.is_on)
         self.storage.start()
+        self.resync = Resync(client, self.is_on)
         if spec.workloads:
             self.progress("deploying workloads: web, quorum, registry, node-agent")
             for path, obj in wl.workload_objects():
@@ -359,6 +362,8 @@ class Lab:
             for proc in [*self.cp_procs.get(node, []), self.kwok[node]]:
                 proc.start()
             self.power[node] = True
+            if self.resync:
+                self.resync.powered_on(node)
             self.progress(f"power on {node}")
             self.write_state("ready")
 
@@ -377,6 +382,8 @@ class Lab:
                 log.exception("stopping %s", bmc)
         if self.health:
             self.health.stop()
+        if self.resync:
+            self.resync.stop()
         if self.storage:
             self.storage.stop()
         # The lab's data goes away with it: no graceful shutdown is owed, so stop everything
