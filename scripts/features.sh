@@ -16,5 +16,14 @@ trap cleanup EXIT
 $pc lab up --workloads --base-port "${POWERCUT_FEATURES_PORT:-22000}" --state-dir "$state" \
   --inventory-out "$inv"
 out="reports/features-$(date +%Y%m%d-%H%M%S)"
-$pc run --inventory "$inv" --out "$out" "$@"
+status=0
+$pc run --inventory "$inv" --out "$out" "$@" || status=$?
+if [ "$status" -ne 0 ]; then
+  # Keep what the lab saw, and show the lab's side of the story in the CI log.
+  mkdir -p "$out" && cp -r "$state/logs" "$out/lab-logs" 2>/dev/null || true
+  echo "features failed (exit $status); lab logs kept in $out/lab-logs"
+  $pc lab status --state-dir "$state" || true
+  grep -h "nudging\|power o\|ERROR" "$state/logs/supervisor.log" 2>/dev/null | tail -40 || true
+  exit "$status"
+fi
 POWERCUT_REPORT_DIR="$out" .venv/bin/python -m pytest tests/report -q -p no:cacheprovider
