@@ -7,7 +7,8 @@
 - ``ssh_host_ed25519_key`` (+ ``.pub``): the host key every lab node's SSH server presents;
 - ``ssh_client_ed25519_key`` (+ ``.pub``): the key the harness logs in with;
 - ``bmc-ca.crt`` / ``bmc-ca.key`` and ``bmc-tls.crt`` / ``bmc-tls.key``: a private CA and
-  the Redfish server certificate it signed (for 127.0.0.1 and localhost).
+  the Redfish server certificate it signed (for 127.0.0.1 and localhost), made with the
+  same helpers as the cluster's certificates (``harness.lab.pki``).
 
 Private files are written with mode 0600 in a 0700 directory. Existing files are reused,
 so a lab keeps its credentials across restarts.
@@ -16,17 +17,16 @@ so a lab keeps its credentials across restarts.
 from __future__ import annotations
 
 import datetime as dt
-import ipaddress
 import os
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from harness.lab.pki import new_ca, new_cert, write_cert, write_private_file, write_private_key
 
 _TLS_VALID = dt.timedelta(days=365)
 
@@ -90,14 +90,6 @@ def random_password(length: int = 20) -> str:
     return secrets.token_urlsafe(length)[:length]
 
 
-def write_private_file(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` with mode 0600 (also if the file existed)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        os.fchmod(fh.fileno(), 0o600)
-        fh.write(data)
-
-
 def ensure_ssh_keypair(private_path: Path, *, comment: str = "") -> str:
     """An Ed25519 key in OpenSSH format at ``private_path`` (and ``.pub``); the public line."""
     public_path = private_path.with_name(private_path.name + ".pub")
@@ -134,7 +126,10 @@ def ensure_tls(
     *,
     prefix: str = "bmc",
 ) -> tuple[Path, Path, Path]:
-    """A private CA and a server certificate for ``hosts``: (ca cert, cert, key) paths."""
+    """A private CA and a server certificate for ``hosts``: (ca cert, cert, key) paths.
+
+    All four files are made anew unless all of them exist.
+    """
     ca_cert_path = directory / f"{prefix}-ca.crt"
     ca_key_path = directory / f"{prefix}-ca.key"
     cert_path = directory / f"{prefix}-tls.crt"
@@ -142,65 +137,12 @@ def ensure_tls(
     if all(p.exists() for p in (ca_cert_path, ca_key_path, cert_path, key_path)):
         return ca_cert_path, cert_path, key_path
 
-    now = dt.datetime.now(dt.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"powercut {prefix} CA")])
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + _TLS_VALID)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
-        .sign(ca_key, hashes.SHA256())
+    ca_key, ca_cert = new_ca(f"powercut {prefix} CA", valid=_TLS_VALID, path_length=0, key_ids=True)
+    key, cert = new_cert(
+        ca_key, ca_cert, common_name=hosts[0], server_names=hosts, valid=_TLS_VALID, key_ids=True
     )
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = []
-    for host in hosts:
-        try:
-            names.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            names.append(x509.DNSName(host))
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + _TLS_VALID)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-
-    pkcs8 = serialization.PrivateFormat.PKCS8
-    pem = serialization.Encoding.PEM
-    none = serialization.NoEncryption()
-    write_private_file(ca_key_path, ca_key.private_bytes(pem, pkcs8, none))
-    write_private_file(key_path, key.private_bytes(pem, pkcs8, none))
-    ca_cert_path.write_bytes(ca_cert.public_bytes(pem))
-    cert_path.write_bytes(cert.public_bytes(pem))
+    write_private_key(ca_key_path, ca_key)
+    write_private_key(key_path, key)
+    write_cert(ca_cert_path, ca_cert)
+    write_cert(cert_path, cert)
     return ca_cert_path, cert_path, key_path
