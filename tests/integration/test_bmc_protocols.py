@@ -2,8 +2,8 @@
 
 Every test starts its own servers on 127.0.0.1 (free ports) with in-memory targets, drives
 them with the real drivers (pyipmi + ipmitool / native RMCP+, sushy over HTTPS, paramiko),
-checks the target's state and the calls it received, and stops the servers in a fixture's
-``finally``. No Kubernetes, no lab cluster.
+checks the target's state and the calls it received, and stops the servers and closes the
+drivers when the fixtures that made them end. No Kubernetes, no lab cluster.
 """
 
 from __future__ import annotations
@@ -88,12 +88,8 @@ def drivers() -> Iterator[Callable[[D], D]]:
 def ipmi_server(
     node_a: MemoryTarget, node_b: MemoryTarget, creds: LabCredentials
 ) -> Iterator[IpmiServer]:
-    server = IpmiServer([node_a, node_b], "127.0.0.1", creds.username, creds.password)
-    server.start()
-    try:
+    with IpmiServer([node_a, node_b], "127.0.0.1", creds.username, creds.password) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
@@ -131,12 +127,10 @@ def redfish_server(
 
 @pytest.fixture
 def ssh_server(node_a: MemoryTarget, creds: LabCredentials) -> Iterator[SshServer]:
-    server = SshServer(node_a, "127.0.0.1", 0, creds.ssh_host_key, [creds.ssh_client_public_key])
-    server.start()
-    try:
+    with SshServer(
+        node_a, "127.0.0.1", 0, creds.ssh_host_key, [creds.ssh_client_public_key]
+    ) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
@@ -146,51 +140,81 @@ def known_hosts(tmp_path: Path, ssh_server: SshServer, creds: LabCredentials) ->
     return path
 
 
-# -- helpers ----------------------------------------------------------------------------
+@pytest.fixture
+def open_ipmi(
+    creds: LabCredentials, drivers: Callable[[IpmiDriver], IpmiDriver]
+) -> Callable[..., IpmiDriver]:
+    """``open_ipmi(server, interface, node=..., password=..., **options)``: a driver for
+    one of ``server``'s nodes with the lab's credentials and fast polling, closed after the
+    test."""
+
+    def open_(
+        server: IpmiServer,
+        interface: Literal["ipmitool", "rmcpplus"],
+        *,
+        node: str = "node-a",
+        password: str | None = None,
+        **kwargs: Any,
+    ) -> IpmiDriver:
+        options = {**FAST, **kwargs}
+        driver = IpmiDriver(
+            node,
+            "127.0.0.1",
+            server.port_of(node),
+            creds.username,
+            creds.password if password is None else password,
+            interface=interface,
+            **options,
+        )
+        return drivers(driver)
+
+    return open_
 
 
-def ipmi_driver(
-    server: IpmiServer,
+@pytest.fixture
+def open_redfish(
+    creds: LabCredentials, drivers: Callable[[RedfishDriver], RedfishDriver]
+) -> Callable[..., RedfishDriver]:
+    """``open_redfish(server, node=..., **options)``: a driver that trusts the lab's CA and
+    logs in with its credentials (unless ``verify``/``password`` say otherwise), closed
+    after the test."""
+
+    def open_(server: RedfishServer, *, node: str = "node-a", **kwargs: Any) -> RedfishDriver:
+        options: dict[str, Any] = {"verify": str(creds.tls_ca_cert), **FAST, **kwargs}
+        password = options.pop("password", creds.password)
+        return drivers(RedfishDriver(node, server.url, creds.username, password, **options))
+
+    return open_
+
+
+@pytest.fixture
+def open_ssh(
+    ssh_server: SshServer,
+    known_hosts: Path,
     creds: LabCredentials,
-    interface: Literal["ipmitool", "rmcpplus"],
-    *,
-    node: str = "node-a",
-    password: str | None = None,
-    **kwargs: Any,
-) -> IpmiDriver:
-    options = {**FAST, **kwargs}
-    return IpmiDriver(
-        node,
-        "127.0.0.1",
-        server.port_of(node),
-        creds.username,
-        creds.password if password is None else password,
-        interface=interface,
-        **options,
-    )
+    drivers: Callable[[SshDriver], SshDriver],
+) -> Callable[..., SshDriver]:
+    """``open_ssh(known_hosts=..., **options)``: a driver for ``ssh_server`` that logs in
+    with the lab's client key (unless ``key_file`` says otherwise) and checks the host key
+    against the ``known_hosts`` fixture (or the file given), closed after the test."""
+
+    def open_(known_hosts: Path | None = known_hosts, **kwargs: Any) -> SshDriver:
+        options: dict[str, Any] = {**FAST, "probe_timeout_s": 2.0, **kwargs}
+        driver = SshDriver(
+            "node-a",
+            "127.0.0.1",
+            ssh_server.port,
+            "root",
+            str(options.pop("key_file", creds.ssh_client_key)),
+            known_hosts=str(known_hosts) if known_hosts is not None else None,
+            **options,
+        )
+        return drivers(driver)
+
+    return open_
 
 
-def redfish_driver(
-    server: RedfishServer, creds: LabCredentials, *, node: str = "node-a", **kwargs: Any
-) -> RedfishDriver:
-    options: dict[str, Any] = {"verify": str(creds.tls_ca_cert), **FAST, **kwargs}
-    password = options.pop("password", creds.password)
-    return RedfishDriver(node, server.url, creds.username, password, **options)
-
-
-def ssh_driver(
-    server: SshServer, creds: LabCredentials, known_hosts: Path | None, **kwargs: Any
-) -> SshDriver:
-    options: dict[str, Any] = {**FAST, "probe_timeout_s": 2.0, **kwargs}
-    return SshDriver(
-        "node-a",
-        "127.0.0.1",
-        server.port,
-        "root",
-        str(options.pop("key_file", creds.ssh_client_key)),
-        known_hosts=str(known_hosts) if known_hosts is not None else None,
-        **options,
-    )
+# -- helpers ----------------------------------------------------------------------------
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float = 2.0) -> bool:
@@ -232,12 +256,11 @@ INTERFACES = pytest.mark.parametrize("interface", ["ipmitool", "rmcpplus"])
 def test_ipmi_off_on_cycle_change_the_node_over_one_session(
     interface: Literal["ipmitool", "rmcpplus"],
     ipmi_server: IpmiServer,
-    creds: LabCredentials,
     node_a: MemoryTarget,
     node_b: MemoryTarget,
-    drivers: Callable[[IpmiDriver], IpmiDriver],
+    open_ipmi: Callable[..., IpmiDriver],
 ) -> None:
-    driver = drivers(ipmi_driver(ipmi_server, creds, interface))
+    driver = open_ipmi(ipmi_server, interface)
 
     assert driver.state() is PowerState.ON
     driver.off(graceful=True)
@@ -266,11 +289,10 @@ def test_ipmi_off_on_cycle_change_the_node_over_one_session(
 def test_ipmi_requests_for_the_current_state_send_nothing_and_cycle_of_off_node_powers_on(
     interface: Literal["ipmitool", "rmcpplus"],
     ipmi_server: IpmiServer,
-    creds: LabCredentials,
     node_b: MemoryTarget,
-    drivers: Callable[[IpmiDriver], IpmiDriver],
+    open_ipmi: Callable[..., IpmiDriver],
 ) -> None:
-    driver = drivers(ipmi_driver(ipmi_server, creds, interface, node="node-b"))
+    driver = open_ipmi(ipmi_server, interface, node="node-b")
 
     driver.off()
     assert node_b.calls() == []
@@ -285,10 +307,10 @@ def test_ipmi_wrong_password_is_permanent_at_once_and_never_shown(
     ipmi_server: IpmiServer,
     creds: LabCredentials,
     node_a: MemoryTarget,
-    drivers: Callable[[IpmiDriver], IpmiDriver],
+    open_ipmi: Callable[..., IpmiDriver],
 ) -> None:
     wrong = "Wr0ng-Passw0rd-XYZ"
-    driver = drivers(ipmi_driver(ipmi_server, creds, interface, password=wrong))
+    driver = open_ipmi(ipmi_server, interface, password=wrong)
 
     started = time.monotonic()
     with pytest.raises(PermanentError, match="refused the credentials") as caught:
@@ -331,14 +353,14 @@ def test_ipmi_unreachable_bmc_ends_in_a_bounded_wait(
 
 
 def test_ipmi_servers_stop_and_start_again_in_process(
-    node_a: MemoryTarget, creds: LabCredentials, drivers: Callable[[IpmiDriver], IpmiDriver]
+    node_a: MemoryTarget, creds: LabCredentials, open_ipmi: Callable[..., IpmiDriver]
 ) -> None:
     for _ in range(2):
         server = IpmiServer({0: node_a}, "127.0.0.1", creds.username, creds.password)
         server.start()
         try:
             port = server.port_of("node-a")
-            driver = drivers(ipmi_driver(server, creds, "rmcpplus"))
+            driver = open_ipmi(server, "rmcpplus")
             assert driver.state() is PowerState.ON
             driver.close()
         finally:
@@ -353,12 +375,11 @@ def test_ipmi_servers_stop_and_start_again_in_process(
 
 def test_redfish_off_on_cycle_over_verified_https(
     redfish_server: RedfishServer,
-    creds: LabCredentials,
     node_a: MemoryTarget,
     node_b: MemoryTarget,
-    drivers: Callable[[RedfishDriver], RedfishDriver],
+    open_redfish: Callable[..., RedfishDriver],
 ) -> None:
-    driver = drivers(redfish_driver(redfish_server, creds))
+    driver = open_redfish(redfish_server)
 
     assert driver.state() is PowerState.ON
     driver.off(graceful=True)
@@ -375,16 +396,13 @@ def test_redfish_off_on_cycle_over_verified_https(
 
 def test_redfish_finds_the_system_by_id_or_alias_and_names_the_choices_otherwise(
     redfish_server: RedfishServer,
-    creds: LabCredentials,
     node_b: MemoryTarget,
-    drivers: Callable[[RedfishDriver], RedfishDriver],
+    open_redfish: Callable[..., RedfishDriver],
 ) -> None:
-    by_id = drivers(
-        redfish_driver(redfish_server, creds, node="b", system_id=system_uuid("node-b"))
-    )
-    by_alias = drivers(redfish_driver(redfish_server, creds, node="b", system_id="node-b"))
-    missing = drivers(redfish_driver(redfish_server, creds, node="b", system_id="nope"))
-    ambiguous = drivers(redfish_driver(redfish_server, creds, node="node-z"))
+    by_id = open_redfish(redfish_server, node="b", system_id=system_uuid("node-b"))
+    by_alias = open_redfish(redfish_server, node="b", system_id="node-b")
+    missing = open_redfish(redfish_server, node="b", system_id="nope")
+    ambiguous = open_redfish(redfish_server, node="node-z")
 
     assert by_id.state() is PowerState.OFF
     by_alias.on()
@@ -400,10 +418,10 @@ def test_redfish_unsupported_reset_type_is_refused_naming_the_valid_values(
     redfish_factory: Callable[..., RedfishServer],
     creds: LabCredentials,
     node_a: MemoryTarget,
-    drivers: Callable[[RedfishDriver], RedfishDriver],
+    open_redfish: Callable[..., RedfishDriver],
 ) -> None:
     server = redfish_factory([node_a], reset_types=("On", "ForceOff", "ForceRestart"))
-    driver = drivers(redfish_driver(server, creds))
+    driver = open_redfish(server)
 
     started = time.monotonic()
     with pytest.raises(PermanentError) as caught:
@@ -437,12 +455,11 @@ def test_redfish_unsupported_reset_type_is_refused_naming_the_valid_values(
 
 def test_redfish_wrong_password_is_permanent_at_once_and_never_shown(
     redfish_server: RedfishServer,
-    creds: LabCredentials,
     node_a: MemoryTarget,
-    drivers: Callable[[RedfishDriver], RedfishDriver],
+    open_redfish: Callable[..., RedfishDriver],
 ) -> None:
     wrong = "Wr0ng-Passw0rd-XYZ"
-    driver = drivers(redfish_driver(redfish_server, creds, password=wrong))
+    driver = open_redfish(redfish_server, password=wrong)
 
     started = time.monotonic()
     with pytest.raises(PermanentError, match="refused the credentials") as caught:
@@ -453,11 +470,9 @@ def test_redfish_wrong_password_is_permanent_at_once_and_never_shown(
 
 
 def test_redfish_session_auth_without_a_session_service_says_so(
-    redfish_server: RedfishServer,
-    creds: LabCredentials,
-    drivers: Callable[[RedfishDriver], RedfishDriver],
+    redfish_server: RedfishServer, open_redfish: Callable[..., RedfishDriver]
 ) -> None:
-    driver = drivers(redfish_driver(redfish_server, creds, auth="session"))
+    driver = open_redfish(redfish_server, auth="session")
 
     with pytest.raises(PermanentError, match="no usable SessionService"):
         driver.state()
@@ -468,15 +483,14 @@ def test_redfish_tls_verification_fails_against_an_unknown_ca(
     trust: str,
     tmp_path: Path,
     redfish_server: RedfishServer,
-    creds: LabCredentials,
     node_a: MemoryTarget,
-    drivers: Callable[[RedfishDriver], RedfishDriver],
+    open_redfish: Callable[..., RedfishDriver],
 ) -> None:
     verify: bool | str = True
     if trust == "other-ca":
         other_ca, _cert, _key = ensure_tls(tmp_path, prefix="other")
         verify = str(other_ca)
-    driver = drivers(redfish_driver(redfish_server, creds, verify=verify))
+    driver = open_redfish(redfish_server, verify=verify)
 
     started = time.monotonic()
     with pytest.raises(PermanentError, match="TLS verification failed"):
@@ -497,13 +511,9 @@ def test_redfish_server_is_one_per_process(
 
 
 def test_ssh_powers_off_and_reboots_the_node(
-    ssh_server: SshServer,
-    known_hosts: Path,
-    creds: LabCredentials,
-    node_a: MemoryTarget,
-    drivers: Callable[[SshDriver], SshDriver],
+    node_a: MemoryTarget, open_ssh: Callable[..., SshDriver]
 ) -> None:
-    driver = drivers(ssh_driver(ssh_server, creds, known_hosts))
+    driver = open_ssh()
 
     assert driver.state() is PowerState.ON
     driver.off(graceful=True)
@@ -521,14 +531,8 @@ def test_ssh_powers_off_and_reboots_the_node(
     assert node_a.calls() == [OFF_GRACEFUL, ON, OFF_FORCED, ON, RESET]
 
 
-def test_ssh_cannot_power_on(
-    ssh_server: SshServer,
-    known_hosts: Path,
-    creds: LabCredentials,
-    node_a: MemoryTarget,
-    drivers: Callable[[SshDriver], SshDriver],
-) -> None:
-    driver = drivers(ssh_driver(ssh_server, creds, known_hosts))
+def test_ssh_cannot_power_on(node_a: MemoryTarget, open_ssh: Callable[..., SshDriver]) -> None:
+    driver = open_ssh()
     node_a.set_state(PowerState.OFF)
 
     with pytest.raises(PermanentError, match="cannot restore it; use the node's BMC"):
@@ -541,9 +545,8 @@ def test_ssh_cannot_power_on(
 def test_ssh_unknown_host_key_is_refused(
     tmp_path: Path,
     ssh_server: SshServer,
-    creds: LabCredentials,
     node_a: MemoryTarget,
-    drivers: Callable[[SshDriver], SshDriver],
+    open_ssh: Callable[..., SshDriver],
 ) -> None:
     empty = tmp_path / "empty_known_hosts"
     empty.write_text("")
@@ -552,23 +555,18 @@ def test_ssh_unknown_host_key_is_refused(
     changed.write_text(known_hosts_line("127.0.0.1", ssh_server.port, impostor_pub))
 
     with pytest.raises(PermanentError, match=r"not in .*strict host key checking"):
-        drivers(ssh_driver(ssh_server, creds, empty)).state()
+        open_ssh(empty).state()
     with pytest.raises(PermanentError, match="host key changed"):
-        drivers(ssh_driver(ssh_server, creds, changed)).off()
+        open_ssh(changed).off()
     assert node_a.calls() == []
 
 
 def test_ssh_unknown_client_key_is_refused(
-    tmp_path: Path,
-    ssh_server: SshServer,
-    known_hosts: Path,
-    creds: LabCredentials,
-    node_a: MemoryTarget,
-    drivers: Callable[[SshDriver], SshDriver],
+    tmp_path: Path, node_a: MemoryTarget, open_ssh: Callable[..., SshDriver]
 ) -> None:
     stranger = tmp_path / "stranger"
     ensure_ssh_keypair(stranger)
-    driver = drivers(ssh_driver(ssh_server, creds, known_hosts, key_file=stranger))
+    driver = open_ssh(key_file=stranger)
 
     with pytest.raises(PermanentError, match="refused the key"):
         driver.off()
@@ -623,18 +621,16 @@ def test_a_powered_off_node_refuses_ssh_until_it_is_back_on(
 
 
 def test_ssh_sees_a_node_powered_off_through_its_bmc(
-    ssh_server: SshServer,
-    known_hosts: Path,
     creds: LabCredentials,
     node_a: MemoryTarget,
-    node_b: MemoryTarget,
-    drivers: Callable[[Any], Any],
+    open_ipmi: Callable[..., IpmiDriver],
+    open_ssh: Callable[..., SshDriver],
 ) -> None:
     ipmi = IpmiServer({0: node_a}, "127.0.0.1", creds.username, creds.password)
     ipmi.start()
     try:
-        bmc: IpmiDriver = drivers(ipmi_driver(ipmi, creds, "rmcpplus"))
-        ssh: SshDriver = drivers(ssh_driver(ssh_server, creds, known_hosts))
+        bmc = open_ipmi(ipmi, "rmcpplus")
+        ssh = open_ssh()
         assert ssh.state() is PowerState.ON  # keeps its connection open
         bmc.off()
         assert ssh.state() is PowerState.OFF
