@@ -58,7 +58,7 @@ from steps.support.apiprobe import API_PROBE, ETCD_PROBE, ApiProber
 from steps.support.limits import TYPES, Limit
 from steps.support.report import Measurements
 from steps.support.steady import Baseline
-from steps.support.targets import Outage, PoweredOn, Targets
+from steps.support.targets import Outage, PodFilter, PoweredOn, Targets
 from steps.support.workloads import PodInfo, Workload, resolve_workloads, workload_pods
 
 #: Allure severities; a feature tag ``@critical`` becomes the marker and the Allure label.
@@ -268,6 +268,16 @@ def _waiting(what: str, seconds: float) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _within(limit: Limit, budgets: Budgets, what: str | Callable[[], str]) -> Iterator[float]:
+    """Resolve ``limit`` to seconds and run the body, given them, inside the Allure step
+    "wait up to <seconds>s: ``what``". A callable ``what`` (a label that reads the one node
+    or the one subject pod) is called only once the limit is resolved."""
+    seconds = limit.seconds(budgets)
+    with _waiting(what if isinstance(what, str) else what(), seconds):
+        yield seconds
+
+
 def _lost(outage: Outage, *, stateless_only: bool = False) -> list[PodInfo]:
     """The lost pods whose controllers replace them elsewhere (DaemonSet pods apart)."""
     pods = [p for p in outage.lost if p.replaced_elsewhere]
@@ -284,6 +294,52 @@ def _chosen(t: Targets) -> Targets:
     # excluded from the history id: the nodes chosen may differ from run to run
     allure.dynamic.parameter("nodes", ", ".join(t.nodes), excluded=True)
     return t
+
+
+def _worker_running(
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: tuple[Workload, ...],
+    *,
+    subject: PodFilter,
+    why: str,
+    also: PodFilter | None = None,
+    prefer_busy: bool = True,
+) -> Targets:
+    """The worker :func:`~steps.support.targets.one_node` picks among the pods of the
+    inventory's workloads (``subject``, ``also``, ``why`` and ``prefer_busy`` as there)."""
+    return _chosen(
+        choose.one_node(
+            inventory,
+            observer,
+            workload_pods(kube, workloads),
+            role="worker",
+            subject=subject,
+            why=why,
+            prefer_busy=prefer_busy,
+            also=also,
+        )
+    )
+
+
+def _probe_outage(
+    probe: str,
+    what: str,
+    limit: Limit,
+    outage: Outage,
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> None:
+    """The longest run of ``probe`` failures from the power-off until now, recorded as
+    "``what`` longest outage": no longer than ``limit``."""
+    seconds = limit.seconds(budgets)
+    now = timeline.clock.monotonic()
+    m = probe_health(
+        timeline, probe, start=outage.sent, end=now, min_success_ratio=0.0, max_outage_s=seconds
+    )
+    measurements.record(f"{what} longest outage", m.duration_s, seconds, m.detail)
 
 
 # -- Given -----------------------------------------------------------------------------------
@@ -305,15 +361,13 @@ def worker_with_statefulset_member(
 ) -> Targets:
     """The busiest worker running a pod of an inventory StatefulSet that mounts a
     ReadWriteOnce volume ("the member")."""
-    return _chosen(
-        choose.one_node(
-            inventory,
-            observer,
-            workload_pods(kube, workloads),
-            role="worker",
-            subject=lambda p: p.kind == "StatefulSet" and bool(p.pvs),
-            why="a StatefulSet member with a ReadWriteOnce volume",
-        )
+    return _worker_running(
+        inventory,
+        observer,
+        kube,
+        workloads,
+        subject=lambda p: p.kind == "StatefulSet" and bool(p.pvs),
+        why="a StatefulSet member with a ReadWriteOnce volume",
     )
 
 
@@ -327,15 +381,13 @@ def worker_with_singleton(
     """The busiest worker running the pod of an inventory Deployment with one replica and a
     ReadWriteOnce volume ("the singleton")."""
     single = {(w.namespace, w.key) for w in workloads if w.kind == "Deployment" and w.desired == 1}
-    return _chosen(
-        choose.one_node(
-            inventory,
-            observer,
-            workload_pods(kube, workloads),
-            role="worker",
-            subject=lambda p: (p.namespace, p.workload) in single and bool(p.pvs),
-            why="a singleton Deployment pod with a ReadWriteOnce volume",
-        )
+    return _worker_running(
+        inventory,
+        observer,
+        kube,
+        workloads,
+        subject=lambda p: (p.namespace, p.workload) in single and bool(p.pvs),
+        why="a singleton Deployment pod with a ReadWriteOnce volume",
     )
 
 
@@ -349,16 +401,14 @@ def worker_with_pdb_pods(
     """The busiest worker running a pod of a workload with a PodDisruptionBudget and a pod of
     an inventory DaemonSet."""
     protected = {(w.namespace, w.key) for w in workloads if w.pdb is not None}
-    return _chosen(
-        choose.one_node(
-            inventory,
-            observer,
-            workload_pods(kube, workloads),
-            role="worker",
-            subject=lambda p: (p.namespace, p.workload) in protected,
-            also=lambda p: p.kind == "DaemonSet",
-            why="pods protected by a PodDisruptionBudget and a DaemonSet pod",
-        )
+    return _worker_running(
+        inventory,
+        observer,
+        kube,
+        workloads,
+        subject=lambda p: (p.namespace, p.workload) in protected,
+        also=lambda p: p.kind == "DaemonSet",
+        why="pods protected by a PodDisruptionBudget and a DaemonSet pod",
     )
 
 
@@ -367,16 +417,14 @@ def worker_with_daemonset_pod(
     inventory: Inventory, observer: Observer, kube: KubeClient, workloads: tuple[Workload, ...]
 ) -> Targets:
     """The quietest worker (fewest other pods) running a pod of an inventory DaemonSet."""
-    return _chosen(
-        choose.one_node(
-            inventory,
-            observer,
-            workload_pods(kube, workloads),
-            role="worker",
-            subject=lambda p: p.kind == "DaemonSet",
-            why="a DaemonSet pod",
-            prefer_busy=False,
-        )
+    return _worker_running(
+        inventory,
+        observer,
+        kube,
+        workloads,
+        subject=lambda p: p.kind == "DaemonSet",
+        why="a DaemonSet pod",
+        prefer_busy=False,
     )
 
 
@@ -526,8 +574,7 @@ def drain_node(
 ) -> DrainResult:
     """Cordon, evict every pod through the Eviction API (a PodDisruptionBudget's 429 is
     retried with backoff), skip DaemonSet pods, wait until the evicted pods are gone."""
-    seconds = limit.seconds(budgets)
-    with _waiting(f"drain {targets.node}", seconds):
+    with _within(limit, budgets, lambda: f"drain {targets.node}") as seconds:
         result = session.drain(targets.node, timeout_s=seconds)
     measurements.record("drain", result.duration_s, seconds)
     measurements.note(
@@ -552,8 +599,7 @@ def nodes_not_ready(
 ) -> None:
     """Each node's Ready condition turns False or Unknown, measured from its BMC's power-off
     acknowledgement. A node that never goes NotReady fails the scenario."""
-    seconds = limit.seconds(budgets)
-    with _waiting("NotReady: " + ", ".join(outage.nodes), seconds):
+    with _within(limit, budgets, "NotReady: " + ", ".join(outage.nodes)) as seconds:
         phases.nodes_not_ready(timeline, outage, seconds, measurements)
 
 
@@ -581,8 +627,7 @@ def node_object_gone(
     measurements: Measurements,
 ) -> None:
     """The Node object disappears, measured from the delete request."""
-    seconds = limit.seconds(budgets)
-    with _waiting(f"Node {targets.node} deleted", seconds):
+    with _within(limit, budgets, lambda: f"Node {targets.node} deleted") as seconds:
         phases.node_gone(timeline, targets.node, resolution, seconds, measurements)
 
 
@@ -597,8 +642,7 @@ def nodes_ready_again(
 ) -> None:
     """Each node's Ready condition turns True, measured from its power-on request (after a
     deletion: the re-registered Node turns Ready)."""
-    seconds = limit.seconds(budgets)
-    with _waiting("Ready: " + ", ".join(powered_on.nodes), seconds):
+    with _within(limit, budgets, "Ready: " + ", ".join(powered_on.nodes)) as seconds:
         phases.nodes_ready(timeline, powered_on, seconds, measurements)
 
 
@@ -613,8 +657,9 @@ def out_of_service_taint_gone(
 ) -> None:
     """The out-of-service taint was removed after the node powered on (not before), and
     the Node no longer carries it, measured from the removal request."""
-    seconds = limit.seconds(budgets)
-    with _waiting(f"out-of-service taint gone from {targets.node}", seconds):
+    with _within(
+        limit, budgets, lambda: f"out-of-service taint gone from {targets.node}"
+    ) as seconds:
         phases.out_of_service_removed(timeline, targets.node, powered_on, seconds, measurements)
 
 
@@ -629,8 +674,7 @@ def pods_terminating(
     """Every non-DaemonSet pod on each lost node gets a deletionTimestamp, measured from the
     node's unreachable NoExecute taint (their tolerations run out). At least one pod must
     have been lost."""
-    seconds = limit.seconds(budgets)
-    with _waiting("pods Terminating on " + ", ".join(outage.nodes), seconds):
+    with _within(limit, budgets, "pods Terminating on " + ", ".join(outage.nodes)) as seconds:
         phases.pods_terminating(timeline, outage, seconds, measurements)
 
 
@@ -641,8 +685,7 @@ def subject_terminating(
 ) -> None:
     """The pod the scenario is about gets a deletionTimestamp, measured from its node's
     unreachable NoExecute taint."""
-    seconds = limit.seconds(budgets)
-    with _waiting(f"{outage.targets.subject.ref} Terminating", seconds):
+    with _within(limit, budgets, lambda: f"{outage.targets.subject.ref} Terminating") as seconds:
         phases.subject_terminating(timeline, outage, seconds, measurements)
 
 
@@ -657,8 +700,7 @@ def lost_pods_deleted(
 ) -> None:
     """Every lost pod is gone from the API, measured from the operator's action (Node
     deleted, pods force-deleted, out-of-service taint)."""
-    seconds = limit.seconds(budgets)
-    with _waiting("the lost pods deleted", seconds):
+    with _within(limit, budgets, "the lost pods deleted") as seconds:
         phases.pods_deleted(timeline, _lost(outage), resolution, seconds, measurements)
 
 
@@ -670,8 +712,7 @@ def lost_pods_rescheduled(
     from when the lost pod stopped blocking it (Deployment: Terminating; StatefulSet: gone).
     Scheduled, not Ready: a replacement that needs a volume the dead node holds cannot
     start yet."""
-    seconds = limit.seconds(budgets)
-    with _waiting("replacements scheduled", seconds):
+    with _within(limit, budgets, "replacements scheduled") as seconds:
         phases.rescheduled(timeline, _lost(outage), outage, seconds, measurements)
 
 
@@ -680,8 +721,7 @@ def singleton_rescheduled(
     limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
 ) -> None:
     """As for every lost pod, for the singleton."""
-    seconds = limit.seconds(budgets)
-    with _waiting("the singleton's replacement scheduled", seconds):
+    with _within(limit, budgets, "the singleton's replacement scheduled") as seconds:
         phases.rescheduled(timeline, outage.subjects, outage, seconds, measurements)
 
 
@@ -691,8 +731,7 @@ def lost_pods_replaced_ready(
 ) -> None:
     """Every lost pod's replacement is Ready on a node that is not lost, measured from when
     the lost pod stopped blocking it (Deployment: Terminating; StatefulSet: gone)."""
-    seconds = limit.seconds(budgets)
-    with _waiting("replacements Ready", seconds):
+    with _within(limit, budgets, "replacements Ready") as seconds:
         phases.replaced_by_ready(timeline, _lost(outage), outage, seconds, measurements)
 
 
@@ -704,8 +743,7 @@ def lost_stateless_pods_replaced_ready(
 ) -> None:
     """As above, for the lost pods without a ReadWriteOnce volume (StatefulSet members and
     pods whose volume the dead node holds must wait). At least one must have been lost."""
-    seconds = limit.seconds(budgets)
-    with _waiting("stateless replacements Ready", seconds):
+    with _within(limit, budgets, "stateless replacements Ready") as seconds:
         phases.replaced_by_ready(
             timeline, _lost(outage, stateless_only=True), outage, seconds, measurements
         )
@@ -717,8 +755,7 @@ def replacements_ready(
 ) -> None:
     """Each replacement is Ready, measured from when it could start: scheduled and, if it
     mounts a ReadWriteOnce volume, that volume attached to its node."""
-    seconds = limit.seconds(budgets)
-    with _waiting("replacements Ready", seconds):
+    with _within(limit, budgets, "replacements Ready") as seconds:
         phases.replacement_ready(timeline, _lost(outage), outage, seconds, measurements)
 
 
@@ -727,8 +764,7 @@ def singleton_replacement_ready(
     limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
 ) -> None:
     """As for every lost pod's replacement, for the singleton's."""
-    seconds = limit.seconds(budgets)
-    with _waiting("the singleton's replacement Ready", seconds):
+    with _within(limit, budgets, "the singleton's replacement Ready") as seconds:
         phases.replacement_ready(timeline, outage.subjects, outage, seconds, measurements)
 
 
@@ -744,8 +780,7 @@ def lost_volumes_multi_attach(
     """For each ReadWriteOnce volume the lost node held, the replacement pod gets a
     "Multi-Attach error" event, measured from when the lost pod stopped blocking it; the
     messages are attached to the report."""
-    seconds = limit.seconds(budgets)
-    with _waiting("Multi-Attach errors", seconds):
+    with _within(limit, budgets, "Multi-Attach errors") as seconds:
         phases.multi_attach(timeline, _lost(outage), outage, seconds, measurements)
 
 
@@ -754,8 +789,7 @@ def singleton_multi_attach(
     limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
 ) -> None:
     """As above, for the singleton's volume."""
-    seconds = limit.seconds(budgets)
-    with _waiting("the singleton's Multi-Attach error", seconds):
+    with _within(limit, budgets, "the singleton's Multi-Attach error") as seconds:
         phases.multi_attach(timeline, outage.subjects, outage, seconds, measurements)
 
 
@@ -768,15 +802,8 @@ def node_releases_volumes(
     controller cannot let go before): with the volume-detach budget this is its 6-minute
     force detach, with the volume-detach-out-of-service budget the out-of-service taint's
     immediate one."""
-    seconds = limit.seconds(budgets)
-    with _waiting("volumes released by " + ", ".join(outage.nodes), seconds):
-        phases.released(
-            timeline,
-            _lost(outage),
-            outage,
-            seconds,
-            measurements,
-        )
+    with _within(limit, budgets, "volumes released by " + ", ".join(outage.nodes)) as seconds:
+        phases.released(timeline, _lost(outage), outage, seconds, measurements)
 
 
 @then(_p("the node releases the singleton's volume within {limit:Limit}"))
@@ -784,15 +811,8 @@ def node_releases_singleton_volume(
     limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
 ) -> None:
     """As above, for the singleton's volume."""
-    seconds = limit.seconds(budgets)
-    with _waiting("the singleton's volume released", seconds):
-        phases.released(
-            timeline,
-            outage.subjects,
-            outage,
-            seconds,
-            measurements,
-        )
+    with _within(limit, budgets, "the singleton's volume released") as seconds:
+        phases.released(timeline, outage.subjects, outage, seconds, measurements)
 
 
 @then(
@@ -806,8 +826,7 @@ def lost_volumes_reattached(
 ) -> None:
     """Each ReadWriteOnce volume the lost node held is attached to the node of its pod's
     replacement, measured from its release by the lost node."""
-    seconds = limit.seconds(budgets)
-    with _waiting("volumes re-attached", seconds):
+    with _within(limit, budgets, "volumes re-attached") as seconds:
         phases.reattached(timeline, _lost(outage), outage, seconds, measurements)
 
 
@@ -816,8 +835,7 @@ def singleton_volume_reattached(
     limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
 ) -> None:
     """As above, for the singleton's volume."""
-    seconds = limit.seconds(budgets)
-    with _waiting("the singleton's volume re-attached", seconds):
+    with _within(limit, budgets, "the singleton's volume re-attached") as seconds:
         phases.reattached(timeline, outage.subjects, outage, seconds, measurements)
 
 
@@ -873,8 +891,9 @@ def member_recreated(
 ) -> None:
     """The lost member is deleted only once its node is back, and a new pod with its name is
     Ready within the limit of that deletion."""
-    seconds = limit.seconds(budgets)
-    with _waiting(f"{outage.targets.subject.ref} re-created and Ready", seconds):
+    with _within(
+        limit, budgets, lambda: f"{outage.targets.subject.ref} re-created and Ready"
+    ) as seconds:
         phases.member_recreated(timeline, outage, powered_on, seconds, measurements)
 
 
@@ -887,9 +906,8 @@ def daemon_pods_not_ready(
 ) -> None:
     """Each DaemonSet pod of the node turns NotReady, measured from the power-off
     acknowledgement."""
-    seconds = limit.seconds(budgets)
     pods = list(outage.targets.daemon_pods)
-    with _waiting("DaemonSet pods NotReady", seconds):
+    with _within(limit, budgets, "DaemonSet pods NotReady") as seconds:
         timed = L.wait_pod_transitions(
             timeline,
             pods,
@@ -914,8 +932,7 @@ def daemon_pods_ready_again(
 ) -> None:
     """For each DaemonSet that had a pod on the node, a pod of it is Ready on the node after
     the power-on, measured from the power-on request."""
-    seconds = limit.seconds(budgets)
-    with _waiting("DaemonSet pods Ready again", seconds):
+    with _within(limit, budgets, "DaemonSet pods Ready again") as seconds:
         phases.daemon_pods_ready_again(timeline, outage, powered_on, seconds, measurements)
 
 
@@ -1045,12 +1062,7 @@ def api_answered(
 ) -> None:
     """GET /readyz through the cluster endpoint: no run of failures longer than the limit,
     from the power-off until now."""
-    seconds = limit.seconds(budgets)
-    now = timeline.clock.monotonic()
-    m = probe_health(
-        timeline, API_PROBE, start=outage.sent, end=now, min_success_ratio=0.0, max_outage_s=seconds
-    )
-    measurements.record("API longest outage", m.duration_s, seconds, m.detail)
+    _probe_outage(API_PROBE, "API", limit, outage, timeline, budgets, measurements)
 
 
 @then(_p("etcd kept its quorum, with no failed quorum read for longer than {limit:Limit}"))
@@ -1064,17 +1076,7 @@ def etcd_kept_quorum(
 ) -> None:
     """Quorum reads through the cluster endpoint (GET a namespace, no resourceVersion): no
     run of failures longer than the limit, from the power-off until now."""
-    seconds = limit.seconds(budgets)
-    now = timeline.clock.monotonic()
-    m = probe_health(
-        timeline,
-        ETCD_PROBE,
-        start=outage.sent,
-        end=now,
-        min_success_ratio=0.0,
-        max_outage_s=seconds,
-    )
-    measurements.record("etcd quorum reads longest outage", m.duration_s, seconds, m.detail)
+    _probe_outage(ETCD_PROBE, "etcd quorum reads", limit, outage, timeline, budgets, measurements)
 
 
 @then(_p("the API reports every readiness check passing within {limit:Limit}"))
