@@ -748,12 +748,20 @@ class _StampedTimeline:
         return StampedTimeline()
 
 
-def child_observer(kubeconfig: str, meter: GcMeter, interactive: bool) -> JSON:
+def child_observer(
+    kubeconfig: str, meter: GcMeter, interactive: bool, prefetch: bool = True
+) -> JSON:
     from harness.kube.observer import Observer
 
     client = KubeClient.from_kubeconfig(kubeconfig)
     timeline = _StampedTimeline.make()
-    obs = Observer(client, resources=("nodes", "pods"), timeline=timeline, sync_timeout_s=600)
+    obs = Observer(
+        client,
+        resources=("nodes", "pods"),
+        timeline=timeline,
+        sync_timeout_s=600,
+        prefetch=prefetch,
+    )
     base = proc_status_mb("VmRSS")
     meter.reset()
     t0 = time.perf_counter()
@@ -1062,6 +1070,8 @@ def child_main(args: argparse.Namespace) -> int:
         if args.interactive:
             print(json.dumps(res), flush=True)
             return 0
+    elif args.child == "sequential":
+        res = child_observer(args.kubeconfig, meter, False, prefetch=False)
     elif args.child in PROFILES:
         res = child_profile(args.kubeconfig, meter, args.child, args.profile_out)
     else:
@@ -1375,6 +1385,7 @@ class Row:
 METHODS = {
     "official": "kubernetes 37 client, model objects",
     "observer": "harness Observer initial sync",
+    "sequential": "  the same, pages not prefetched",
     "raw": "harness KubeClient.list (dicts)",
     "reference": "raw pages -> slim tuples, GC paused",
 }
@@ -1528,7 +1539,7 @@ def measure_size(
         finally:
             reap(p)
     for rep in range(args.repeat):
-        for m in ("official", "observer", "raw", "reference"):
+        for m in ("official", "observer", "sequential", "raw", "reference"):
             if m not in args.methods or (m == "observer" and rep == 0):
                 continue
             if m == "official" and rep >= args.official_repeat:
@@ -1588,8 +1599,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument(
         "--methods",
-        default="official,observer,raw,reference",
-        help="which of official,observer,raw,reference to measure",
+        default="official,observer,sequential,raw,reference",
+        help="which of official,observer,sequential,raw,reference to measure",
     )
     ap.add_argument("--transitions", type=int, default=None, help="Ready flips per round (60)")
     ap.add_argument("--interval", type=float, default=0.1, help="mean seconds between flips")

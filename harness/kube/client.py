@@ -14,8 +14,11 @@ import builtins
 import contextlib
 import copy
 import os
+import queue
+import re
 import ssl
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -73,6 +76,23 @@ class ServerError(ApiError, TemporaryError):
 
 class Unreachable(TemporaryError):
     """The API server did not answer (connection refused, reset, timeout)."""
+
+
+_LIST_META = re.compile(rb'"metadata":(\{[^{}]*\})')
+
+
+def list_meta(raw: bytes) -> JSON:
+    """The ListMeta of a raw list response (resourceVersion, continue) without decoding the
+    items: the API server writes ``metadata`` before ``items``. Anything unexpected falls
+    back to decoding the whole body."""
+    head = raw[:4096]
+    m = _LIST_META.search(head)
+    items_at = head.find(b'"items":')
+    if m is not None and (items_at < 0 or m.start() < items_at):
+        md = orjson.loads(m.group(1))
+    else:
+        md = orjson.loads(raw).get("metadata") or {}
+    return md if isinstance(md, dict) else {}
 
 
 def _error_for(status: int) -> type[ApiError]:
@@ -226,6 +246,28 @@ class KubeClient:
         content_type: str = "application/json",
         timeout_s: float | None = None,
     ) -> JSON:
+        data = self.request_raw(
+            method, path, body=body, params=params, content_type=content_type, timeout_s=timeout_s
+        )
+        if not data:
+            return {}
+        try:
+            payload: JSON = orjson.loads(data)
+        except orjson.JSONDecodeError:  # /readyz, /healthz and friends answer plain text
+            payload = {"text": data.decode(errors="replace")}
+        return payload
+
+    def request_raw(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, Any] | None = None,
+        content_type: str = "application/json",
+        timeout_s: float | None = None,
+    ) -> bytes:
+        """The response body undecoded; an error status raises :class:`ApiError`."""
         headers = dict(self._headers)
         data: bytes | None = None
         if body is not None:
@@ -243,13 +285,11 @@ class KubeClient:
             raise Unreachable(
                 f"{method} {path}: API server {self.server} unreachable: {exc}"
             ) from None
-        payload: JSON = {}
-        if resp.data:
-            try:
-                payload = orjson.loads(resp.data)
-            except orjson.JSONDecodeError:  # /readyz, /healthz and friends answer plain text
-                payload = {"text": resp.data.decode(errors="replace")}
         if resp.status >= 400:
+            payload: JSON = {}
+            with contextlib.suppress(orjson.JSONDecodeError):
+                loaded = orjson.loads(resp.data) if resp.data else {}
+                payload = loaded if isinstance(loaded, dict) else {}
             raise _error_for(resp.status)(
                 resp.status,
                 str(payload.get("reason", resp.reason)),
@@ -257,7 +297,7 @@ class KubeClient:
                 method,
                 path,
             )
-        return payload
+        return bytes(resp.data)
 
     # -- verbs ------------------------------------------------------------------------------
 
@@ -280,10 +320,19 @@ class KubeClient:
         return items, rv
 
     def pages(
-        self, path: str, *, page_size: int = 500, **params: Any
+        self, path: str, *, page_size: int = 500, prefetch: bool = False, **params: Any
     ) -> Iterator[tuple[builtins.list[JSON], str]]:
         """A collection page by page, as (items, resourceVersion of the list): callers that
-        keep only a projection can drop each page before the next one is decoded."""
+        keep only a projection can drop each page before the next one is decoded.
+
+        ``prefetch``: a helper thread asks for the next page as soon as the current one has
+        arrived (its continue token is read from the list's metadata, which the API server
+        writes before the items), so the server encodes page N+1 while the caller decodes
+        and projects page N. At most one page waits undecoded.
+        """
+        if prefetch:
+            yield from self._prefetched_pages(path, page_size, params)
+            return
         cont: str | None = None
         while True:
             page = self.get(path, limit=page_size, **{"continue": cont}, **params)
@@ -292,6 +341,53 @@ class KubeClient:
             yield page.get("items") or [], str(md.get("resourceVersion", ""))
             if not cont:
                 return
+
+    def _prefetched_pages(
+        self, path: str, page_size: int, params: Mapping[str, Any]
+    ) -> Iterator[tuple[builtins.list[JSON], str]]:
+        waiting: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=1)
+        stop = threading.Event()
+
+        def put(item: bytes | BaseException | None) -> None:
+            while not stop.is_set():
+                try:
+                    waiting.put(item, timeout=0.1)
+                    return
+                except queue.Full:
+                    continue
+
+        def fetch() -> None:
+            cont: str | None = None
+            try:
+                while not stop.is_set():
+                    raw = self.request_raw(
+                        "GET", path, params={"limit": page_size, "continue": cont, **params}
+                    )
+                    cont = list_meta(raw).get("continue")
+                    put(raw)
+                    del raw
+                    if not cont:
+                        break
+            except BaseException as exc:  # noqa: BLE001 (handed to the consumer, raised there)
+                put(exc)
+            finally:
+                put(None)
+
+        worker = threading.Thread(target=fetch, name=f"list {path}", daemon=True)
+        worker.start()
+        try:
+            while True:
+                item = waiting.get()
+                if item is None:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                page = orjson.loads(item)
+                del item
+                md = page.get("metadata") or {}
+                yield page.get("items") or [], str(md.get("resourceVersion", ""))
+        finally:
+            stop.set()
 
     def create(self, path: str, body: JSON, **params: Any) -> JSON:
         return self.request("POST", path, body=body, params=params)

@@ -782,12 +782,15 @@ class _Watcher(Generic[S]):
     def _list(self, client: KubeClient) -> tuple[dict[Key, S], str]:
         """List page by page, keeping only the projection of each object: the raw pages are
         dropped as soon as they are projected, and the collector is paused meanwhile (it is
-        most of the cost of building many small objects, and it would find nothing)."""
+        most of the cost of building many small objects, and it would find nothing). With
+        ``prefetch`` the API server encodes the next page while this one is projected."""
         h = self.handler
         fresh: dict[Key, S] = {}
         rv = ""
         with _gc_paused():
-            for page, page_rv in client.pages(self.path, page_size=self.obs.page_size):
+            for page, page_rv in client.pages(
+                self.path, page_size=self.obs.page_size, prefetch=self.obs.prefetch
+            ):
                 rv = page_rv
                 for obj in page:
                     s = h.project(obj)
@@ -891,7 +894,8 @@ class Observer:
         resources: Iterable[str] = RESOURCES,
         event_reasons: Iterable[str] = EVENT_REASONS,
         watch_timeout_s: int = 300,
-        page_size: int = 500,
+        page_size: int = 250,
+        prefetch: bool = True,
         backoff_s: tuple[float, float] = (0.2, 5.0),
         sync_timeout_s: float = 60.0,
     ) -> None:
@@ -900,6 +904,7 @@ class Observer:
         self.timeline = timeline if timeline is not None else Timeline()
         self.watch_timeout_s = watch_timeout_s
         self.page_size = page_size
+        self.prefetch = prefetch
         self.backoff_s = backoff_s
         self.sync_timeout_s = sync_timeout_s
         self._lock = threading.RLock()
