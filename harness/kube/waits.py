@@ -114,35 +114,44 @@ def _node_seen(observer: Observer, node: str) -> Callable[[], str]:
     return seen
 
 
-def wait_node_ready(observer: Observer, node: str, *, deadline: float) -> NodeState:
-    """Node Ready=True."""
+def _wait_node(
+    observer: Observer,
+    node: str,
+    cond: Callable[[NodeState], bool],
+    *,
+    deadline: float,
+    description: str,
+) -> NodeState:
+    """The node's state once ``cond`` holds for it (a deleted node never does)."""
 
     def check() -> NodeState | None:
         n = observer.node(node)
-        return n if n is not None and n.is_ready else None
+        return n if n is not None and cond(n) else None
 
     return wait_state(
         observer,
         check,
         deadline=deadline,
-        description=f"node {node} Ready",
+        description=description,
         last_seen=_node_seen(observer, node),
+    )
+
+
+def wait_node_ready(observer: Observer, node: str, *, deadline: float) -> NodeState:
+    """Node Ready=True."""
+    return _wait_node(
+        observer, node, lambda n: n.is_ready, deadline=deadline, description=f"node {node} Ready"
     )
 
 
 def wait_node_not_ready(observer: Observer, node: str, *, deadline: float) -> NodeState:
     """Node Ready=False or Unknown (a node that was deleted does not count)."""
-
-    def check() -> NodeState | None:
-        n = observer.node(node)
-        return n if n is not None and n.ready in ("False", "Unknown") else None
-
-    return wait_state(
+    return _wait_node(
         observer,
-        check,
+        node,
+        lambda n: n.ready in ("False", "Unknown"),
         deadline=deadline,
         description=f"node {node} NotReady (Ready=False or Unknown)",
-        last_seen=_node_seen(observer, node),
     )
 
 
@@ -150,33 +159,25 @@ def wait_node_taint(
     observer: Observer, node: str, taint: str, *, deadline: float, present: bool = True
 ) -> NodeState:
     """Taint ``key:effect`` (or any taint with that key) present on / absent from the node."""
-
-    def check() -> NodeState | None:
-        n = observer.node(node)
-        return n if n is not None and n.has_taint(taint) == present else None
-
-    return wait_state(
+    return _wait_node(
         observer,
-        check,
+        node,
+        lambda n: n.has_taint(taint) == present,
         deadline=deadline,
         description=f"taint {taint} {'on' if present else 'off'} node {node}",
-        last_seen=_node_seen(observer, node),
     )
 
 
 def wait_node_schedulable(
     observer: Observer, node: str, *, deadline: float, schedulable: bool = True
 ) -> NodeState:
-    def check() -> NodeState | None:
-        n = observer.node(node)
-        return n if n is not None and n.unschedulable != schedulable else None
-
-    return wait_state(
+    """Node schedulable (or, with ``schedulable=False``, cordoned)."""
+    return _wait_node(
         observer,
-        check,
+        node,
+        lambda n: n.unschedulable != schedulable,
         deadline=deadline,
         description=f"node {node} {'schedulable' if schedulable else 'cordoned'}",
-        last_seen=_node_seen(observer, node),
     )
 
 
