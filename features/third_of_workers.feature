@@ -2,8 +2,8 @@
 Feature: One third of the workers lose power at once
   One third of the worker nodes lose power at the same moment (the Dell CSM resiliency
   test). They are taken one per rack in turn, so that no rack is more than partially down,
-  the busiest first, but never so many that a critical workload keeps fewer Ready replicas
-  than the inventory's min_available for it. Eviction must proceed on every one of them (a
+  never so many that a critical workload keeps fewer Ready replicas than the inventory's
+  min_available for it, and among such sets the one that loses the most replaceable pods. Eviction must proceed on every one of them (a
   zone with more than 55% of its nodes NotReady would stop it) and the critical services must
   stay within their outage budget from the power cut until the nodes are back.
 

@@ -450,8 +450,9 @@ def busiest_rack(
 def third_of_workers(
     inventory: Inventory, observer: Observer, kube: KubeClient, workloads: tuple[Workload, ...]
 ) -> Targets:
-    """ceil(workers / 3) workers, one per rack in turn, the busiest first, such that every
-    critical workload keeps at least max(1, min_available) Ready pods on the other nodes."""
+    """ceil(workers / 3) workers, one per rack in turn, such that every critical workload
+    keeps at least max(1, min_available) Ready pods on the other nodes; of those sets, the
+    one losing the most pods their controllers replace elsewhere (stateless ones first)."""
     pods = workload_pods(kube, workloads)
     return _chosen(choose.third_of_workers(inventory, observer, pods, workloads))
 

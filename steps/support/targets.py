@@ -171,8 +171,10 @@ def third_of_workers(
     *,
     max_tries: int = 10_000,
 ) -> Targets:
-    """ceil(workers / 3) Ready workers, taken one per rack in turn (the busiest first), such
-    that every critical workload keeps at least max(1, min_available) pods on the others."""
+    """ceil(workers / 3) Ready workers, taken one per rack in turn, such that every critical
+    workload keeps at least max(1, min_available) pods on the others. Of the sets that
+    qualify (up to ``max_tries`` candidates looked at) the one losing the most pods that
+    their controllers replace elsewhere, stateless first; ties go to the busiest nodes."""
     workers = _ready_nodes(inventory, observer, "worker")
     total = len(inventory.nodes_by_role("worker"))
     if len(workers) < total:
@@ -196,23 +198,30 @@ def third_of_workers(
                 return False
         return True
 
-    tries = 0
+    def score(chosen: list[str]) -> tuple[int, int]:
+        # A set that loses pods its controllers replace elsewhere, stateless ones above all,
+        # is what the scenario is about: a set that loses none proves nothing.
+        lost = [p for p in pods if p.node in chosen and p.replaced_elsewhere]
+        return sum(1 for p in lost if p.stateless), len(lost)
 
-    def pick(chosen: list[str]) -> list[str] | None:
-        nonlocal tries
+    tries = 0
+    best: list[str] | None = None
+
+    def pick(chosen: list[str]) -> None:
+        nonlocal tries, best
         if len(chosen) == want:
-            return chosen
+            if best is None or score(chosen) > score(best):
+                best = chosen
+            return
         for node in by_rack[slots[len(chosen)]]:
             tries += 1
             if tries > max_tries:
-                return None
+                return
             if node not in chosen and spares([*chosen, node]):
-                found = pick([*chosen, node])
-                if found is not None:
-                    return found
-        return None
+                pick([*chosen, node])
 
-    chosen = pick([])
+    pick([])
+    chosen = best
     if chosen is None:
         pytest.skip(
             f"no {want} workers (one per rack in turn) whose loss leaves every critical "

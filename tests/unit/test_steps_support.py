@@ -135,3 +135,56 @@ def test_a_volume_never_released_fails_naming_it() -> None:
     _at(tl, 30, "Pod", "db-0", "deleted", "lab", uid="u3", node="w1", workload=member.workload)
     with pytest.raises(CheckFailed, match="pv-0 still attached to w1"):
         phases.released(tl, [member], outage, 15.0, Measurements())
+
+
+def test_third_of_workers_prefers_a_set_that_loses_replaceable_stateless_pods() -> None:
+    """CI once got w-a1, w-b1, w-c2: the busiest-first choice lost only pods with volumes, so
+    "every lost stateless pod is replaced" had nothing to check and failed."""
+    from types import SimpleNamespace
+
+    from steps.support.targets import third_of_workers
+    from steps.support.workloads import Workload
+
+    workers = [
+        SimpleNamespace(name=f"w-{r}{i}", rack=f"rack-{r}", role="worker")
+        for r in "abc"
+        for i in (1, 2, 3)
+    ]
+    inventory = SimpleNamespace(
+        nodes=workers,
+        nodes_by_role=lambda role: list(workers),
+        node=lambda name: next(w for w in workers if w.name == name),
+    )
+    ready = SimpleNamespace(is_ready=True, unschedulable=False)
+    observer = SimpleNamespace(node=lambda name: ready)
+
+    def p(name: str, node: str, workload: str, pv: bool = False) -> PodInfo:
+        return PodInfo("lab", name, name, node, workload, (f"pv-{name}",) if pv else ())
+
+    pods = [
+        p("quorum-0", "w-a1", "StatefulSet/quorum", pv=True),
+        p("registry", "w-a1", "Deployment/registry", pv=True),
+        p("web-0", "w-a3", "Deployment/web"),
+        p("quorum-1", "w-b1", "StatefulSet/quorum", pv=True),
+        p("web-1", "w-b1", "Deployment/web"),
+        p("batch-1", "w-b2", "StatefulSet/batch", pv=True),
+        p("quorum-2", "w-c1", "StatefulSet/quorum", pv=True),
+        p("batch-2", "w-c2", "StatefulSet/batch", pv=True),
+        p("web-2", "w-c3", "Deployment/web"),
+    ]
+
+    def wl(kind: str, name: str, replicas: int, keep: int, critical: bool = True) -> Workload:
+        return Workload("lab", kind, name, replicas, {}, False, critical, keep, None)
+
+    workloads = [
+        wl("StatefulSet", "quorum", 3, 2),
+        wl("Deployment", "web", 3, 2),
+        wl("Deployment", "registry", 1, 0, critical=False),
+        wl("StatefulSet", "batch", 2, 0, critical=False),
+    ]
+    t = third_of_workers(inventory, observer, pods, workloads)  # type: ignore[arg-type]
+    assert len(t.nodes) == 3 and {n[2] for n in t.nodes} == {"a", "b", "c"}
+    lost = [x for x in pods if x.node in t.nodes]
+    assert sum(1 for x in lost if x.workload == "Deployment/web") == 1  # min_available 2 of 3
+    assert sum(1 for x in lost if x.workload == "StatefulSet/quorum") <= 1
+    assert any(x.stateless and x.replaced_elsewhere for x in lost)
