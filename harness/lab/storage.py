@@ -22,12 +22,30 @@ from harness.lab.spec import CSI_DRIVER
 log = logging.getLogger(__name__)
 
 
+def claims_of(pod: JSON) -> JSON | None:
+    """What the attacher reads of a pod: its node and the claims it mounts (pods without
+    claims are not kept)."""
+    spec = pod.get("spec") or {}
+    vols = [
+        {"persistentVolumeClaim": {"claimName": v["persistentVolumeClaim"].get("claimName")}}
+        for v in spec.get("volumes") or []
+        if v.get("persistentVolumeClaim")
+    ]
+    if not vols:
+        return None
+    md = pod.get("metadata") or {}
+    return {
+        "metadata": {"name": md.get("name"), "namespace": md.get("namespace")},
+        "spec": {"nodeName": spec.get("nodeName"), "volumes": vols},
+    }
+
+
 class StorageController:
     def __init__(self, client: KubeClient, is_on: Callable[[str], bool]) -> None:
         self.client = client
         self.is_on = is_on
         self.vas = Informer(client, "/apis/storage.k8s.io/v1/volumeattachments", self._on_va)
-        self.pods = Informer(client, "/api/v1/pods")
+        self.pods = Informer(client, "/api/v1/pods", project=claims_of)
         self.pvcs = Informer(client, "/api/v1/persistentvolumeclaims")
         self.pvs = Informer(client, "/api/v1/persistentvolumes")
         self.nodes = Informer(client, "/api/v1/nodes")
