@@ -61,6 +61,9 @@ from steps.support.steady import Baseline
 from steps.support.targets import Outage, PodFilter, PoweredOn, Targets
 from steps.support.workloads import PodInfo, Workload, resolve_workloads, workload_pods
 
+#: How long after the API showed a change its watch event may still be on its way.
+OBSERVER_LAG_S = 5.0
+
 #: Allure severities; a feature tag ``@critical`` becomes the marker and the Allure label.
 SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
 _REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
@@ -958,7 +961,11 @@ def drain_evicted_all(drained: DrainResult, targets: Targets, timeline: Timeline
             f"not evicted: {', '.join(missing) or 'none'}; evicted: {', '.join(drained.evicted)}",
             drained.duration_s,
         )
-    still = [p.ref for p in targets.pods if L.pod_event(timeline, p, {"deleted"}) is None]
+    # The drain saw them gone through the API; the observer's watch reports it a moment later.
+    seen_by = timeline.clock.monotonic() + OBSERVER_LAG_S
+    still = [
+        p.ref for p in targets.pods if L.await_pod_event(timeline, p, {"deleted"}, seen_by) is None
+    ]
     if still:
         raise CheckFailed("every evicted pod gone", f"still there: {', '.join(still)}", 0.0)
     allure.dynamic.parameter("evicted", ", ".join(drained.evicted), excluded=True)

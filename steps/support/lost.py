@@ -92,6 +92,28 @@ def pod_event(tl: Timeline, pod: PodInfo, transitions: Collection[str]) -> Trans
     )
 
 
+def await_pod_event(
+    tl: Timeline, pod: PodInfo, transitions: Collection[str], deadline: float
+) -> Transition | None:
+    """:func:`pod_event`, waiting for it until ``deadline`` (on the timeline's clock): for a
+    change the harness has already seen through the API, which the watch reports a moment
+    later."""
+    try:
+        return tl.wait_for(
+            lambda t: (
+                t.kind == POD
+                and t.name == pod.name
+                and t.namespace == pod.namespace
+                and t.transition in transitions
+                and t.detail.get("uid") == pod.uid
+            ),
+            deadline,
+            f"{pod.ref} {'/'.join(sorted(transitions))}",
+        )
+    except WaitTimeout:
+        return None
+
+
 def stopped_blocking(tl: Timeline, pod: PodInfo) -> Transition | None:
     """When the pod stopped blocking its replacement (see the module docstring)."""
     if pod.kind == "StatefulSet":
