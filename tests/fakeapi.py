@@ -699,3 +699,13 @@ def set_ready(obj: JSON, status: str | bool) -> None:
             c["status"] = value
             return
     obj["status"]["conditions"].append({"type": "Ready", "status": value})
+
+
+def eventually(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
+    """Poll ``cond`` until it holds or ``timeout`` seconds pass; its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return cond()

@@ -3,30 +3,10 @@ fake API server."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
-
-import pytest
-
 from harness.kube.client import JSON
 from harness.lab.informer import Informer
 from harness.lab.storage import claims_of
-from tests.fakeapi import FakeApiServer, pod
-
-
-@pytest.fixture
-def api() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as server:
-        yield server
-
-
-def eventually(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return cond()
+from tests.fakeapi import FakeApiServer, eventually, pod
 
 
 def with_claim(p: JSON, claim: str) -> JSON:

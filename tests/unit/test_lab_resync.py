@@ -7,33 +7,15 @@ demand in a real lab; these tests pin down what the resync touches, when, and wh
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-
-import pytest
 
 from harness.lab.resync import ANNOTATION, Resync, waiting_for_node
-from tests.fakeapi import JSON, FakeApiServer, node, pod, set_ready
-
-
-@pytest.fixture
-def api() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as server:
-        yield server
+from tests.fakeapi import JSON, FakeApiServer, eventually, node, pod, set_ready
 
 
 def annotated(api: FakeApiServer, name: str) -> bool:
     obj = api.get("pods", "lab", name)
     assert obj is not None
     return ANNOTATION in ((obj["metadata"].get("annotations")) or {})
-
-
-def eventually(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return cond()
 
 
 def terminating(p: JSON) -> JSON:

@@ -19,12 +19,6 @@ FAST = (0.02, 0.2)  # retry backoff for tests
 
 
 @pytest.fixture
-def api() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as server:
-        yield server
-
-
-@pytest.fixture
 def observe(api: FakeApiServer) -> Iterator[Callable[..., Observer]]:
     started: list[Observer] = []
 
