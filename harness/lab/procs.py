@@ -70,6 +70,71 @@ class Proc:
         return ""
 
 
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown-boot"
+
+
+def _start_ticks(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def process_identity(pid: int) -> str:
+    """``boot:pid:start``: names one process for good, unlike a PID, which is reused."""
+    return f"{_boot_id()}:{pid}:{_start_ticks(pid) or '?'}"
+
+
+def write_identity(path: Path, pid: int) -> None:
+    path.write_text(process_identity(pid) + "\n")
+
+
+def identity_pid(path: Path) -> tuple[int, str] | None:
+    """The PID and identity recorded in ``path``; None when there is no readable record."""
+    try:
+        text = path.read_text().strip()
+        return int(text.split(":")[1]), text
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def recorded_alive(path: Path) -> int | None:
+    """The PID recorded in ``path`` if that very process still runs: same boot, same start
+    time. A stale record (a reboot, or a PID since given to someone else's process) gives
+    None, so nobody else's process is ever reported as ours or signalled."""
+    rec = identity_pid(path)
+    if rec is None:
+        return None
+    pid, ident = rec
+    return pid if pid_alive(pid) and process_identity(pid) == ident else None
+
+
+def group_is_ours(path: Path) -> int | None:
+    """The process group led by the process recorded in ``path``, if signalling it can only
+    reach our processes. The kernel never hands out a PID that is still some group's ID, so
+    while any member of our group lives its ID stays ours: it is safe when the recorded
+    leader still runs (same identity) or when no process has that PID at all (the leader
+    exited, members may remain). A different process holding the PID means the group is
+    gone and the ID reused. A record from another boot is never ours."""
+    rec = identity_pid(path)
+    if rec is None:
+        return None
+    pid, ident = rec
+    if ident.split(":")[0] != _boot_id():
+        return None
+    if not pid_alive(pid) or process_identity(pid) == ident:
+        return pid
+    return None
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

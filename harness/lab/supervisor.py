@@ -28,7 +28,7 @@ from harness.errors import PowercutError
 from harness.kube.client import Credentials, KubeClient
 from harness.lab import controlplane as cpl
 from harness.lab import workloads as wl
-from harness.lab.procs import Proc
+from harness.lab.procs import Proc, write_identity
 from harness.lab.resync import Resync
 from harness.lab.services import HealthEndpoints
 from harness.lab.spec import LAB_NAMESPACE, LabSpec, NodeSpec
@@ -412,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    (root / "supervisor.pid").write_text(str(os.getpid()))
+    write_identity(root / "supervisor.pid", os.getpid())
     stop = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
