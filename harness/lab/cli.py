@@ -18,7 +18,7 @@ from harness.errors import ConfigError, PowercutError
 from harness.lab import build
 from harness.lab.inventory_out import write_inventory
 from harness.lab.pki import LabPKI
-from harness.lab.procs import pid_alive
+from harness.lab.procs import group_is_ours, pid_alive, recorded_alive, write_identity
 from harness.lab.spec import TIMING_NAMES, LabSpec, busy_ports, default_state_dir
 
 
@@ -29,7 +29,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description="Build, start, inspect and stop the embedded lab cluster.",
     )
     lsub = lab.add_subparsers(dest="lab_command", required=True, metavar="COMMAND")
-    b = lsub.add_parser("build", help="obtain the pinned lab binaries (cache, Go build, download)")
+    b = lsub.add_parser(
+        "build", help="obtain the pinned lab binaries (environment, cache, Go build)"
+    )
     b.set_defaults(func=cmd_build)
     up = lsub.add_parser("up", help="start a lab (reports and changes nothing if one runs)")
     up.add_argument("--racks", type=int, default=3, help="number of racks (default 3)")
@@ -77,11 +79,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def _running_pid(root: Path) -> int | None:
-    with contextlib.suppress(OSError, ValueError):
-        pid = int((root / "supervisor.pid").read_text())
-        if pid_alive(pid):
-            return pid
-    return None
+    return recorded_alive(root / "supervisor.pid")
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -143,9 +141,14 @@ def cmd_up(args: argparse.Namespace) -> int:
         stdin=subprocess.DEVNULL,
         start_new_session=True,  # the lab is one process group, stoppable as a whole
     )
-    (root / "pgid").write_text(str(proc.pid))
+    write_identity(root / "pgid", proc.pid)
     shown = 0
     progress = root / "progress.log"
+
+    def terminated(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM while starting: stop what started, like Ctrl-C
+
+    previous = signal.signal(signal.SIGTERM, terminated)
     try:
         while True:
             if progress.exists():
@@ -164,8 +167,11 @@ def cmd_up(args: argparse.Namespace) -> int:
                 raise PowercutError(f"lab failed to start: {err}")
             time.sleep(0.2)
     except KeyboardInterrupt:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not cut the teardown
         _teardown(root, quiet=True)
         raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     inv = args.inventory_out
     write_inventory(spec, inv)
     print(
@@ -236,9 +242,10 @@ def _teardown(root: Path, *, quiet: bool = False) -> bool:
         deadline = time.monotonic() + 30
         while pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
-    with contextlib.suppress(OSError, ValueError):
-        pgid = int((root / "pgid").read_text())
-        # Only our own process group: the supervisor started it as a new session.
+    # Only our own process group: the supervisor started it as a new session, and the
+    # recorded identity tells it from a group that merely reuses the number.
+    pgid = group_is_ours(root / "pgid")
+    if pgid is not None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)
             did = True
