@@ -5,19 +5,32 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import NoReturn, cast
 
 from harness import __version__
 from harness.errors import PowercutError
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Bad options give one line that names the option and where to read more, not a
+    usage block (subcommand parsers inherit this class)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = OneLineParser(
         prog="powercut",
         description="Prove a Kubernetes cluster survives the loss of its failure domains.",
     )
     ap.add_argument("--version", action="version", version=f"powercut {__version__}")
     ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Subcommand parsers are OneLineParsers at run time; the helpers are typed for the base.
+    sub = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        ap.add_subparsers(dest="command", required=True, metavar="COMMAND"),
+    )
     from harness.lab.cli import add_parser as add_lab
 
     add_lab(sub)

@@ -77,6 +77,8 @@ def test_up_is_idempotent_and_down_leaves_nothing(tmp_path: Path) -> None:
         (["--timings", "slowest"], "fast, upstream"),
         (["--control-planes", "2"], "1, 3 or 5"),
         (["--base-port", "40000"], "ephemeral range"),
+        (["--racks", "x"], "--racks"),
+        (["--colour", "red"], "--colour"),
     ],
 )
 def test_bad_options_give_one_clear_line(tmp_path: Path, args: list[str], needle: str) -> None:
