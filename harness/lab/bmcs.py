@@ -11,16 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from harness.lab.bmc.creds import ensure_lab_credentials, known_hosts_line
-from harness.lab.bmc.ipmi import IpmiServer
-from harness.lab.bmc.redfish import RedfishServer
-from harness.lab.bmc.ssh import SshServer
+from harness.lab.bmc.creds import BMC_USER, ensure_lab_credentials, known_hosts_line
 from harness.power.base import PowerState
 
 if TYPE_CHECKING:
     from harness.lab.supervisor import Lab
-
-BMC_USER = "admin"
 
 
 class NodeTarget:
@@ -44,6 +39,13 @@ class NodeTarget:
 
 
 def start_bmcs(lab: Lab) -> list[Any]:
+    # The protocol servers are imported here, in the supervisor only: sushy-tools builds
+    # its Flask application at import time, and every other command (and an install
+    # without the ``lab`` extra) must not pay for or need it.
+    from harness.lab.bmc.ipmi import IpmiServer
+    from harness.lab.bmc.redfish import RedfishServer
+    from harness.lab.bmc.ssh import SshServer
+
     spec = lab.spec
     creds = ensure_lab_credentials(lab.root / "creds", username=BMC_USER)
     targets = {n.name: NodeTarget(lab, n.name) for n in lab.nodes}

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from harness.lab.bmcs import BMC_USER
+from harness.lab.bmc.creds import BMC_USER
 from harness.lab.spec import LAB_NAMESPACE, LabSpec, NodeSpec
 from harness.lab.workloads import SERVICES
 

@@ -28,6 +28,8 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from harness.lab.pki import new_ca, new_cert, write_cert, write_private_file, write_private_key
 
+BMC_USER = "admin"  # the user every lab BMC (Redfish, IPMI) accepts
+
 _TLS_VALID = dt.timedelta(days=365)
 
 
