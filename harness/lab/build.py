@@ -3,6 +3,9 @@
 Sources, in order: explicit paths from the environment; the cache keyed on versions
 (``~/.cache/powercut/bin/<group>-<version>``); a build through the Go module proxy; on
 machines with internet, the official release downloads verified against pinned sha256 sums.
+No sum is pinned yet (none could be obtained from an authoritative source where this was
+written), so the download path refuses every group and says so: it never fetches a binary
+it cannot verify.
 ``obtain()`` says which source it used for each group and shows progress while building.
 """
 
