@@ -66,21 +66,21 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabHandle]:
     root = tmp_path_factory.mktemp("lab")
     state = root / "state"
     inv = root / "lab.yaml"
-    out = powercut(
-        "lab",
-        "up",
-        "--workloads",
-        "--timings",
-        "fast",
-        "--base-port",
-        str(BASE_PORT),
-        "--state-dir",
-        str(state),
-        "--inventory-out",
-        str(inv),
-    )
-    print(out.stdout, out.stderr)
     try:
+        out = powercut(
+            "lab",
+            "up",
+            "--workloads",
+            "--timings",
+            "fast",
+            "--base-port",
+            str(BASE_PORT),
+            "--state-dir",
+            str(state),
+            "--inventory-out",
+            str(inv),
+        )
+        print(out.stdout, out.stderr)
         inventory = load_inventory(inv)
         client = KubeClient.from_kubeconfig(inventory.cluster.kubeconfig)
         yield LabHandle(state, inv, inventory, client, BASE_PORT)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
+import urllib.request
 from typing import Any
 
 import pytest
@@ -82,6 +84,26 @@ def attachment_of(lab: LabHandle, pvc: str) -> list[tuple[str, bool]]:
     ]
 
 
+def health(lab: LabHandle, app: str) -> int:
+    """What the Service's HTTP health endpoint answers, as a client would see it."""
+    (w,) = [w for w in lab.inventory.workloads if w.name == app]
+    assert w.health is not None and w.health.http
+    try:
+        with urllib.request.urlopen(w.health.http, timeout=3) as r:  # noqa: S310 (loopback)
+            return int(r.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def claim_of(pod: dict[str, Any]) -> str:
+    (claim,) = [
+        v["persistentVolumeClaim"]["claimName"]
+        for v in pod["spec"].get("volumes") or []
+        if v.get("persistentVolumeClaim")
+    ]
+    return str(claim)
+
+
 @pytest.mark.parametrize("protocol", ["ipmi", "redfish", "ssh"])
 def test_power_loss_through(lab: LabHandle, protocol: str) -> None:
     t = Timings.named(lab.inventory.timings or "fast")
@@ -89,6 +111,11 @@ def test_power_loss_through(lab: LabHandle, protocol: str) -> None:
     (registry,) = pods(lab, "registry")
     victim = registry["spec"]["nodeName"]
     (member,) = [p for p in pods(lab, "quorum") if p["spec"]["nodeName"] == victim]
+    member_claim = claim_of(member)
+    web_on_victim = {
+        p["metadata"]["uid"] for p in pods(lab, "web") if p["spec"]["nodeName"] == victim
+    }
+    assert health(lab, "registry") == 200, "the registry Service must be healthy before"
     node = lab.inventory.node(victim)
     driver = driver_for(node, protocol, timeout_s=30)
     # Power comes back through the node's BMC: SSH can cut power but not restore it.
@@ -114,6 +141,11 @@ def test_power_loss_through(lab: LabHandle, protocol: str) -> None:
             15,
         )
         t_taint = time.monotonic()
+        # The node lifecycle controller marks the pods NotReady: the Service loses its only
+        # endpoint and a client of its health endpoint sees 503 until a replacement is Ready.
+        wait_for(
+            "the registry health endpoint answering 503", lambda: health(lab, "registry") == 503, 15
+        )
 
         def evicted() -> bool:
             p = lab.client.get(f"/api/v1/namespaces/{NS}/pods/{registry['metadata']['name']}")
@@ -141,6 +173,33 @@ def test_power_loss_through(lab: LabHandle, protocol: str) -> None:
         assert attachment_of(lab, "registry-data") == [(victim, True)], (
             "RWO volume left the dead node"
         )
+        assert attachment_of(lab, member_claim) == [(victim, True)], (
+            "the quorum member's RWO volume left the dead node"
+        )
+        wait_for(
+            "the registry health endpoint answering 200 again",
+            lambda: health(lab, "registry") == 200,
+            15,
+        )
+        if web_on_victim:
+            # Deployment pods on the dead node are evicted and replaced elsewhere.
+            def web_moved() -> bool:
+                ps = pods(lab, "web")
+                gone = all(
+                    p["metadata"].get("deletionTimestamp")
+                    for p in ps
+                    if p["metadata"]["uid"] in web_on_victim
+                )
+                live = [
+                    p
+                    for p in ps
+                    if p["spec"].get("nodeName") not in (None, victim)
+                    and ready(p)
+                    and not p["metadata"].get("deletionTimestamp")
+                ]
+                return gone and len(live) == 3
+
+            wait_for("the web pods of the dead node replaced elsewhere", web_moved, 30)
 
         m = lab.client.get(f"/api/v1/namespaces/{NS}/pods/{member['metadata']['name']}")
         assert m["metadata"].get("deletionTimestamp"), "quorum member was not evicted"
