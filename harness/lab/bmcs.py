@@ -58,6 +58,7 @@ def start_bmcs(lab: Lab) -> list[Any]:
             password=creds.password,
             certfile=creds.tls_cert,
             keyfile=creds.tls_key,
+            work_dir=lab.root,
         )
         redfish.start()
         started.append(redfish)

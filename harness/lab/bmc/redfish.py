@@ -146,7 +146,11 @@ class RedfishServer:
         keyfile: str | os.PathLike[str] = "",
         *,
         reset_types: Collection[str] = SUPPORTED_RESET_TYPES,
+        work_dir: str | os.PathLike[str] | None = None,
     ) -> None:
+        """``work_dir``: where the emulator's private state goes (a fresh directory is made
+        inside it); the system temp directory by default. A lab passes its own state
+        directory, so even a killed supervisor leaves nothing outside it."""
         names = [t.name for t in targets]
         if not names:
             raise ValueError("a RedfishServer needs at least one target")
@@ -162,6 +166,7 @@ class RedfishServer:
         if not certfile or not keyfile:
             raise ValueError("a RedfishServer serves HTTPS only: give certfile and keyfile")
         self.targets = list(targets)
+        self._work_dir = work_dir
         self.host = host
         self.port = port
         self.username = username
@@ -210,7 +215,7 @@ class RedfishServer:
             raise
 
     def _start(self) -> None:
-        self._state_dir = Path(tempfile.mkdtemp(prefix="powercut-redfish-"))
+        self._state_dir = Path(tempfile.mkdtemp(prefix="powercut-redfish-", dir=self._work_dir))
         auth_file = self._state_dir / "htpasswd"
         self._write_htpasswd(auth_file)
         self._configure_app(self._state_dir, auth_file)
