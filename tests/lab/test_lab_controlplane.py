@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import socket
 import time
 import urllib.request
 
@@ -25,6 +27,19 @@ def etcd_healthy(port: int) -> bool:
         return False
 
 
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def lease_age_s(lab: LabHandle, name: str) -> float:
+    """Seconds since the leader of ``name`` last renewed its lease (server clock = ours)."""
+    lease = lab.client.get(f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{name}")
+    renewed = dt.datetime.fromisoformat(lease["spec"]["renewTime"].replace("Z", "+00:00"))
+    return (dt.datetime.now(dt.UTC) - renewed).total_seconds()
+
+
 def test_losing_one_control_plane_keeps_the_api(lab: LabHandle) -> None:
     spec = LabSpec.load(lab.state_dir)
     assert spec.control_planes == 3
@@ -36,6 +51,14 @@ def test_losing_one_control_plane_keeps_the_api(lab: LabHandle) -> None:
         driver.off(graceful=False)
         assert driver.state() is PowerState.OFF
         assert not etcd_healthy(ports.etcd_client(1)), "cp-2's etcd member still answers"
+        # Power off stops every process of the node, not only its heartbeats.
+        for what, port in (
+            ("kube-apiserver", ports.apiserver(1)),
+            ("kube-controller-manager", ports.controller_manager(1)),
+            ("kube-scheduler", ports.scheduler(1)),
+        ):
+            assert not listening(port), f"cp-2's {what} still listens on {port}"
+        t_off = time.monotonic()
         # Through the load balancer, every request during the outage must succeed, writes too.
         failures: list[str] = []
         deadline = time.monotonic() + 15
@@ -53,6 +76,16 @@ def test_losing_one_control_plane_keeps_the_api(lab: LabHandle) -> None:
             time.sleep(0.1)
         assert not failures, f"{len(failures)} of {i} API calls failed: {failures[:3]}"
         assert etcd_healthy(ports.etcd_client(0)) and etcd_healthy(ports.etcd_client(2))
+        # Leader election: whichever member led, a leader keeps renewing. A lease lapses
+        # after its duration, so a fresh renewal after that proves a survivor leads.
+        lease_s = spec.timing.leader_lease_s
+        time.sleep(max(0.0, lease_s + 1 - (time.monotonic() - t_off)))
+        for lease in ("kube-controller-manager", "kube-scheduler"):
+            wait_for(
+                f"a live {lease} leader",
+                lambda n=lease: lease_age_s(lab, n) < spec.timing.leader_retry_s + 3,
+                3 * lease_s,
+            )
         wait_for(
             "cp-2 NotReady",
             lambda: any(
@@ -63,6 +96,7 @@ def test_losing_one_control_plane_keeps_the_api(lab: LabHandle) -> None:
         )
         driver.on()
         wait_for("cp-2's etcd member rejoined", lambda: etcd_healthy(ports.etcd_client(1)), 60)
+        wait_for("cp-2's kube-apiserver serving", lambda: listening(ports.apiserver(1)), 60)
         wait_for(
             "cp-2 Ready",
             lambda: any(
