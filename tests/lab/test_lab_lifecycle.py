@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.inventory import load_inventory
 from harness.lab.procs import pid_alive
 from harness.lab.spec import LabSpec, busy_ports
 from tests.lab.conftest import powercut
@@ -23,6 +24,15 @@ def _pids(state: Path) -> list[int]:
     pids = [int(data["supervisor_pid"])]
     pids += [c["pid"] for c in data["components"].values() if c["pid"]]
     return pids
+
+
+def _components(state: Path) -> dict[str, int]:
+    data = json.loads((state / "state.json").read_text())
+    return {n: int(c["pid"]) for n, c in data["components"].items() if c["pid"]}
+
+
+def _cmdline(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
 
 
 def test_up_is_idempotent_and_down_leaves_nothing(tmp_path: Path) -> None:
@@ -39,6 +49,8 @@ def test_up_is_idempotent_and_down_leaves_nothing(tmp_path: Path) -> None:
         "1",
         "--base-port",
         str(PORT),
+        "--timings",
+        "upstream",
         "--inventory-out",
         str(inv),
         *common,
@@ -50,6 +62,14 @@ def test_up_is_idempotent_and_down_leaves_nothing(tmp_path: Path) -> None:
         pids = _pids(state)
         assert len(pids) >= 6  # supervisor, etcd, apiserver, cm, scheduler, 2 kwoks
         assert all(pid_alive(p) for p in pids)
+        # The upstream profile reaches the inventory and the real components' flags.
+        assert load_inventory(inv).timings == "upstream"
+        argv = {name: _cmdline(pid) for name, pid in _components(state).items()}
+        (cm,) = [a for n, a in argv.items() if "controller-manager" in n]
+        (api,) = [a for n, a in argv.items() if "apiserver" in n]
+        assert "--node-monitor-grace-period=50s" in cm, cm
+        assert "--default-unreachable-toleration-seconds=300" in api, api
+        assert "--default-not-ready-toleration-seconds=300" in api, api
 
         again = powercut(*up)
         assert "already running" in again.stdout
