@@ -37,11 +37,12 @@ KINDS: dict[str, tuple[str, str]] = {
     "pods": ("v1", "Pod"),
     "events": ("v1", "Event"),
     "persistentvolumeclaims": ("v1", "PersistentVolumeClaim"),
+    "persistentvolumes": ("v1", "PersistentVolume"),
     "volumeattachments": ("storage.k8s.io/v1", "VolumeAttachment"),
     "endpointslices": ("discovery.k8s.io/v1", "EndpointSlice"),
     "jobs": ("batch/v1", "Job"),
 }
-CLUSTER_SCOPED = frozenset({"nodes", "volumeattachments"})
+CLUSTER_SCOPED = frozenset({"nodes", "volumeattachments", "persistentvolumes"})
 
 
 def now_iso() -> str:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.kube.client import KubeClient, NotFound
+from harness.lab.spec import VOLUME_GATE
 
 log = logging.getLogger("powercut.lab.resync")
 
@@ -41,11 +42,13 @@ def _ready(obj: JSON) -> bool:
 def waiting_for_node(pod: JSON) -> bool:
     """A pod that a live kwok node would act on: finalise (Terminating), start (Pending)
     or mark Ready again (Running, not Ready). Finished pods are left alone."""
-    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+    md = pod.get("metadata") or {}
+    if md.get("deletionTimestamp"):
         return True
     phase = (pod.get("status") or {}).get("phase")
     if phase == "Pending":
-        return True
+        # A pod gated on its volumes waits for the attacher, not for its node.
+        return (md.get("annotations") or {}).get(VOLUME_GATE) != "waiting"
     return phase == "Running" and not _ready(pod)
 
 

@@ -17,6 +17,9 @@ from harness.lab.versions import cache_root
 TimingName = Literal["fast", "upstream"]
 TIMING_NAMES: tuple[str, ...] = ("fast", "upstream")
 CSI_DRIVER = "lab.csi.powercut.io"
+# Pods annotated "waiting" are held back from Ready until their volumes are attached to
+# their node (harness/lab/storage.py releases them; the pod-ready stage checks it).
+VOLUME_GATE = "lab.powercut.io/volumes"
 LAB_NAMESPACE = "lab"
 PORT_SPAN = 1000  # a lab uses ports base .. base + 999: labs 1000 apart never collide
 MAX_NODES = 400  # IPMI at base + 200 + i, SSH at base + 600 + i

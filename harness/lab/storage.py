@@ -6,6 +6,15 @@ kubelet keeps while a volume is mounted. Here the attacher attaches at once, and
 is kept for nodes that are powered on and frozen at power-off, so a dead node keeps its
 volumes "in use": the attach/detach controller then waits (6 min upstream) before a forced
 detach, and a replacement pod elsewhere gets a real ``Multi-Attach error`` event.
+
+It also plays the kubelet's volume manager for readiness: kwok would report a pod Ready
+whatever its volumes do, but a real kubelet keeps a pod in ContainerCreating until its
+volumes are attached to its node. Pods that carry the annotation ``VOLUME_GATE: waiting``
+(the lab's stateful workloads put it in their templates, so a new pod starts gated) are held
+back from Ready by the lab's kwok stages until this controller sees every claim's volume
+attached to the pod's live node and sets the annotation to ``attached``. So a replacement
+blocked by a Multi-Attach error stays unready, and its Service stays down, as on a real
+cluster.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ from collections.abc import Callable
 from harness.errors import PowercutError
 from harness.kube.client import JSON, KubeClient
 from harness.lab.informer import Informer
-from harness.lab.spec import CSI_DRIVER
+from harness.lab.spec import CSI_DRIVER, VOLUME_GATE
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +43,13 @@ def claims_of(pod: JSON) -> JSON | None:
     if not vols:
         return None
     md = pod.get("metadata") or {}
+    gate = (md.get("annotations") or {}).get(VOLUME_GATE)
     return {
-        "metadata": {"name": md.get("name"), "namespace": md.get("namespace")},
+        "metadata": {
+            "name": md.get("name"),
+            "namespace": md.get("namespace"),
+            "annotations": {VOLUME_GATE: gate} if gate else {},
+        },
         "spec": {"nodeName": spec.get("nodeName"), "volumes": vols},
     }
 
@@ -81,27 +95,56 @@ class StorageController:
         except PowercutError as exc:
             log.warning("attach %s: %s", name, exc)
 
-    def desired_in_use(self) -> dict[str, list[str]]:
-        """node -> the CSI volumes its pods mount that are attached to it."""
+    def _attached(self) -> set[tuple[str, str]]:
+        """(PV, node) pairs whose VolumeAttachment says attached."""
         attached: set[tuple[str, str]] = set()
         for va in self.vas.snapshot():
             st, sp = va.get("status") or {}, va.get("spec") or {}
             pv = (sp.get("source") or {}).get("persistentVolumeName")
             if st.get("attached") and pv:
                 attached.add((pv, sp.get("nodeName", "")))
-        pv_handle: dict[str, str] = {}
-        for pv in self.pvs.snapshot():
-            csi = (pv.get("spec") or {}).get("csi") or {}
-            if csi.get("driver") == CSI_DRIVER:
-                pv_handle[pv["metadata"]["name"]] = (
-                    f"kubernetes.io/csi/{CSI_DRIVER}^{csi['volumeHandle']}"
-                )
-        claim_pv = {
+        return attached
+
+    def _claim_pv(self) -> dict[str, str | None]:
+        return {
             f"{c['metadata']['namespace']}/{c['metadata']['name']}": (c.get("spec") or {}).get(
                 "volumeName"
             )
             for c in self.pvcs.snapshot()
         }
+
+    def pods_to_release(self) -> list[tuple[str, str]]:
+        """(namespace, name) of gated pods whose every claim is attached to their live node."""
+        attached, claim_pv = self._attached(), self._claim_pv()
+        out = []
+        for pod in self.pods.snapshot():
+            md, spec = pod["metadata"], pod.get("spec") or {}
+            node = spec.get("nodeName")
+            if (md.get("annotations") or {}).get(VOLUME_GATE) != "waiting" or not node:
+                continue
+            if not self.is_on(node):
+                continue  # a dead kubelet mounts nothing
+            ns = md["namespace"]
+            claims = [
+                (v.get("persistentVolumeClaim") or {}).get("claimName")
+                for v in spec.get("volumes") or []
+            ]
+            pvs = [claim_pv.get(f"{ns}/{c}") for c in claims if c]
+            if pvs and all(pv and (pv, node) in attached for pv in pvs):
+                out.append((ns, md["name"]))
+        return out
+
+    def desired_in_use(self) -> dict[str, list[str]]:
+        """node -> the CSI volumes its pods mount that are attached to it."""
+        attached = self._attached()
+        pv_handle: dict[str, str] = {}
+        for obj in self.pvs.snapshot():
+            csi = (obj.get("spec") or {}).get("csi") or {}
+            if csi.get("driver") == CSI_DRIVER:
+                pv_handle[obj["metadata"]["name"]] = (
+                    f"kubernetes.io/csi/{CSI_DRIVER}^{csi['volumeHandle']}"
+                )
+        claim_pv = self._claim_pv()
         out: dict[str, set[str]] = {}
         for pod in self.pods.snapshot():
             spec = pod.get("spec") or {}
@@ -122,6 +165,15 @@ class StorageController:
                 i.synced.is_set() for i in (self.vas, self.pods, self.pvcs, self.pvs, self.nodes)
             ):
                 continue
+            for ns, name in self.pods_to_release():
+                try:
+                    self.client.patch(
+                        f"/api/v1/namespaces/{ns}/pods/{name}",
+                        {"metadata": {"annotations": {VOLUME_GATE: "attached"}}},
+                    )
+                    log.info("volumes of %s/%s attached: released for Ready", ns, name)
+                except PowercutError as exc:
+                    log.warning("releasing %s/%s: %s", ns, name, exc)
             want = self.desired_in_use()
             for node in self.nodes.snapshot():
                 name = node["metadata"]["name"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.lab.spec import CSI_DRIVER, LAB_NAMESPACE
+from harness.lab.spec import CSI_DRIVER, LAB_NAMESPACE, VOLUME_GATE
 
 JSON = dict[str, Any]
 STORAGE_CLASS = "lab-rwo"
@@ -136,7 +136,11 @@ def workload_objects() -> list[tuple[str, JSON]]:
                     "podManagementPolicy": "Parallel",
                     "selector": {"matchLabels": {"app": "quorum"}},
                     "template": {
-                        "metadata": {"labels": {"app": "quorum"}},
+                        # Like a kubelet: not Ready before its volume is attached here.
+                        "metadata": {
+                            "labels": {"app": "quorum"},
+                            "annotations": {VOLUME_GATE: "waiting"},
+                        },
                         "spec": {
                             "containers": [
                                 {
@@ -211,7 +215,11 @@ def workload_objects() -> list[tuple[str, JSON]]:
                     "strategy": {"type": "Recreate"},
                     "selector": {"matchLabels": {"app": "registry"}},
                     "template": {
-                        "metadata": {"labels": {"app": "registry"}},
+                        # Like a kubelet: not Ready before its volume is attached here.
+                        "metadata": {
+                            "labels": {"app": "registry"},
+                            "annotations": {VOLUME_GATE: "waiting"},
+                        },
                         "spec": {
                             "containers": [
                                 {
