@@ -10,11 +10,14 @@ and ``hang_s``.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import stat
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,22 +25,29 @@ FAKE_DOCKER = textwrap.dedent(
     """\
     #!{python}
     # A fake docker CLI: states in $FAKE_DOCKER_STATE (JSON), every call logged there.
-    import json, os, sys, time
+    # Calls run in parallel (a power-on of several nodes): each one holds the state's lock
+    # from read to write, and writes by rename, so none sees half a file or loses an update.
+    import fcntl, json, os, sys, time
     path = os.environ["FAKE_DOCKER_STATE"]
+    with open(path) as f:
+        hang_s = json.load(f).get("hang_s")
+    if hang_s:
+        time.sleep(hang_s)  # outside the lock: hung calls hang side by side
+    lock = open(path + ".lock", "a")
+    fcntl.flock(lock, fcntl.LOCK_EX)  # released when this process exits
     with open(path) as f:
         st = json.load(f)
     args = sys.argv[1:]
     st["log"].append(args)
 
     def done(code=0, out="", err=""):
-        with open(path, "w") as f:
+        with open(path + ".tmp", "w") as f:
             json.dump(st, f)
+        os.replace(path + ".tmp", path)
         sys.stdout.write(out)
         sys.stderr.write(err)
         sys.exit(code)
 
-    if st.get("hang_s"):
-        time.sleep(st["hang_s"])
     if st.get("down"):
         done(1, err="Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
              "Is the docker daemon running?\\n")
@@ -106,17 +116,26 @@ class Docker:
         return data
 
     def write(self, data: dict[str, Any]) -> None:
-        self.state_file.write_text(json.dumps(data))
+        tmp = self.state_file.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(self.state_file)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[dict[str, Any]]:
+        """Read-modify-write under the lock the fake's calls take too."""
+        with open(f"{self.state_file}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            data = self.read()
+            yield data
+            self.write(data)
 
     def set(self, **settings: Any) -> None:
-        data = self.read()
-        data.update(settings)
-        self.write(data)
+        with self._locked() as data:
+            data.update(settings)
 
     def container(self, name: str, status: str = "running", paused: bool = False) -> None:
-        data = self.read()
-        data["containers"][name] = {"status": status, "paused": paused}
-        self.write(data)
+        with self._locked() as data:
+            data["containers"][name] = {"status": status, "paused": paused}
 
     def status(self, name: str) -> tuple[str, bool]:
         c = self.read()["containers"][name]
