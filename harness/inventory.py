@@ -5,7 +5,7 @@ file raises one ``ConfigError`` whose message names the file, the YAML path of t
 (``nodes[2].power.driver``), the value, what would have been valid and the line, e.g.::
 
     lab.yaml:nodes[2].power.driver: 'ipmii' is not valid; must be one of: ipmi, redfish,
-    ssh, lab, kind (node 'w3', line 31)
+    ssh, kind (node 'w3', line 31)
 
 Credentials are never stored in the models as plain strings: a node's BMC password is a
 :class:`Secret` that reads its environment variable or file only when a driver asks for it,
@@ -80,7 +80,6 @@ class Driver(enum.StrEnum):
     IPMI = "ipmi"
     REDFISH = "redfish"
     SSH = "ssh"
-    LAB = "lab"
     KIND = "kind"
 
 
@@ -375,11 +374,11 @@ class SshSpec(_Model):
 class PowerSpec(_Model):
     """How to switch the node's power: one driver and its endpoint and credentials."""
 
-    driver: Literal["ipmi", "redfish", "ssh", "lab", "kind"]
+    driver: Literal["ipmi", "redfish", "ssh", "kind"]
     endpoint: str | None = Field(
         default=None,
         description="ipmi: 'host:port' (port 623 by default); redfish: 'https://host:port' "
-        "URL; ssh: unused (the node's ssh block); lab/kind: optional",
+        "URL; ssh: unused (the node's ssh block); kind: the container (default: the node name)",
     )
     username: str | None = None
     password_env: str | None = Field(default=None, description="environment variable name")

@@ -33,7 +33,7 @@ cluster:
 nodes:
   - name: w1
     role: worker
-    power: {driver: lab}
+    power: {driver: kind}
 """
 
 RACKED = """\
@@ -47,7 +47,7 @@ nodes:
   - name: cp1
     role: control-plane
     rack: r1
-    power: {driver: lab}
+    power: {driver: kind}
   - name: w1
     role: worker
     rack: r1
@@ -156,8 +156,8 @@ def test_helpers(tmp_path: Path) -> None:
 
 
 def test_racks_without_declaration_come_from_nodes(tmp_path: Path) -> None:
-    text = MINIMAL + "  - {name: w2, role: worker, rack: b, power: {driver: lab}}\n"
-    text += "  - {name: w3, role: worker, rack: a, power: {driver: lab}}\n"
+    text = MINIMAL + "  - {name: w2, role: worker, rack: b, power: {driver: kind}}\n"
+    text += "  - {name: w3, role: worker, rack: a, power: {driver: kind}}\n"
     assert load_inventory(write(tmp_path, text)).racks() == ["b", "a"]
 
 
@@ -299,9 +299,17 @@ def test_bad_driver_names_file_path_value_and_valid_values(tmp_path: Path) -> No
     assert error.field == "nodes[3].power.driver"
     assert "nodes[3].power.driver" in message
     assert "'ipmii'" in message
-    assert "must be one of: ipmi, redfish, ssh, lab, kind" in message
+    assert "must be one of: ipmi, redfish, ssh, kind" in message
     assert "node 'w3'" in message
     assert "line 26" in message
+
+
+def test_there_is_no_lab_driver(tmp_path: Path) -> None:
+    """The lab's nodes have real BMCs (ipmi, redfish, ssh); no `lab` driver exists, so the
+    inventory must not accept one that would only fail later, in driver_for."""
+    error = load_error(tmp_path, MINIMAL.replace("{driver: kind}", "{driver: lab}"))
+    assert error.field == "nodes[0].power.driver"
+    assert "'lab' is not valid; must be one of: ipmi, redfish, ssh, kind" in str(error)
 
 
 def test_unknown_top_level_key_suggests_and_lists_valid_keys(tmp_path: Path) -> None:
@@ -373,7 +381,9 @@ def test_invalid_yaml_line_number_is_right(tmp_path: Path) -> None:
 
 
 def test_duplicate_yaml_keys_are_refused(tmp_path: Path) -> None:
-    text = MINIMAL.replace("power: {driver: lab}", "power: {driver: lab}\n    role: control-plane")
+    text = MINIMAL.replace(
+        "power: {driver: kind}", "power: {driver: kind}\n    role: control-plane"
+    )
     error = load_error(tmp_path, text)
     assert "duplicate key 'role' (first at line 5)" in str(error)
     assert "line 7" in str(error)
