@@ -1,8 +1,11 @@
 """Build a node's power driver from its inventory entry.
 
-Built-in drivers (ipmi, redfish, ssh) are built here; any other driver name is looked up
-in the ``powercut.power_drivers`` entry-point group and must offer
-``from_inventory(node, spec)``: vendor quirks are plugins, not ``if vendor:``.
+Built-in drivers (ipmi, redfish, ssh) are built here, with the node's ``power.extra``
+options (``POWER_EXTRA_OPTIONS`` in :mod:`harness.inventory`, checked when the inventory
+loads) as keyword arguments; any other driver name is looked up in the
+``powercut.power_drivers`` entry-point group and must offer ``from_inventory(node, spec)``,
+which reads ``extra`` itself: vendor quirks are plugins, not ``if vendor:``. Keyword
+``options`` given by the caller win over ``extra``.
 """
 
 from __future__ import annotations
@@ -34,8 +37,11 @@ def _password(node: NodeSpec, spec: PowerSpec) -> str:
 def driver_for(node: NodeSpec, protocol: str | None = None, **options: Any) -> PowerDriver:
     """The driver for ``protocol`` (the node's primary ``power`` when None)."""
     if protocol == "ssh" or (protocol is None and node.power.driver == "ssh"):
-        return _ssh(node, **options)
+        specs = [p for p in (node.power, *node.power_alternatives) if p.driver == "ssh"]
+        extra = specs[0].driver_options() if specs else {}
+        return _ssh(node, **{**extra, **options})
     spec = node.power_for(protocol)
+    options = {**spec.driver_options(), **options}
     if spec.driver == "ipmi":
         from harness.power.ipmi import IpmiDriver
 

@@ -312,6 +312,53 @@ def test_there_is_no_lab_driver(tmp_path: Path) -> None:
     assert "'lab' is not valid; must be one of: ipmi, redfish, ssh, kind" in str(error)
 
 
+def test_power_extra_of_a_built_in_driver_is_checked_when_the_inventory_loads(
+    tmp_path: Path,
+) -> None:
+    text = RACKED.replace("password_env: BMC_PW}", "password_env: BMC_PW, extra: {reset_off: x}}")
+    error = load_error(tmp_path, text)
+    message = str(error)
+    assert error.field == "nodes[1].power.extra.reset_off"
+    assert "unknown option 'reset_off' for driver ipmi" in message
+    assert "valid keys: timeout_s, poll_s, keepalive_s" in message
+    assert "node 'w1'" in message
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        ("{timeout_s: 0}", "0 is not valid; must be a positive number of seconds"),
+        ("{timeout_s: true}", "True is not valid; must be a positive number of seconds"),
+        ("{keepalive_s: 2.5}", "2.5 is not valid; must be a positive whole number"),
+        ("{poll_s: fast}", "'fast' is not valid; must be a positive number of seconds"),
+    ],
+)
+def test_power_extra_values_are_checked(tmp_path: Path, extra: str, needle: str) -> None:
+    text = RACKED.replace("password_env: BMC_PW}", f"password_env: BMC_PW, extra: {extra}}}")
+    error = load_error(tmp_path, text)
+    assert error.field.startswith("nodes[1].power.extra.")
+    assert needle in str(error)
+
+
+def test_power_extra_of_ssh_takes_the_commands(tmp_path: Path) -> None:
+    text = RACKED.replace(
+        "power: {driver: ssh}", "power: {driver: ssh, extra: {command_off: ' poweroff '}}"
+    )
+    inventory = load_inventory(write(tmp_path, text))
+    assert inventory.node("w3").power.driver_options() == {"command_off": "poweroff"}
+    error = load_error(
+        tmp_path, RACKED.replace("power: {driver: ssh}", "power: {driver: ssh, extra: {x: 1}}")
+    )
+    assert "valid keys: timeout_s, poll_s, probe_timeout_s, command_off" in str(error)
+
+
+def test_power_extra_of_a_plugin_driver_is_left_to_the_plugin(tmp_path: Path) -> None:
+    text = MINIMAL.replace("{driver: kind}", "{driver: kind, extra: {anything: 1}}")
+    inventory = load_inventory(write(tmp_path, text))
+    assert inventory.node("w1").power.extra == {"anything": 1}
+    assert inventory.node("w1").power.driver_options() == {}
+
+
 def test_unknown_top_level_key_suggests_and_lists_valid_keys(tmp_path: Path) -> None:
     error = load_error(tmp_path, MINIMAL.replace("nodes:", "nodse:"))
     message = str(error)
