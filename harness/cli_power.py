@@ -63,7 +63,7 @@ def cmd_power(args: argparse.Namespace) -> int:
     if action == "status":
 
         def state(n: str) -> str:
-            d = driver_for(inv.node(n), args.protocol)
+            d = driver_for(inv.node(n), args.protocol, budgets=inv.timing_budgets())
             try:
                 return d.state().value
             finally:

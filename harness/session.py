@@ -74,7 +74,9 @@ class ClusterExecutor:
 
     def power_on(self, node: str) -> None:
         driver = driver_for(
-            self.inventory.node(node), power_protocol_for_restore(self.inventory, node)
+            self.inventory.node(node),
+            power_protocol_for_restore(self.inventory, node),
+            budgets=self.inventory.timing_budgets(),
         )
         try:
             if driver.state() is not PowerState.ON:
@@ -227,7 +229,9 @@ class Session:
         with self._drivers_lock:
             key = (node, protocol)
             if key not in self._drivers:
-                self._drivers[key] = driver_for(self.inventory.node(node), protocol)
+                self._drivers[key] = driver_for(
+                    self.inventory.node(node), protocol, budgets=self.inventory.timing_budgets()
+                )
             return self._drivers[key]
 
     def _journaled(

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.budgets import profile
 from harness.inventory import POWER_EXTRA_OPTIONS, Inventory, parse_inventory
 from harness.power.factory import driver_for
 from harness.power.ipmi import IpmiDriver
+from harness.power.kind import KindDriver
 from harness.power.redfish import RedfishDriver
 from harness.power.ssh import SshDriver
 
@@ -31,6 +33,13 @@ nodes:
         password_env: BMC_PW
         extra: {timeout_s: 45}
     ssh: {host: 10.0.1.1, user: core, key_file: /k}
+  - name: r1
+    role: worker
+    power: {driver: redfish, endpoint: https://10.0.0.3, username: admin, password_env: BMC_PW}
+    ssh: {host: 10.0.1.3, user: core, key_file: /k}
+  - name: k1
+    role: worker
+    power: {driver: kind}
   - name: s1
     role: worker
     power:
@@ -86,3 +95,39 @@ def test_options_of_the_caller_win_over_extra(inventory: Inventory) -> None:
     assert isinstance(driver, IpmiDriver)
     assert driver.timeout_s == 5
     assert driver.poll_s == 2.0
+
+
+def test_the_budgets_give_the_power_deadline_of_the_built_in_drivers(
+    inventory: Inventory,
+) -> None:
+    fast = profile("fast")  # power_ack 10 s + power_state_verify 20 s
+    redfish = driver_for(inventory.node("r1"), budgets=fast)
+    assert isinstance(redfish, RedfishDriver)
+    assert redfish.timeout_s == 30.0
+    ssh = driver_for(inventory.node("r1"), "ssh", budgets=profile("upstream"))
+    assert isinstance(ssh, SshDriver)
+    assert ssh.timeout_s == 90.0
+    # Without budgets, the drivers' own default.
+    plain = driver_for(inventory.node("r1"))
+    assert isinstance(plain, RedfishDriver)
+    assert plain.timeout_s == 60
+
+
+def test_extra_and_the_caller_win_over_the_budgets(inventory: Inventory) -> None:
+    fast = profile("fast")
+    node = inventory.node("i1")
+    from_extra = driver_for(node, budgets=fast)
+    assert isinstance(from_extra, IpmiDriver)
+    assert from_extra.timeout_s == 120.0
+    redfish = driver_for(node, "redfish", budgets=fast)
+    assert isinstance(redfish, RedfishDriver)
+    assert redfish.timeout_s == 45.0
+    from_caller = driver_for(node, budgets=fast, timeout_s=3)
+    assert isinstance(from_caller, IpmiDriver)
+    assert from_caller.timeout_s == 3
+
+
+def test_a_plugin_driver_keeps_its_documented_deadline(inventory: Inventory) -> None:
+    kind = driver_for(inventory.node("k1"), budgets=profile("fast"))
+    assert isinstance(kind, KindDriver)
+    assert kind.timeout_s == 60  # docs/kind.md: extra.timeout_s, default 60
