@@ -7,10 +7,10 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from harness.errors import PowercutError
 from harness.inventory import load_inventory
-from harness.journal import Journal, recover
+from harness.journal import Journal, UndoResult, recover
 from harness.kube.client import KubeClient
-from harness.kube.lock import ClusterLock
 from harness.power.factory import driver_for
 from harness.session import ClusterExecutor, Session, journal_path_for
 
@@ -47,8 +47,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     rec = sub.add_parser(
         "recover",
         help="undo whatever a crashed or interrupted run left (power on, uncordon, untaint)",
-        description="Replay the journal of an inventory: run every undo still owed, newest "
-        "first. Idempotent: a second run does nothing.",
+        description="Replay the journal of an inventory: run every undo still owed, "
+        "power-ons first (they need only the BMCs, not the API server), then the others, "
+        "newest first. What fails stays owed (exit 4): fix the cause and run it again. "
+        "Idempotent: a second run does nothing.",
     )
     rec.add_argument("--inventory", "-i", required=True, type=Path, help="inventory YAML")
     rec.add_argument("--journal", type=Path, default=None, help="journal file (default: derived)")
@@ -96,31 +98,55 @@ def cmd_power(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_undo(result: UndoResult) -> None:
+    took = f" ({result.seconds:.1f} s)" if result.seconds is not None else ""
+    if result.ok:
+        print(f"  done{took}: {result.description}", flush=True)
+    else:
+        print(f"  FAILED{took}: {result.description}: {result.error}", flush=True)
+
+
 def cmd_recover(args: argparse.Namespace) -> int:
+    """Power undos first and without the API; then the Kubernetes undos and the stale lock.
+
+    Whatever cannot be done (the API server is down, a BMC does not answer) is reported as
+    FAILED with its reason, stays owed in the journal, and makes the exit status 4.
+    """
     inv = load_inventory(args.inventory)
     path = args.journal or journal_path_for(inv)
     if not path.exists():
         print(f"nothing to recover: no journal at {path}")
         return 0
     c = inv.cluster
-    client = KubeClient.from_kubeconfig(c.kubeconfig, c.context)
-    stale = ClusterLock.break_stale(client)
-    if stale:
-        print(f"released the cluster lock of a run that is gone ({stale})")
-    with Journal(path) as journal:
-        pending = journal.pending_undos()
-        if not pending:
-            print(f"nothing to recover: every disruption in {path} was undone")
-            return 0
-        print(f"recovering {len(pending)} disruption(s) from {path}:")
-        results = recover(journal, ClusterExecutor(inv, client))
+    executor = ClusterExecutor(inv, lambda: KubeClient.from_kubeconfig(c.kubeconfig, c.context))
     failed = 0
-    for r in results:
-        print(
-            f"  {'done' if r.ok else 'FAILED'}: {r.description}"
-            + (f" ({r.error})" if r.error else "")
-        )
-        failed += not r.ok
+    try:
+        with Journal(path) as journal:
+            pending = journal.pending_undos()
+            if pending:
+                print(
+                    f"recovering {len(pending)} disruption(s) from {path} "
+                    "(power-ons first, then the rest, newest first):",
+                    flush=True,
+                )
+                results = recover(journal, executor, on_result=_print_undo)
+                failed += sum(not r.ok for r in results)
+            else:
+                print(f"nothing to recover: every disruption in {path} was undone")
+        try:
+            stale = executor.release_stale_lock()
+        except PowercutError as exc:
+            failed += 1
+            print(
+                f"  FAILED: release the cluster lock of a crashed run: {exc} (a lock nobody "
+                "renews also expires by itself after its lease duration)",
+                flush=True,
+            )
+        else:
+            if stale:
+                print(f"  done: released the cluster lock of a run that is gone ({stale})")
+    finally:
+        executor.close()
     if failed:
         print(f"{failed} undo(s) failed; fix the cause and run recover again", file=sys.stderr)
         return 4

@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +32,7 @@ from harness.journal import (
     shield_signals,
 )
 from harness.kube import actions
-from harness.kube.client import JSON, KubeClient, NotFound
+from harness.kube.client import JSON, KubeClient, NotFound, Unreachable
 from harness.kube.lock import ClusterLock
 from harness.kube.timeline import Timeline
 from harness.power.base import PowerDriver, PowerState
@@ -66,11 +66,51 @@ def power_protocol_for_restore(inventory: Inventory, node: str) -> str | None:
 
 
 class ClusterExecutor:
-    """Carries out journal undos against the real cluster and BMCs (idempotent)."""
+    """Carries out journal undos against the real cluster and BMCs (idempotent).
 
-    def __init__(self, inventory: Inventory, client: KubeClient) -> None:
+    ``client`` is a :class:`KubeClient` or a function that makes one, called the first time
+    an undo needs the API: power-ons need only the BMCs, so they work without a kubeconfig
+    or an API server. Once the API server did not answer, the other Kubernetes undos of
+    this executor fail at once with that reason instead of each waiting for a timeout.
+    """
+
+    def __init__(self, inventory: Inventory, client: KubeClient | Callable[[], KubeClient]) -> None:
         self.inventory = inventory
-        self.client = client
+        self._client: KubeClient | None = client if isinstance(client, KubeClient) else None
+        self._connect = None if isinstance(client, KubeClient) else client
+        self._owns_client = False
+        self._api_down: str | None = None
+
+    @property
+    def client(self) -> KubeClient:
+        """The API client (made on first use); raises what made it fail, every time."""
+        if self._api_down is not None:
+            raise Unreachable(f"not tried: {self._api_down}")
+        if self._client is None:
+            assert self._connect is not None
+            try:
+                self._client = self._connect()
+            except (PowercutError, OSError) as exc:
+                self._api_down = f"no API client: {exc}"
+                raise PermanentError(self._api_down) from exc
+            self._owns_client = True
+        return self._client
+
+    @contextlib.contextmanager
+    def _api(self) -> Iterator[KubeClient]:
+        """The client, remembering when the API server does not answer."""
+        client = self.client
+        try:
+            yield client
+        except Unreachable as exc:
+            self._api_down = f"the API server did not answer earlier in this recovery ({exc})"
+            raise
+
+    def close(self) -> None:
+        """Close the client if this executor made it."""
+        if self._owns_client and self._client is not None:
+            self._client.close()
+            self._client = None
 
     def power_on(self, node: str) -> None:
         driver = driver_for(
@@ -85,16 +125,22 @@ class ClusterExecutor:
             driver.close()
 
     def uncordon(self, node: str) -> None:
-        with contextlib.suppress(NotFound):
-            actions.uncordon(self.client, node)
+        with self._api() as client, contextlib.suppress(NotFound):
+            actions.uncordon(client, node)
 
     def remove_taint(self, node: str, key: str, effect: str) -> None:
-        with contextlib.suppress(NotFound):
-            actions.remove_taint(self.client, node, key, effect)
+        with self._api() as client, contextlib.suppress(NotFound):
+            actions.remove_taint(client, node, key, effect)
 
     def restore_node(self, node: str, manifest: dict[str, Any]) -> None:
-        if self.client.get_or_none(f"/api/v1/nodes/{node}") is None:
-            self.client.create("/api/v1/nodes", manifest)
+        with self._api() as client:
+            if client.get_or_none(f"/api/v1/nodes/{node}") is None:
+                client.create("/api/v1/nodes", manifest)
+
+    def release_stale_lock(self) -> str | None:
+        """Delete the cluster lock of a crashed run on this machine; its holder, or None."""
+        with self._api() as client:
+            return ClusterLock.break_stale(client)
 
 
 @dataclass
