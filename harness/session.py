@@ -26,6 +26,7 @@ from harness.errors import PermanentError, PowercutError
 from harness.inventory import Inventory
 from harness.journal import (
     Journal,
+    JournalEntry,
     UndoSpec,
     UndoStack,
     install_signal_handlers,
@@ -37,7 +38,7 @@ from harness.kube.lock import ClusterLock
 from harness.kube.timeline import Timeline
 from harness.power.base import PowerDriver, PowerState
 from harness.power.factory import driver_for
-from harness.safety import plan_disruption
+from harness.safety import Plan, plan_disruption
 
 log = logging.getLogger(__name__)
 Say = Callable[[str], None]
@@ -293,6 +294,47 @@ class Session:
         if entry_id is not None and self.journal is not None:
             self.journal.mark_undone(entry_id)
 
+    def _journal_entries(self) -> list[JournalEntry]:
+        if self.journal is not None:
+            return self.journal.entries()
+        if self.journal_path.exists():  # a dry run: read without taking the journal's lock
+            return Journal.read(self.journal_path)
+        return []
+
+    def journal_down(self) -> set[str]:
+        """Nodes the durable journal still owes a power-on: powered off (or partitioned, or
+        caught in a power action that failed midway) by this run or an earlier one that was
+        not undone, such as an earlier ``powercut power off``."""
+        return {
+            str(e.undo.args["node"])
+            for e in self._journal_entries()
+            if e.owes_undo and e.undo.action == "power_on" and "node" in e.undo.args
+        }
+
+    def nodes_down(self) -> set[str]:
+        """The nodes the blast-radius rules count as down: this session's and the journal's."""
+        return self.down | self.journal_down()
+
+    def _check_blast_radius(self, names: list[str], action: str) -> Plan:
+        down = self.nodes_down()
+        earlier = sorted(down - self.down)
+        if earlier:
+            self.say(
+                f"the journal {self.journal_path} still owes a power-on for {', '.join(earlier)}: "
+                "counted as down (`powercut power on` or `powercut recover` settles it)"
+            )
+        return plan_disruption(self.inventory, names, already_down=sorted(down), action=action)
+
+    def _power_restored(self, node: str) -> None:
+        """The node is on: every power-on the journal owes for it is settled."""
+        self._undone("power_off", f"node/{node}")
+        self._undone("power_cycle", f"node/{node}")
+        if self.journal is not None:
+            for e in self.journal.entries():
+                if e.owes_undo and e.undo.action == "power_on" and e.undo.args.get("node") == node:
+                    self.journal.mark_undone(e.id)
+        self.down.discard(node)
+
     # -- power ------------------------------------------------------------------------------
 
     def power_off(
@@ -301,9 +343,7 @@ class Session:
         """Power the nodes off in parallel; returns once every BMC acknowledged and the new
         state was read back. The skew between the first and last acknowledgement is kept."""
         names = list(nodes)
-        plan = plan_disruption(
-            self.inventory, names, already_down=sorted(self.down), action="power off"
-        )
+        plan = self._check_blast_radius(names, "power off")
         how = "graceful" if graceful else "forced"
         if self.dry_run:
             for n in names:
@@ -350,8 +390,7 @@ class Session:
             driver.on()
             result.acknowledged[node] = time.monotonic()
             self.timeline.action(node, "power-on acknowledged")
-            self._undone("power_off", f"node/{node}")
-            self.down.discard(node)
+            self._power_restored(node)
 
         self._parallel(names, one, result, "power on")
         self.say(f"powered on {', '.join(names)}")
