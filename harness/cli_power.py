@@ -27,9 +27,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     psub = power.add_subparsers(dest="power_command", required=True, metavar="ACTION")
     for name, text in (
         ("status", "print each node's power state"),
-        ("on", "power nodes on"),
-        ("off", "power nodes off (in parallel; journaled)"),
-        ("cycle", "power-cycle nodes"),
+        ("on", "power nodes on (settles the power-ons the journal owes for them)"),
+        ("off", "power nodes off (in parallel; safety-checked, journaled)"),
+        ("cycle", "power-cycle nodes (in parallel; safety-checked, journaled)"),
     ):
         p = psub.add_parser(name, help=text)
         p.add_argument("nodes", nargs="+", metavar="NODE")
@@ -42,6 +42,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         )
         if name == "off":
             p.add_argument("--graceful", action="store_true", help="ACPI-style graceful shutdown")
+        if name in ("off", "cycle"):
             p.add_argument("--dry-run", action="store_true", help="print the plan, touch nothing")
         p.set_defaults(func=cmd_power)
     rec = sub.add_parser(
@@ -77,25 +78,35 @@ def cmd_power(args: argparse.Namespace) -> int:
             proto = args.protocol or inv.node(n).power.driver
             print(f"{n:20} {proto:8} {st}")
         return 0
-    with Session(inv, dry_run=getattr(args, "dry_run", False), undo_on_exit=False, say=print) as s:
-        if action == "off":
-            s.power_off(args.nodes, graceful=args.graceful, protocol=args.protocol)
-            if s.dry_run:
-                print("dry run: nothing was changed. The plan:")
-                for line in s.plan:
-                    print(f"  {line}")
+    dry_run = bool(getattr(args, "dry_run", False))
+    with Session(inv, dry_run=dry_run, undo_on_exit=False, say=_say) as s:
+        try:
+            if action == "off":
+                s.power_off(args.nodes, graceful=args.graceful, protocol=args.protocol)
+            elif action == "cycle":
+                s.power_cycle(args.nodes, protocol=args.protocol)
             else:
+                s.power_on(args.nodes, protocol=args.protocol)
+        except PowercutError:
+            owed = sorted(s.journal_down()) if s.journal is not None else []
+            if owed:
                 print(
-                    f"journal: {s.journal_path} (undo with: powercut recover -i {args.inventory})"
+                    f"journal: {s.journal_path} owes a power-on for {', '.join(owed)} "
+                    f"(undo with: powercut recover -i {args.inventory})",
+                    file=sys.stderr,
                 )
-        elif action == "on":
-            s.power_on(args.nodes, protocol=args.protocol)
-        else:
-            for n in args.nodes:
-                d = s.driver(n, args.protocol)
-                d.cycle()
-                print(f"power-cycled {n}")
+            raise
+        if s.dry_run:
+            print("dry run: nothing was changed. The plan:")
+            for line in s.plan:
+                print(f"  {line}")
+        elif action == "off":
+            print(f"journal: {s.journal_path} (undo with: powercut recover -i {args.inventory})")
     return 0
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
 
 
 def _print_undo(result: UndoResult) -> None:

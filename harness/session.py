@@ -201,6 +201,7 @@ class Session:
         self.use_lock = lock
         self.undo_on_exit = undo_on_exit
         self.say = say or (lambda msg: log.info("%s", msg))
+        self._say_lock = threading.Lock()  # power actions tell their progress from threads
         self.plan: list[str] = []
         self.down: set[str] = set()
         self.last_power: PowerResult | None = None
@@ -367,6 +368,7 @@ class Session:
 
             self._journaled("power_off", f"node/{node}", UndoSpec.power_on(node), act)
             self.down.add(node)
+            self._told(result, node, "power-off", PowerState.OFF)
 
         self._parallel(names, one, result, "power off")
         self.last_power = result
@@ -391,16 +393,74 @@ class Session:
             result.acknowledged[node] = time.monotonic()
             self.timeline.action(node, "power-on acknowledged")
             self._power_restored(node)
+            self._told(result, node, "power-on", PowerState.ON)
 
         self._parallel(names, one, result, "power on")
         self.say(f"powered on {', '.join(names)}")
         return result
 
+    def power_cycle(self, nodes: Iterable[str], *, protocol: str | None = None) -> PowerResult:
+        """Power-cycle the nodes in parallel (off, then on again: a reset).
+
+        Checked against the blast-radius rules like a power-off (the nodes are down
+        meanwhile) and journaled with a power-on as its undo, since a cycle that fails
+        midway can leave a node off. Each entry is marked undone once the driver returned,
+        which it does only after reading the power state back as on.
+        """
+        names = list(nodes)
+        plan = self._check_blast_radius(names, "power cycle")
+        if self.dry_run:
+            for n in names:
+                proto = protocol or self.inventory.node(n).power.driver
+                self.plan.append(
+                    f"power-cycle {n} through {proto}; undo if it stops midway: power on"
+                )
+            self.plan.extend(plan.describe())
+            return PowerResult(names)
+        result = PowerResult(names)
+
+        def one(node: str) -> None:
+            driver = self.driver(node, protocol)
+            target = f"node/{node}"
+
+            def act() -> None:
+                result.sent[node] = time.monotonic()
+                self.timeline.action(node, "power-cycle sent", protocol=protocol or "")
+                driver.cycle()  # returns once the node reads back as on
+                result.acknowledged[node] = time.monotonic()
+                self.timeline.action(node, "power-cycle acknowledged")
+
+            self._journaled("power_cycle", target, UndoSpec.power_on(node), act)
+            self._undone("power_cycle", target)
+            self._told(result, node, "power cycle", PowerState.ON)
+
+        self._parallel(names, one, result, "power cycle")
+        self.last_power = result
+        self.say(f"power-cycled {', '.join(names)}")
+        return result
+
+    def _told(self, result: PowerResult, node: str, what: str, state: PowerState) -> None:
+        """Tell one node's acknowledgement (with its read-back) as soon as it arrived."""
+        took = result.acknowledged[node] - result.sent[node]
+        with self._say_lock:
+            self.say(f"{node}: {what} acknowledged after {took:.1f} s, state {state.name}")
+
     def _parallel(
         self, names: list[str], fn: Callable[[str], None], result: PowerResult, what: str
     ) -> None:
+        def run(node: str) -> None:
+            started = time.monotonic()
+            try:
+                fn(node)
+            except Exception as exc:
+                with self._say_lock:
+                    self.say(
+                        f"{node}: {what} FAILED after {time.monotonic() - started:.1f} s: {exc}"
+                    )
+                raise
+
         pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(names))))
-        futures = {n: pool.submit(fn, n) for n in names}
+        futures = {n: pool.submit(run, n) for n in names}
         try:
             wait(futures.values())
         except BaseException:

@@ -3,6 +3,8 @@ what the durable journal still owes, power cycles are journaled, and progress is
 
 from __future__ import annotations
 
+import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -25,13 +27,13 @@ def bmcs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeBmcs:
 
 
 @pytest.fixture
-def inventory(tmp_path: Path, api: FakeApiServer, bmcs: FakeBmcs) -> Inventory:
-    return load_inventory(write_inventory(tmp_path, api.url))  # max_nodes_down: 2
+def said() -> list[str]:
+    return []
 
 
 @pytest.fixture
-def said() -> list[str]:
-    return []
+def inventory(tmp_path: Path, api: FakeApiServer, bmcs: FakeBmcs) -> Inventory:
+    return load_inventory(write_inventory(tmp_path, api.url))  # max_nodes_down: 2
 
 
 def owed(inventory: Inventory) -> list[str]:
@@ -111,3 +113,108 @@ def test_session_drivers_get_the_inventory_power_budgets(
 ) -> None:
     power_off(inventory, api, ["w1"])
     assert bmcs.options == [{"budgets": profile("fast")}]  # the inventory's timings: fast
+
+
+# -- power cycle -----------------------------------------------------------------------------
+
+
+def test_a_power_cycle_is_safety_checked_and_journaled_then_settled(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs, said: list[str]
+) -> None:
+    journal_states: list[EntryState] = []
+    path = journal_path_for(inventory)
+    with Session(inventory, client=api.client(), undo_on_exit=False, say=said.append) as s:
+        # While the BMC cycles w1, the journal (on disk before it is in memory) already
+        # holds the cycle with its power-on undo.
+        journal = s.journal
+        assert journal is not None
+        bmcs.during[("w1", "cycle")] = lambda: journal_states.extend(
+            e.state for e in journal.entries() if (e.action, e.target) == ("power_cycle", "node/w1")
+        )
+        result = s.power_cycle(["w1", "w2"])
+        assert s.nodes_down() == set()
+    assert journal_states == [EntryState.PENDING]
+    assert sorted(bmcs.ops("cycle")) == ["w1", "w2"]
+    entries = sorted(Journal.read(path), key=lambda e: e.target)
+    assert [(e.action, e.target, str(e.undo)) for e in entries] == [
+        ("power_cycle", "node/w1", "power_on(node='w1')"),
+        ("power_cycle", "node/w2", "power_on(node='w2')"),
+    ]
+    assert all(e.state is EntryState.UNDONE for e in entries)
+    assert set(result.acknowledged) == {"w1", "w2"}
+    assert any(line.startswith("w1: power cycle acknowledged after ") for line in said)
+    assert any(line.endswith("s, state ON") for line in said)
+
+
+def test_a_power_cycle_that_fails_midway_stays_owed_and_counts_as_down(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs, said: list[str]
+) -> None:
+    def left_off() -> None:
+        bmcs.power["w1"] = PowerState.OFF
+
+    bmcs.during[("w1", "cycle")] = left_off
+    bmcs.fail[("w1", "cycle")] = PermanentError("w1: no power-on read-back")
+    with (
+        pytest.raises(PermanentError, match="power cycle failed for 1 node"),
+        Session(inventory, client=api.client(), undo_on_exit=False, say=said.append) as s,
+    ):
+        s.power_cycle(["w1"])
+    (entry,) = Journal.read(journal_path_for(inventory))
+    assert (entry.action, entry.state) == ("power_cycle", EntryState.FAILED)
+    assert entry.owes_undo
+    assert any(line.startswith("w1: power cycle FAILED after ") for line in said)
+    with pytest.raises(SafetyViolation, match="1 already down"):
+        power_off(inventory, api, ["w2", "w3"])
+
+
+def test_a_power_cycle_is_refused_beyond_the_blast_radius(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs
+) -> None:
+    power_off(inventory, api, ["w1"])
+    with (
+        pytest.raises(SafetyViolation, match="max_nodes_down"),
+        Session(inventory, client=api.client(), undo_on_exit=False) as s,
+    ):
+        s.power_cycle(["w2", "w3"])
+    with (
+        pytest.raises(SafetyViolation, match="allow_control_plane_majority"),
+        Session(inventory, client=api.client(), undo_on_exit=False) as s,
+    ):
+        s.power_cycle(["cp1", "cp2"])
+    assert bmcs.ops("cycle") == []
+    assert [e.action for e in Journal.read(journal_path_for(inventory))] == ["power_off"]
+
+
+def test_a_power_cycle_dry_run_only_plans(inventory: Inventory, bmcs: FakeBmcs) -> None:
+    with Session(inventory, dry_run=True) as s:
+        s.power_cycle(["w1"])
+    assert s.plan[0] == "power-cycle w1 through ipmi; undo if it stops midway: power on"
+    assert "verdict: allowed" in s.plan
+    assert bmcs.calls == []
+
+
+# -- progress --------------------------------------------------------------------------------
+
+
+def test_each_node_is_told_as_its_acknowledgement_arrives(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs, said: list[str]
+) -> None:
+    # w2 answers only once w1's line has been told: the lines come one by one, not at the end.
+    told_w1 = threading.Event()
+    bmcs.during[("w2", "off")] = lambda: told_w1.wait(5) or None
+
+    def say(line: str) -> None:
+        said.append(line)
+        if line.startswith("w1: "):
+            told_w1.set()
+
+    with Session(inventory, client=api.client(), undo_on_exit=False, say=say) as s:
+        s.power_off(["w1", "w2"])
+        s.power_on(["w1"])
+    assert told_w1.is_set()
+    off_lines = [line for line in said if "power-off acknowledged" in line]
+    assert [line.split(":")[0] for line in off_lines] == ["w1", "w2"]
+    assert re.fullmatch(r"w1: power-off acknowledged after \d+\.\d s, state OFF", off_lines[0])
+    assert said[2].startswith("powered off w1, w2 (forced); ack skew ")
+    assert re.fullmatch(r"w1: power-on acknowledged after \d+\.\d s, state ON", said[3])
+    assert said[4] == "powered on w1"
