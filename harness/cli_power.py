@@ -8,10 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harness.errors import PowercutError
-from harness.inventory import load_inventory
+from harness.inventory import Inventory, load_inventory
 from harness.journal import Journal, UndoResult, recover
 from harness.kube.client import KubeClient
 from harness.power.factory import driver_for
+from harness.preflight import PreflightFailed, preflight
 from harness.session import ClusterExecutor, Session, journal_path_for
 
 PROTOCOLS = ("ipmi", "redfish", "ssh")
@@ -44,7 +45,29 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             p.add_argument("--graceful", action="store_true", help="ACPI-style graceful shutdown")
         if name in ("off", "cycle"):
             p.add_argument("--dry-run", action="store_true", help="print the plan, touch nothing")
+            p.add_argument(
+                "--skip-preflight",
+                action="store_true",
+                help="do not check the API server, the Nodes, their readiness and their BMCs "
+                "first (said on the output)",
+            )
         p.set_defaults(func=cmd_power)
+    pre = sub.add_parser(
+        "preflight",
+        help="check the API server, the nodes' readiness and their BMCs (read-only)",
+        description="What `powercut power off` and `cycle` check before acting: the API "
+        "server answers, each node is a Ready Node of the cluster, and its BMC answers. One "
+        "line per check; exit 0 when all pass, 2 otherwise.",
+    )
+    pre.add_argument("nodes", nargs="*", metavar="NODE", help="default: every inventory node")
+    pre.add_argument("--inventory", "-i", required=True, type=Path, help="inventory YAML")
+    pre.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default=None,
+        help="which of the nodes' endpoints to check (default: the inventory's power driver)",
+    )
+    pre.set_defaults(func=cmd_preflight)
     rec = sub.add_parser(
         "recover",
         help="undo whatever a crashed or interrupted run left (power on, uncordon, untaint)",
@@ -79,7 +102,47 @@ def cmd_power(args: argparse.Namespace) -> int:
             print(f"{n:20} {proto:8} {st}")
         return 0
     dry_run = bool(getattr(args, "dry_run", False))
-    with Session(inv, dry_run=dry_run, undo_on_exit=False, say=_say) as s:
+    client: KubeClient | None = None  # the session makes its own when it needs one
+    try:
+        if action in ("off", "cycle"):
+            if args.skip_preflight:
+                print("pre-flight checks skipped (--skip-preflight)", flush=True)
+            else:
+                client = _client(inv)
+                _preflight_before(args, inv, client, dry_run)
+        return _power(args, inv, client, dry_run)
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _client(inv: Inventory) -> KubeClient:
+    return KubeClient.from_kubeconfig(inv.cluster.kubeconfig, inv.cluster.context)
+
+
+def _preflight_before(
+    args: argparse.Namespace, inv: Inventory, client: KubeClient, dry_run: bool
+) -> None:
+    try:
+        result = preflight(inv, args.nodes, client, protocol=args.protocol)
+    except PreflightFailed as exc:
+        print("pre-flight:", flush=True)
+        for line in exc.result.lines():
+            print(f"  {line}", flush=True)
+        if not dry_run:
+            raise
+        print("  a real run would stop here", flush=True)
+        return
+    print("pre-flight:", flush=True)
+    for line in result.lines():
+        print(f"  {line}", flush=True)
+
+
+def _power(
+    args: argparse.Namespace, inv: Inventory, client: KubeClient | None, dry_run: bool
+) -> int:
+    action = args.power_command
+    with Session(inv, client=client, dry_run=dry_run, undo_on_exit=False, say=_say) as s:
         try:
             if action == "off":
                 s.power_off(args.nodes, graceful=args.graceful, protocol=args.protocol)
@@ -107,6 +170,29 @@ def cmd_power(args: argparse.Namespace) -> int:
 
 def _say(message: str) -> None:
     print(message, flush=True)
+
+
+def cmd_preflight(args: argparse.Namespace) -> int:
+    inv = load_inventory(args.inventory)
+    nodes = args.nodes or inv.node_names()
+    for n in nodes:
+        inv.node(n)
+    client = _client(inv)
+    try:
+        result = preflight(inv, nodes, client, protocol=args.protocol)
+    except PreflightFailed as exc:
+        for line in exc.result.lines():
+            print(line)
+        print(
+            f"pre-flight failed: {len(exc.failed)} of {len(exc.result.checks)} checks",
+            file=sys.stderr,
+        )
+        return 2
+    finally:
+        client.close()
+    for line in result.lines():
+        print(line)
+    return 0
 
 
 def _print_undo(result: UndoResult) -> None:

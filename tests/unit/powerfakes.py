@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from harness.errors import PermanentError
 from harness.inventory import NodeSpec
 from harness.power.base import PowerState
+from tests import fakeapi
 
 #: Nodes of :data:`INVENTORY`: three control-plane nodes and four workers in two racks.
 CONTROL_PLANE = ("cp1", "cp2", "cp3")
@@ -38,7 +38,7 @@ NODE = (
 
 
 #: Where ``driver_for`` is looked up by the code under test.
-MODULES = ("harness.session", "harness.cli_power")
+MODULES = ("harness.session", "harness.cli_power", "harness.preflight")
 
 
 class FakeDriver:
@@ -99,8 +99,6 @@ class FakeBmcs:
         return [n for n, o in self.calls if o == op]
 
     def driver_for(self, node: NodeSpec, protocol: str | None = None, **options: Any) -> FakeDriver:
-        if protocol == "ssh":
-            raise PermanentError(f"{node.name}: no ssh in this fake")
         self.options.append(options)
         return FakeDriver(self, node.name, protocol)
 
@@ -136,3 +134,21 @@ def write_inventory(tmp_path: Path, server: str, *, safety: str = "{max_nodes_do
     path = tmp_path / "inventory.yaml"
     path.write_text(INVENTORY.format(kubeconfig=kubeconfig, nodes="\n".join(lines), safety=safety))
     return path
+
+
+def serve_version(monkeypatch: pytest.MonkeyPatch, git_version: str = "v1.36.3") -> None:
+    """Make the fake API server answer ``GET /version`` as kube-apiserver does."""
+    original = fakeapi._Handler.do_GET
+
+    def do_get(handler: fakeapi._Handler) -> None:
+        if handler.path.split("?")[0] == "/version":
+            handler._send(200, {"major": "1", "minor": "36", "gitVersion": git_version})
+            return
+        original(handler)
+
+    monkeypatch.setattr(fakeapi._Handler, "do_GET", do_get)
+
+
+def add_nodes(api: fakeapi.FakeApiServer, names: tuple[str, ...] = CONTROL_PLANE + WORKERS) -> None:
+    for name in names:
+        api.add("nodes", fakeapi.node(name))
