@@ -1,4 +1,4 @@
-"""``powercut power`` and ``powercut recover``."""
+"""``powercut power``, ``powercut preflight`` and ``powercut recover``."""
 
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     power = sub.add_parser(
         "power",
         help="read or switch node power through the nodes' BMCs (journaled, recoverable)",
-        description="Read or switch node power. Every power-off is journaled with its undo "
-        "first, so `powercut recover` can power the node back on after a crash.",
+        description="Read or switch node power. Every power-off and power cycle is checked "
+        "(pre-flight, blast radius) and journaled with its undo first, so `powercut recover` "
+        "can power the node back on after a crash.",
     )
     psub = power.add_subparsers(dest="power_command", required=True, metavar="ACTION")
     for name, text in (
@@ -217,6 +218,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
     c = inv.cluster
     executor = ClusterExecutor(inv, lambda: KubeClient.from_kubeconfig(c.kubeconfig, c.context))
     failed = 0
+    lock_failed = False
     try:
         with Journal(path) as journal:
             pending = journal.pending_undos()
@@ -233,7 +235,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
         try:
             stale = executor.release_stale_lock()
         except PowercutError as exc:
-            failed += 1
+            lock_failed = True
             print(
                 f"  FAILED: release the cluster lock of a crashed run: {exc} (a lock nobody "
                 "renews also expires by itself after its lease duration)",
@@ -244,7 +246,9 @@ def cmd_recover(args: argparse.Namespace) -> int:
                 print(f"  done: released the cluster lock of a run that is gone ({stale})")
     finally:
         executor.close()
-    if failed:
-        print(f"{failed} undo(s) failed; fix the cause and run recover again", file=sys.stderr)
+    if failed or lock_failed:
+        what = [f"{failed} undo(s) failed"] if failed else []
+        what += ["the cluster lock could not be checked"] if lock_failed else []
+        print(f"{' and '.join(what)}; fix the cause and run recover again", file=sys.stderr)
         return 4
     return 0

@@ -80,20 +80,21 @@ class ClusterExecutor:
         self._client: KubeClient | None = client if isinstance(client, KubeClient) else None
         self._connect = None if isinstance(client, KubeClient) else client
         self._owns_client = False
-        self._api_down: str | None = None
+        self._api_down: PowercutError | None = None  # why later API calls are not tried
 
     @property
     def client(self) -> KubeClient:
-        """The API client (made on first use); raises what made it fail, every time."""
+        """The API client (made on first use); once it could not be made, or the API server
+        did not answer, raises that reason at once, every time."""
         if self._api_down is not None:
-            raise Unreachable(f"not tried: {self._api_down}")
+            raise type(self._api_down)(f"not tried: {self._api_down}")
         if self._client is None:
             assert self._connect is not None
             try:
                 self._client = self._connect()
             except (PowercutError, OSError) as exc:
-                self._api_down = f"no API client: {exc}"
-                raise PermanentError(self._api_down) from exc
+                self._api_down = PermanentError(f"no API client: {exc}")
+                raise self._api_down from exc
             self._owns_client = True
         return self._client
 
@@ -104,7 +105,7 @@ class ClusterExecutor:
         try:
             yield client
         except Unreachable as exc:
-            self._api_down = f"the API server did not answer earlier in this recovery ({exc})"
+            self._api_down = Unreachable(f"the API server did not answer earlier ({exc})")
             raise
 
     def close(self) -> None:
