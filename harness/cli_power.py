@@ -1,4 +1,4 @@
-"""``powercut power`` and ``powercut recover``."""
+"""``powercut power``, ``powercut preflight`` and ``powercut recover``."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from harness.inventory import load_inventory
-from harness.journal import Journal, recover
+from harness.errors import PowercutError
+from harness.inventory import Inventory, load_inventory
+from harness.journal import Journal, UndoResult, recover
 from harness.kube.client import KubeClient
-from harness.kube.lock import ClusterLock
 from harness.power.factory import driver_for
+from harness.preflight import PreflightFailed, preflight
 from harness.session import ClusterExecutor, Session, journal_path_for
 
 PROTOCOLS = ("ipmi", "redfish", "ssh")
@@ -21,15 +22,16 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     power = sub.add_parser(
         "power",
         help="read or switch node power through the nodes' BMCs (journaled, recoverable)",
-        description="Read or switch node power. Every power-off is journaled with its undo "
-        "first, so `powercut recover` can power the node back on after a crash.",
+        description="Read or switch node power. Every power-off and power cycle is checked "
+        "(pre-flight, blast radius) and journaled with its undo first, so `powercut recover` "
+        "can power the node back on after a crash.",
     )
     psub = power.add_subparsers(dest="power_command", required=True, metavar="ACTION")
     for name, text in (
         ("status", "print each node's power state"),
-        ("on", "power nodes on"),
-        ("off", "power nodes off (in parallel; journaled)"),
-        ("cycle", "power-cycle nodes"),
+        ("on", "power nodes on (settles the power-ons the journal owes for them)"),
+        ("off", "power nodes off (in parallel; safety-checked, journaled)"),
+        ("cycle", "power-cycle nodes (in parallel; safety-checked, journaled)"),
     ):
         p = psub.add_parser(name, help=text)
         p.add_argument("nodes", nargs="+", metavar="NODE")
@@ -42,13 +44,38 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         )
         if name == "off":
             p.add_argument("--graceful", action="store_true", help="ACPI-style graceful shutdown")
+        if name in ("off", "cycle"):
             p.add_argument("--dry-run", action="store_true", help="print the plan, touch nothing")
+            p.add_argument(
+                "--skip-preflight",
+                action="store_true",
+                help="do not check the API server, the Nodes, their readiness and their BMCs "
+                "first (said on the output)",
+            )
         p.set_defaults(func=cmd_power)
+    pre = sub.add_parser(
+        "preflight",
+        help="check the API server, the nodes' readiness and their BMCs (read-only)",
+        description="What `powercut power off` and `cycle` check before acting: the API "
+        "server answers, each node is a Ready Node of the cluster, and its BMC answers. One "
+        "line per check; exit 0 when all pass, 2 otherwise.",
+    )
+    pre.add_argument("nodes", nargs="*", metavar="NODE", help="default: every inventory node")
+    pre.add_argument("--inventory", "-i", required=True, type=Path, help="inventory YAML")
+    pre.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default=None,
+        help="which of the nodes' endpoints to check (default: the inventory's power driver)",
+    )
+    pre.set_defaults(func=cmd_preflight)
     rec = sub.add_parser(
         "recover",
         help="undo whatever a crashed or interrupted run left (power on, uncordon, untaint)",
-        description="Replay the journal of an inventory: run every undo still owed, newest "
-        "first. Idempotent: a second run does nothing.",
+        description="Replay the journal of an inventory: run every undo still owed, "
+        "power-ons first (they need only the BMCs, not the API server), then the others, "
+        "newest first. What fails stays owed (exit 4): fix the cause and run it again. "
+        "Idempotent: a second run does nothing.",
     )
     rec.add_argument("--inventory", "-i", required=True, type=Path, help="inventory YAML")
     rec.add_argument("--journal", type=Path, default=None, help="journal file (default: derived)")
@@ -63,7 +90,7 @@ def cmd_power(args: argparse.Namespace) -> int:
     if action == "status":
 
         def state(n: str) -> str:
-            d = driver_for(inv.node(n), args.protocol)
+            d = driver_for(inv.node(n), args.protocol, budgets=inv.timing_budgets())
             try:
                 return d.state().value
             finally:
@@ -75,53 +102,153 @@ def cmd_power(args: argparse.Namespace) -> int:
             proto = args.protocol or inv.node(n).power.driver
             print(f"{n:20} {proto:8} {st}")
         return 0
-    with Session(inv, dry_run=getattr(args, "dry_run", False), undo_on_exit=False, say=print) as s:
-        if action == "off":
-            s.power_off(args.nodes, graceful=args.graceful, protocol=args.protocol)
-            if s.dry_run:
-                print("dry run: nothing was changed. The plan:")
-                for line in s.plan:
-                    print(f"  {line}")
+    dry_run = bool(getattr(args, "dry_run", False))
+    client: KubeClient | None = None  # the session makes its own when it needs one
+    try:
+        if action in ("off", "cycle"):
+            if args.skip_preflight:
+                print("pre-flight checks skipped (--skip-preflight)", flush=True)
             else:
+                client = _client(inv)
+                _preflight_before(args, inv, client, dry_run)
+        return _power(args, inv, client, dry_run)
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _client(inv: Inventory) -> KubeClient:
+    return KubeClient.from_kubeconfig(inv.cluster.kubeconfig, inv.cluster.context)
+
+
+def _preflight_before(
+    args: argparse.Namespace, inv: Inventory, client: KubeClient, dry_run: bool
+) -> None:
+    try:
+        result = preflight(inv, args.nodes, client, protocol=args.protocol)
+    except PreflightFailed as exc:
+        print("pre-flight:", flush=True)
+        for line in exc.result.lines():
+            print(f"  {line}", flush=True)
+        if not dry_run:
+            raise
+        print("  a real run would stop here", flush=True)
+        return
+    print("pre-flight:", flush=True)
+    for line in result.lines():
+        print(f"  {line}", flush=True)
+
+
+def _power(
+    args: argparse.Namespace, inv: Inventory, client: KubeClient | None, dry_run: bool
+) -> int:
+    action = args.power_command
+    with Session(inv, client=client, dry_run=dry_run, undo_on_exit=False, say=_say) as s:
+        try:
+            if action == "off":
+                s.power_off(args.nodes, graceful=args.graceful, protocol=args.protocol)
+            elif action == "cycle":
+                s.power_cycle(args.nodes, protocol=args.protocol)
+            else:
+                s.power_on(args.nodes, protocol=args.protocol)
+        except PowercutError:
+            owed = sorted(s.journal_down()) if s.journal is not None else []
+            if owed:
                 print(
-                    f"journal: {s.journal_path} (undo with: powercut recover -i {args.inventory})"
+                    f"journal: {s.journal_path} owes a power-on for {', '.join(owed)} "
+                    f"(undo with: powercut recover -i {args.inventory})",
+                    file=sys.stderr,
                 )
-        elif action == "on":
-            s.power_on(args.nodes, protocol=args.protocol)
-        else:
-            for n in args.nodes:
-                d = s.driver(n, args.protocol)
-                d.cycle()
-                print(f"power-cycled {n}")
+            raise
+        if s.dry_run:
+            print("dry run: nothing was changed. The plan:")
+            for line in s.plan:
+                print(f"  {line}")
+        elif action == "off":
+            print(f"journal: {s.journal_path} (undo with: powercut recover -i {args.inventory})")
     return 0
 
 
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+def cmd_preflight(args: argparse.Namespace) -> int:
+    inv = load_inventory(args.inventory)
+    nodes = args.nodes or inv.node_names()
+    for n in nodes:
+        inv.node(n)
+    client = _client(inv)
+    try:
+        result = preflight(inv, nodes, client, protocol=args.protocol)
+    except PreflightFailed as exc:
+        for line in exc.result.lines():
+            print(line)
+        print(
+            f"pre-flight failed: {len(exc.failed)} of {len(exc.result.checks)} checks",
+            file=sys.stderr,
+        )
+        return 2
+    finally:
+        client.close()
+    for line in result.lines():
+        print(line)
+    return 0
+
+
+def _print_undo(result: UndoResult) -> None:
+    took = f" ({result.seconds:.1f} s)" if result.seconds is not None else ""
+    if result.ok:
+        print(f"  done{took}: {result.description}", flush=True)
+    else:
+        print(f"  FAILED{took}: {result.description}: {result.error}", flush=True)
+
+
 def cmd_recover(args: argparse.Namespace) -> int:
+    """Power undos first and without the API; then the Kubernetes undos and the stale lock.
+
+    Whatever cannot be done (the API server is down, a BMC does not answer) is reported as
+    FAILED with its reason, stays owed in the journal, and makes the exit status 4.
+    """
     inv = load_inventory(args.inventory)
     path = args.journal or journal_path_for(inv)
     if not path.exists():
         print(f"nothing to recover: no journal at {path}")
         return 0
     c = inv.cluster
-    client = KubeClient.from_kubeconfig(c.kubeconfig, c.context)
-    stale = ClusterLock.break_stale(client)
-    if stale:
-        print(f"released the cluster lock of a run that is gone ({stale})")
-    with Journal(path) as journal:
-        pending = journal.pending_undos()
-        if not pending:
-            print(f"nothing to recover: every disruption in {path} was undone")
-            return 0
-        print(f"recovering {len(pending)} disruption(s) from {path}:")
-        results = recover(journal, ClusterExecutor(inv, client))
+    executor = ClusterExecutor(inv, lambda: KubeClient.from_kubeconfig(c.kubeconfig, c.context))
     failed = 0
-    for r in results:
-        print(
-            f"  {'done' if r.ok else 'FAILED'}: {r.description}"
-            + (f" ({r.error})" if r.error else "")
-        )
-        failed += not r.ok
-    if failed:
-        print(f"{failed} undo(s) failed; fix the cause and run recover again", file=sys.stderr)
+    lock_failed = False
+    try:
+        with Journal(path) as journal:
+            pending = journal.pending_undos()
+            if pending:
+                print(
+                    f"recovering {len(pending)} disruption(s) from {path} "
+                    "(power-ons first, then the rest, newest first):",
+                    flush=True,
+                )
+                results = recover(journal, executor, on_result=_print_undo)
+                failed += sum(not r.ok for r in results)
+            else:
+                print(f"nothing to recover: every disruption in {path} was undone")
+        try:
+            stale = executor.release_stale_lock()
+        except PowercutError as exc:
+            lock_failed = True
+            print(
+                f"  FAILED: release the cluster lock of a crashed run: {exc} (a lock nobody "
+                "renews also expires by itself after its lease duration)",
+                flush=True,
+            )
+        else:
+            if stale:
+                print(f"  done: released the cluster lock of a run that is gone ({stale})")
+    finally:
+        executor.close()
+    if failed or lock_failed:
+        what = [f"{failed} undo(s) failed"] if failed else []
+        what += ["the cluster lock could not be checked"] if lock_failed else []
+        print(f"{' and '.join(what)}; fix the cause and run recover again", file=sys.stderr)
         return 4
     return 0

@@ -5,7 +5,7 @@ file raises one ``ConfigError`` whose message names the file, the YAML path of t
 (``nodes[2].power.driver``), the value, what would have been valid and the line, e.g.::
 
     lab.yaml:nodes[2].power.driver: 'ipmii' is not valid; must be one of: ipmi, redfish,
-    ssh, lab, kind (node 'w3', line 31)
+    ssh, kind (node 'w3', line 31)
 
 Credentials are never stored in the models as plain strings: a node's BMC password is a
 :class:`Secret` that reads its environment variable or file only when a driver asks for it,
@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import enum
 import ipaddress
+import math
 import os
 import re
 import types
@@ -50,6 +51,7 @@ from harness import budgets as _budgets
 from harness.errors import ConfigError
 
 __all__ = [
+    "POWER_EXTRA_OPTIONS",
     "BudgetsSpec",
     "ClusterSpec",
     "Driver",
@@ -80,11 +82,47 @@ class Driver(enum.StrEnum):
     IPMI = "ipmi"
     REDFISH = "redfish"
     SSH = "ssh"
-    LAB = "lab"
     KIND = "kind"
 
 
 IPMI_DEFAULT_PORT: Final = 623
+
+#: ``power.extra`` keys the built-in drivers accept, and the kind of value each takes:
+#: ``seconds`` (a positive number), ``whole seconds`` (a positive integer) or ``command`` (a
+#: shell command line run on the node). Each key is a keyword argument of the driver's
+#: constructor. Plugin drivers (``kind``) check their own keys when they are built.
+POWER_EXTRA_OPTIONS: Final[Mapping[str, Mapping[str, str]]] = {
+    "ipmi": {"timeout_s": "seconds", "poll_s": "seconds", "keepalive_s": "whole seconds"},
+    "redfish": {"timeout_s": "seconds", "poll_s": "seconds"},
+    "ssh": {
+        "timeout_s": "seconds",
+        "poll_s": "seconds",
+        "probe_timeout_s": "seconds",
+        "command_off": "command",
+        "command_off_forced": "command",
+        "command_reboot": "command",
+    },
+}
+
+
+def _extra_value(driver: str, key: str, value: object) -> float | int | str:
+    """A ``power.extra`` value of a built-in driver, checked and converted."""
+    kind = POWER_EXTRA_OPTIONS[driver][key]
+    if kind == "command":
+        if not isinstance(value, str) or not value.strip():
+            raise _FieldError(("extra", key), f"{value!r} is not valid; must be a command line")
+        return value.strip()
+    if kind == "whole seconds":
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise _FieldError(
+                ("extra", key), f"{value!r} is not valid; must be a positive whole number"
+            )
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise _FieldError(
+            ("extra", key), f"{value!r} is not valid; must be a positive number of seconds"
+        )
+    return float(value)
 
 
 class InlinePasswordWarning(UserWarning):
@@ -375,11 +413,11 @@ class SshSpec(_Model):
 class PowerSpec(_Model):
     """How to switch the node's power: one driver and its endpoint and credentials."""
 
-    driver: Literal["ipmi", "redfish", "ssh", "lab", "kind"]
+    driver: Literal["ipmi", "redfish", "ssh", "kind"]
     endpoint: str | None = Field(
         default=None,
         description="ipmi: 'host:port' (port 623 by default); redfish: 'https://host:port' "
-        "URL; ssh: unused (the node's ssh block); lab/kind: optional",
+        "URL; ssh: unused (the node's ssh block); kind: the container (default: the node name)",
     )
     username: str | None = None
     password_env: str | None = Field(default=None, description="environment variable name")
@@ -399,7 +437,11 @@ class PowerSpec(_Model):
     system_id: str | None = Field(
         default=None, description="redfish: the ComputerSystem id; None: the only system"
     )
-    extra: dict[str, Any] = Field(default_factory=dict, description="driver plugin options")
+    extra: dict[str, Any] = Field(
+        default_factory=dict,
+        description="driver options: for ipmi, redfish and ssh the keys of "
+        "POWER_EXTRA_OPTIONS; for a plugin driver, whatever it documents",
+    )
 
     _owner: str = PrivateAttr(default="")
 
@@ -445,6 +487,18 @@ class PowerSpec(_Model):
             _check_redfish_url(self.endpoint)
         elif self.auth is not None:
             raise _FieldError(("auth",), f"applies only to driver redfish, not {self.driver}")
+        valid = POWER_EXTRA_OPTIONS.get(self.driver)
+        if valid is not None:
+            for key, value in self.extra.items():
+                if key not in valid:
+                    close = difflib.get_close_matches(str(key), valid, n=1)
+                    hint = f" (did you mean {close[0]!r}?)" if close else ""
+                    raise _FieldError(
+                        ("extra", str(key)),
+                        f"unknown option {key!r} for driver {self.driver}{hint}; "
+                        f"valid keys: {', '.join(valid)}",
+                    )
+                _extra_value(self.driver, key, value)
         if self.driver in ("ipmi", "redfish"):
             if not self.username:
                 raise _FieldError(("username",), f"is required for driver {self.driver}")
@@ -455,6 +509,13 @@ class PowerSpec(_Model):
                     "variable) or password_file",
                 )
         return self
+
+    def driver_options(self) -> dict[str, float | int | str]:
+        """``extra`` as keyword arguments of a built-in driver (converted); ``{}`` for a
+        plugin driver, which reads ``extra`` itself."""
+        if self.driver not in POWER_EXTRA_OPTIONS:
+            return {}
+        return {key: _extra_value(self.driver, key, value) for key, value in self.extra.items()}
 
     @property
     def ipmi_interface(self) -> str:

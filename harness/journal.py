@@ -5,7 +5,7 @@ Two layers:
 * :class:`Journal` — durable. A JSON-lines file, one record per line, appended and
   ``fsync``-ed *before* the disruptive action starts. If the harness dies (SIGKILL, power
   loss of the runner, OOM), ``powercut recover`` reads the journal and :func:`recover` runs
-  every undo still owed, newest first.
+  every undo still owed: power-ons first, then the others, each group newest first.
 * :class:`UndoStack` — in-process. Undo callables pushed before each action and run in
   reverse order when the scenario ends, fails, or is interrupted (Ctrl-C, SIGTERM via
   :func:`install_signal_handlers`). With ``keep_on_failure`` a failed scenario leaves the
@@ -69,6 +69,7 @@ __all__ = [
     "UndoStack",
     "install_signal_handlers",
     "recover",
+    "recovery_order",
     "shield_signals",
 ]
 
@@ -177,12 +178,13 @@ class JournalEntry:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class UndoResult:
-    """What one undo did."""
+    """What one undo did (``seconds``: how long it took, when measured)."""
 
     description: str
     ok: bool
     error: str | None = None
     entry_id: str | None = None
+    seconds: float | None = None
 
 
 class UndoFailed(PermanentError):
@@ -474,8 +476,28 @@ def _fold(entries: dict[str, JournalEntry], record: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def recover(journal: Journal, executor: UndoExecutor) -> list[UndoResult]:
-    """Run every undo the journal still owes, newest first; return what was done.
+#: Undos that :func:`recover` runs before all others: they need only the BMCs, not the
+#: Kubernetes API, which may be down until they ran (lost control-plane nodes).
+FIRST_UNDOS: Final[frozenset[str]] = frozenset({"power_on"})
+
+
+def recovery_order(entries: list[JournalEntry]) -> list[JournalEntry]:
+    """``entries`` (newest first) in the order to undo them: power-ons first, then the rest,
+    each group newest first. A node is powered on before it is uncordoned or untainted, and
+    no power-on waits behind an API call that cannot succeed while the API is down."""
+    first = [e for e in entries if e.undo.action in FIRST_UNDOS]
+    return first + [e for e in entries if e.undo.action not in FIRST_UNDOS]
+
+
+def recover(
+    journal: Journal,
+    executor: UndoExecutor,
+    *,
+    on_result: Callable[[UndoResult], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> list[UndoResult]:
+    """Run every undo the journal still owes (see :func:`recovery_order`); return what was
+    done. ``on_result`` is called as each undo finishes.
 
     Each success is marked ``undone`` at once, so an interrupted recovery resumes where it
     stopped and a second run does nothing. A failed undo is recorded and the others still
@@ -483,19 +505,23 @@ def recover(journal: Journal, executor: UndoExecutor) -> list[UndoResult]:
     remains stays owed in the journal).
     """
     results: list[UndoResult] = []
-    for entry in journal.pending_undos():
+    for entry in recovery_order(journal.pending_undos()):
         description = f"{entry.undo} (undoes {entry.action} {entry.target})"
+        started = clock()
         try:
             entry.undo.run(executor)
         except Exception as exc:  # noqa: BLE001 - recorded, reported, and the others still run
             error = _describe_exception(exc)
             journal.mark_undo_failed(entry.id, error)
             log.error("recover: %s failed: %s", description, error)
-            results.append(UndoResult(description, False, error, entry.id))
-            continue
-        journal.mark_undone(entry.id)
-        log.info("recover: %s", description)
-        results.append(UndoResult(description, True, None, entry.id))
+            result = UndoResult(description, False, error, entry.id, clock() - started)
+        else:
+            journal.mark_undone(entry.id)
+            log.info("recover: %s", description)
+            result = UndoResult(description, True, None, entry.id, clock() - started)
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
     return results
 
 

@@ -1,7 +1,8 @@
 """Blast-radius checks: may these nodes go down now, given those already down?
 
-Pure functions over an :class:`~harness.inventory.Inventory`; no cluster access. (Pre-flight
-health checks and the cluster lock need the API and live elsewhere.)
+Pure functions over an :class:`~harness.inventory.Inventory`; no cluster access. (The
+pre-flight checks, which need the API and the BMCs, are in :mod:`harness.preflight`; the
+cluster lock is in :mod:`harness.kube.lock`.)
 
 Rules, each named after the inventory setting that controls it:
 

@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,18 +26,19 @@ from harness.errors import PermanentError, PowercutError
 from harness.inventory import Inventory
 from harness.journal import (
     Journal,
+    JournalEntry,
     UndoSpec,
     UndoStack,
     install_signal_handlers,
     shield_signals,
 )
 from harness.kube import actions
-from harness.kube.client import JSON, KubeClient, NotFound
+from harness.kube.client import JSON, KubeClient, NotFound, Unreachable
 from harness.kube.lock import ClusterLock
 from harness.kube.timeline import Timeline
 from harness.power.base import PowerDriver, PowerState
 from harness.power.factory import driver_for
-from harness.safety import plan_disruption
+from harness.safety import Plan, plan_disruption
 
 log = logging.getLogger(__name__)
 Say = Callable[[str], None]
@@ -66,15 +67,58 @@ def power_protocol_for_restore(inventory: Inventory, node: str) -> str | None:
 
 
 class ClusterExecutor:
-    """Carries out journal undos against the real cluster and BMCs (idempotent)."""
+    """Carries out journal undos against the real cluster and BMCs (idempotent).
 
-    def __init__(self, inventory: Inventory, client: KubeClient) -> None:
+    ``client`` is a :class:`KubeClient` or a function that makes one, called the first time
+    an undo needs the API: power-ons need only the BMCs, so they work without a kubeconfig
+    or an API server. Once the API server did not answer, the other Kubernetes undos of
+    this executor fail at once with that reason instead of each waiting for a timeout.
+    """
+
+    def __init__(self, inventory: Inventory, client: KubeClient | Callable[[], KubeClient]) -> None:
         self.inventory = inventory
-        self.client = client
+        self._client: KubeClient | None = client if isinstance(client, KubeClient) else None
+        self._connect = None if isinstance(client, KubeClient) else client
+        self._owns_client = False
+        self._api_down: PowercutError | None = None  # why later API calls are not tried
+
+    @property
+    def client(self) -> KubeClient:
+        """The API client (made on first use); once it could not be made, or the API server
+        did not answer, raises that reason at once, every time."""
+        if self._api_down is not None:
+            raise type(self._api_down)(f"not tried: {self._api_down}")
+        if self._client is None:
+            assert self._connect is not None
+            try:
+                self._client = self._connect()
+            except (PowercutError, OSError) as exc:
+                self._api_down = PermanentError(f"no API client: {exc}")
+                raise self._api_down from exc
+            self._owns_client = True
+        return self._client
+
+    @contextlib.contextmanager
+    def _api(self) -> Iterator[KubeClient]:
+        """The client, remembering when the API server does not answer."""
+        client = self.client
+        try:
+            yield client
+        except Unreachable as exc:
+            self._api_down = Unreachable(f"the API server did not answer earlier ({exc})")
+            raise
+
+    def close(self) -> None:
+        """Close the client if this executor made it."""
+        if self._owns_client and self._client is not None:
+            self._client.close()
+            self._client = None
 
     def power_on(self, node: str) -> None:
         driver = driver_for(
-            self.inventory.node(node), power_protocol_for_restore(self.inventory, node)
+            self.inventory.node(node),
+            power_protocol_for_restore(self.inventory, node),
+            budgets=self.inventory.timing_budgets(),
         )
         try:
             if driver.state() is not PowerState.ON:
@@ -83,16 +127,22 @@ class ClusterExecutor:
             driver.close()
 
     def uncordon(self, node: str) -> None:
-        with contextlib.suppress(NotFound):
-            actions.uncordon(self.client, node)
+        with self._api() as client, contextlib.suppress(NotFound):
+            actions.uncordon(client, node)
 
     def remove_taint(self, node: str, key: str, effect: str) -> None:
-        with contextlib.suppress(NotFound):
-            actions.remove_taint(self.client, node, key, effect)
+        with self._api() as client, contextlib.suppress(NotFound):
+            actions.remove_taint(client, node, key, effect)
 
     def restore_node(self, node: str, manifest: dict[str, Any]) -> None:
-        if self.client.get_or_none(f"/api/v1/nodes/{node}") is None:
-            self.client.create("/api/v1/nodes", manifest)
+        with self._api() as client:
+            if client.get_or_none(f"/api/v1/nodes/{node}") is None:
+                client.create("/api/v1/nodes", manifest)
+
+    def release_stale_lock(self) -> str | None:
+        """Delete the cluster lock of a crashed run on this machine; its holder, or None."""
+        with self._api() as client:
+            return ClusterLock.break_stale(client)
 
 
 @dataclass
@@ -152,6 +202,7 @@ class Session:
         self.use_lock = lock
         self.undo_on_exit = undo_on_exit
         self.say = say or (lambda msg: log.info("%s", msg))
+        self._say_lock = threading.Lock()  # power actions tell their progress from threads
         self.plan: list[str] = []
         self.down: set[str] = set()
         self.last_power: PowerResult | None = None
@@ -227,7 +278,9 @@ class Session:
         with self._drivers_lock:
             key = (node, protocol)
             if key not in self._drivers:
-                self._drivers[key] = driver_for(self.inventory.node(node), protocol)
+                self._drivers[key] = driver_for(
+                    self.inventory.node(node), protocol, budgets=self.inventory.timing_budgets()
+                )
             return self._drivers[key]
 
     def _journaled(
@@ -243,6 +296,47 @@ class Session:
         if entry_id is not None and self.journal is not None:
             self.journal.mark_undone(entry_id)
 
+    def _journal_entries(self) -> list[JournalEntry]:
+        if self.journal is not None:
+            return self.journal.entries()
+        if self.journal_path.exists():  # a dry run: read without taking the journal's lock
+            return Journal.read(self.journal_path)
+        return []
+
+    def journal_down(self) -> set[str]:
+        """Nodes the durable journal still owes a power-on: powered off (or partitioned, or
+        caught in a power action that failed midway) by this run or an earlier one that was
+        not undone, such as an earlier ``powercut power off``."""
+        return {
+            str(e.undo.args["node"])
+            for e in self._journal_entries()
+            if e.owes_undo and e.undo.action == "power_on" and "node" in e.undo.args
+        }
+
+    def nodes_down(self) -> set[str]:
+        """The nodes the blast-radius rules count as down: this session's and the journal's."""
+        return self.down | self.journal_down()
+
+    def _check_blast_radius(self, names: list[str], action: str) -> Plan:
+        down = self.nodes_down()
+        earlier = sorted(down - self.down)
+        if earlier:
+            self.say(
+                f"the journal {self.journal_path} still owes a power-on for {', '.join(earlier)}: "
+                "counted as down (`powercut power on` or `powercut recover` settles it)"
+            )
+        return plan_disruption(self.inventory, names, already_down=sorted(down), action=action)
+
+    def _power_restored(self, node: str) -> None:
+        """The node is on: every power-on the journal owes for it is settled."""
+        self._undone("power_off", f"node/{node}")
+        self._undone("power_cycle", f"node/{node}")
+        if self.journal is not None:
+            for e in self.journal.entries():
+                if e.owes_undo and e.undo.action == "power_on" and e.undo.args.get("node") == node:
+                    self.journal.mark_undone(e.id)
+        self.down.discard(node)
+
     # -- power ------------------------------------------------------------------------------
 
     def power_off(
@@ -251,9 +345,7 @@ class Session:
         """Power the nodes off in parallel; returns once every BMC acknowledged and the new
         state was read back. The skew between the first and last acknowledgement is kept."""
         names = list(nodes)
-        plan = plan_disruption(
-            self.inventory, names, already_down=sorted(self.down), action="power off"
-        )
+        plan = self._check_blast_radius(names, "power off")
         how = "graceful" if graceful else "forced"
         if self.dry_run:
             for n in names:
@@ -277,6 +369,7 @@ class Session:
 
             self._journaled("power_off", f"node/{node}", UndoSpec.power_on(node), act)
             self.down.add(node)
+            self._told(result, node, "power-off", PowerState.OFF)
 
         self._parallel(names, one, result, "power off")
         self.last_power = result
@@ -300,18 +393,75 @@ class Session:
             driver.on()
             result.acknowledged[node] = time.monotonic()
             self.timeline.action(node, "power-on acknowledged")
-            self._undone("power_off", f"node/{node}")
-            self.down.discard(node)
+            self._power_restored(node)
+            self._told(result, node, "power-on", PowerState.ON)
 
         self._parallel(names, one, result, "power on")
         self.say(f"powered on {', '.join(names)}")
         return result
 
+    def power_cycle(self, nodes: Iterable[str], *, protocol: str | None = None) -> PowerResult:
+        """Power-cycle the nodes in parallel (off, then on again: a reset).
+
+        Checked against the blast-radius rules like a power-off (the nodes are down
+        meanwhile) and journaled with a power-on as its undo, since a cycle that fails
+        midway can leave a node off. Each entry is marked undone once the driver returned,
+        which it does only after reading the power state back as on.
+        """
+        names = list(nodes)
+        plan = self._check_blast_radius(names, "power cycle")
+        if self.dry_run:
+            for n in names:
+                proto = protocol or self.inventory.node(n).power.driver
+                self.plan.append(
+                    f"power-cycle {n} through {proto}; undo if it stops midway: power on"
+                )
+            self.plan.extend(plan.describe())
+            return PowerResult(names)
+        result = PowerResult(names)
+
+        def one(node: str) -> None:
+            driver = self.driver(node, protocol)
+            target = f"node/{node}"
+
+            def act() -> None:
+                result.sent[node] = time.monotonic()
+                self.timeline.action(node, "power-cycle sent", protocol=protocol or "")
+                driver.cycle()  # returns once the node reads back as on
+                result.acknowledged[node] = time.monotonic()
+                self.timeline.action(node, "power-cycle acknowledged")
+
+            self._journaled("power_cycle", target, UndoSpec.power_on(node), act)
+            self._undone("power_cycle", target)
+            self._told(result, node, "power cycle", PowerState.ON)
+
+        self._parallel(names, one, result, "power cycle")
+        self.last_power = result
+        self.say(f"power-cycled {', '.join(names)}")
+        return result
+
+    def _told(self, result: PowerResult, node: str, what: str, state: PowerState) -> None:
+        """Tell one node's acknowledgement (with its read-back) as soon as it arrived."""
+        took = result.acknowledged[node] - result.sent[node]
+        with self._say_lock:
+            self.say(f"{node}: {what} acknowledged after {took:.1f} s, state {state.name}")
+
     def _parallel(
         self, names: list[str], fn: Callable[[str], None], result: PowerResult, what: str
     ) -> None:
+        def run(node: str) -> None:
+            started = time.monotonic()
+            try:
+                fn(node)
+            except Exception as exc:
+                with self._say_lock:
+                    self.say(
+                        f"{node}: {what} FAILED after {time.monotonic() - started:.1f} s: {exc}"
+                    )
+                raise
+
         pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(names))))
-        futures = {n: pool.submit(fn, n) for n in names}
+        futures = {n: pool.submit(run, n) for n in names}
         try:
             wait(futures.values())
         except BaseException:

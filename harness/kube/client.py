@@ -5,6 +5,12 @@ pods with the official client's models, about 2 s and under 100 MB with paginate
 JSON), so this client returns plain dicts and lets callers project the fields they need.
 It reads a kubeconfig (client certificates, bearer tokens, CA bundles; TLS verification on
 unless the kubeconfig explicitly turns it off) and keeps one connection pool.
+
+Certificates and keys embedded in a kubeconfig (``*-data``) stay in memory. Python's
+``ssl`` can load a client certificate and key only from files, so the client writes them to
+a private temporary directory (mode 0700, files 0600) just for that call and deletes them
+before its constructor returns: no key is left in ``/tmp``, whether the client is closed,
+the process exits or it is killed afterwards.
 """
 
 from __future__ import annotations
@@ -13,9 +19,11 @@ import base64
 import builtins
 import contextlib
 import copy
+import logging
 import os
 import queue
 import re
+import shutil
 import ssl
 import tempfile
 import threading
@@ -31,6 +39,8 @@ import urllib3
 import yaml
 
 from harness.errors import ConfigError, PermanentError, TemporaryError
+
+log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 PatchType = Literal["merge", "strategic", "json", "apply"]
@@ -111,21 +121,62 @@ def _error_for(status: int) -> type[ApiError]:
 
 @dataclass(frozen=True)
 class Credentials:
+    """How to reach and authenticate to one API server.
+
+    Each of the CA bundle, client certificate and client key is a file (``*_file``) or,
+    from a kubeconfig's ``*-data`` fields, PEM bytes kept in memory (``*_data``).
+    """
+
     server: str
     ca_file: str | None = None
     cert_file: str | None = None
     key_file: str | None = None
     token: str | None = field(default=None, repr=False)
     insecure: bool = False
+    ca_data: bytes | None = field(default=None, repr=False)
+    cert_data: bytes | None = field(default=None, repr=False)
+    key_data: bytes | None = field(default=None, repr=False)
 
 
-def _materialise(data_b64: str, suffix: str, tmpdir: list[str]) -> str:
-    if not tmpdir:
-        tmpdir.append(tempfile.mkdtemp(prefix="powercut-kc-"))
-    path = Path(tmpdir[0]) / suffix
-    path.write_bytes(base64.b64decode(data_b64))
-    path.chmod(0o600)
+def _decode(data_b64: str, source: str, field_name: str) -> bytes:
+    try:
+        return base64.b64decode(data_b64, validate=True)
+    except (ValueError, TypeError):
+        raise ConfigError("is not valid base64", source=source, field=field_name) from None
+
+
+def _write_private(directory: Path, name: str, data: bytes) -> str:
+    """Write ``data`` to a new file readable by this user only (0600 from creation on)."""
+    path = directory / name
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
     return str(path)
+
+
+def _load_client_cert(ctx: ssl.SSLContext, creds: Credentials) -> None:
+    """Load the client certificate and key, from files or from memory."""
+    if not (creds.cert_file or creds.cert_data) or not (creds.key_file or creds.key_data):
+        return
+    if creds.cert_data is None and creds.key_data is None:
+        assert creds.cert_file is not None and creds.key_file is not None
+        ctx.load_cert_chain(creds.cert_file, creds.key_file)
+        return
+    directory = Path(tempfile.mkdtemp(prefix="powercut-kc-"))  # mode 0700
+    try:
+        cert = creds.cert_file
+        if creds.cert_data is not None:
+            cert = _write_private(directory, "client.crt", creds.cert_data)
+        key = creds.key_file
+        if creds.key_data is not None:
+            key = _write_private(directory, "client.key", creds.key_data)
+        assert cert is not None and key is not None
+        ctx.load_cert_chain(cert, key)
+    finally:
+        try:
+            shutil.rmtree(directory)
+        except OSError as exc:
+            log.warning("could not delete the client key copy in %s: %s", directory, exc)
 
 
 def load_kubeconfig(path: str | os.PathLike[str], context: str | None = None) -> Credentials:
@@ -158,25 +209,28 @@ def load_kubeconfig(path: str | os.PathLike[str], context: str | None = None) ->
     cluster = clusters[ctx["cluster"]]
     user = users.get(ctx.get("user", ""), {})
     base = p.parent
-    tmp: list[str] = []
 
-    def file_or_data(section: Mapping[str, Any], key: str, name: str) -> str | None:
-        if section.get(key):
-            return str((base / section[key]).resolve())
-        if section.get(f"{key}-data"):
-            return _materialise(section[f"{key}-data"], name, tmp)
-        return None
+    def file_of(section: Mapping[str, Any], key: str) -> str | None:
+        return str((base / section[key]).resolve()) if section.get(key) else None
+
+    def data_of(section: Mapping[str, Any], key: str, where: str) -> bytes | None:
+        if section.get(key) or not section.get(f"{key}-data"):
+            return None  # a file wins, as with kubectl
+        return _decode(section[f"{key}-data"], str(p), f"{where}.{key}-data")
 
     token = user.get("token")
     if not token and user.get("tokenFile"):
         token = (base / user["tokenFile"]).read_text().strip()
     return Credentials(
         server=str(cluster["server"]).rstrip("/"),
-        ca_file=file_or_data(cluster, "certificate-authority", "ca.crt"),
-        cert_file=file_or_data(user, "client-certificate", "client.crt"),
-        key_file=file_or_data(user, "client-key", "client.key"),
+        ca_file=file_of(cluster, "certificate-authority"),
+        cert_file=file_of(user, "client-certificate"),
+        key_file=file_of(user, "client-key"),
         token=token,
         insecure=bool(cluster.get("insecure-skip-tls-verify", False)),
+        ca_data=data_of(cluster, "certificate-authority", "clusters"),
+        cert_data=data_of(user, "client-certificate", "users"),
+        key_data=data_of(user, "client-key", "users"),
     )
 
 
@@ -197,12 +251,16 @@ class KubeClient:
         self.creds = creds
         self.server = creds.server
         self.timeout_s = timeout_s
-        ctx = ssl.create_default_context(cafile=creds.ca_file)
+        ca_data: str | bytes | None = None
+        if creds.ca_data is not None:
+            # PEM as text; anything else is handed over as DER
+            pem = creds.ca_data.lstrip().startswith(b"-----")
+            ca_data = creds.ca_data.decode("ascii", errors="replace") if pem else creds.ca_data
+        ctx = ssl.create_default_context(cafile=creds.ca_file, cadata=ca_data)
         if creds.insecure:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
-        if creds.cert_file and creds.key_file:
-            ctx.load_cert_chain(creds.cert_file, creds.key_file)
+        _load_client_cert(ctx, creds)
         self._ssl_context = ctx
         self._headers = {"Accept": "application/json", "User-Agent": "powercut"}
         if creds.token:

@@ -1,8 +1,17 @@
 """Build a node's power driver from its inventory entry.
 
-Built-in drivers (ipmi, redfish, ssh) are built here; any other driver name is looked up
-in the ``powercut.power_drivers`` entry-point group and must offer
-``from_inventory(node, spec)``: vendor quirks are plugins, not ``if vendor:``.
+Built-in drivers (ipmi, redfish, ssh) are built here, with the node's ``power.extra``
+options (``POWER_EXTRA_OPTIONS`` in :mod:`harness.inventory`, checked when the inventory
+loads) as keyword arguments; any other driver name is looked up in the
+``powercut.power_drivers`` entry-point group and must offer ``from_inventory(node, spec)``,
+which reads ``extra`` itself: vendor quirks are plugins, not ``if vendor:``. Keyword
+``options`` given by the caller win over ``extra``.
+
+Given the inventory's ``budgets``, a built-in driver's ``timeout_s`` (the deadline of one
+whole power action: request, acknowledgement and read-back of the new state) is the
+``power_ack`` + ``power_state_verify`` budgets, the limit the scenarios hold a power
+action to, unless the node's ``extra`` or the caller sets ``timeout_s``. Plugin drivers
+keep the deadline they document (``extra.timeout_s`` of kind).
 """
 
 from __future__ import annotations
@@ -10,6 +19,7 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 from typing import Any
 
+from harness.budgets import Budgets
 from harness.errors import ConfigError
 from harness.inventory import NodeSpec, PowerSpec
 from harness.power.base import PowerDriver
@@ -31,11 +41,29 @@ def _password(node: NodeSpec, spec: PowerSpec) -> str:
     return secret.reveal()
 
 
-def driver_for(node: NodeSpec, protocol: str | None = None, **options: Any) -> PowerDriver:
+def power_timeout_s(budgets: Budgets) -> float:
+    """The deadline of one power action: the BMC acknowledges, then reports the new state."""
+    return budgets.power_ack + budgets.power_state_verify
+
+
+def driver_for(
+    node: NodeSpec,
+    protocol: str | None = None,
+    *,
+    budgets: Budgets | None = None,
+    **options: Any,
+) -> PowerDriver:
     """The driver for ``protocol`` (the node's primary ``power`` when None)."""
+    defaults: dict[str, Any] = {}
+    if budgets is not None:
+        defaults["timeout_s"] = power_timeout_s(budgets)
     if protocol == "ssh" or (protocol is None and node.power.driver == "ssh"):
-        return _ssh(node, **options)
+        specs = [p for p in (node.power, *node.power_alternatives) if p.driver == "ssh"]
+        extra = specs[0].driver_options() if specs else {}
+        return _ssh(node, **{**defaults, **extra, **options})
     spec = node.power_for(protocol)
+    if spec.driver in ("ipmi", "redfish"):
+        options = {**defaults, **spec.driver_options(), **options}
     if spec.driver == "ipmi":
         from harness.power.ipmi import IpmiDriver
 

@@ -105,9 +105,9 @@ def test_an_interrupted_experiment_is_recovered_from_the_journal(cluster: Cluste
         results = recover(journal, ClusterExecutor(cluster.inventory, cluster.client()))
     assert all(r.ok for r in results)
     assert [r.description.split(" ")[0] for r in results] == [
+        "power_on(node='w1')",  # power first, then the rest newest first
         "remove_taint(node='w1',",
         "uncordon(node='w3')",
-        "power_on(node='w1')",
     ]
     assert cluster.docker.status("w1") == ("running", False)
     assert not cluster.node("w3")["spec"].get("unschedulable")

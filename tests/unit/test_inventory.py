@@ -33,7 +33,7 @@ cluster:
 nodes:
   - name: w1
     role: worker
-    power: {driver: lab}
+    power: {driver: kind}
 """
 
 RACKED = """\
@@ -47,7 +47,7 @@ nodes:
   - name: cp1
     role: control-plane
     rack: r1
-    power: {driver: lab}
+    power: {driver: kind}
   - name: w1
     role: worker
     rack: r1
@@ -156,8 +156,8 @@ def test_helpers(tmp_path: Path) -> None:
 
 
 def test_racks_without_declaration_come_from_nodes(tmp_path: Path) -> None:
-    text = MINIMAL + "  - {name: w2, role: worker, rack: b, power: {driver: lab}}\n"
-    text += "  - {name: w3, role: worker, rack: a, power: {driver: lab}}\n"
+    text = MINIMAL + "  - {name: w2, role: worker, rack: b, power: {driver: kind}}\n"
+    text += "  - {name: w3, role: worker, rack: a, power: {driver: kind}}\n"
     assert load_inventory(write(tmp_path, text)).racks() == ["b", "a"]
 
 
@@ -299,9 +299,64 @@ def test_bad_driver_names_file_path_value_and_valid_values(tmp_path: Path) -> No
     assert error.field == "nodes[3].power.driver"
     assert "nodes[3].power.driver" in message
     assert "'ipmii'" in message
-    assert "must be one of: ipmi, redfish, ssh, lab, kind" in message
+    assert "must be one of: ipmi, redfish, ssh, kind" in message
     assert "node 'w3'" in message
     assert "line 26" in message
+
+
+def test_there_is_no_lab_driver(tmp_path: Path) -> None:
+    """The lab's nodes have real BMCs (ipmi, redfish, ssh); no `lab` driver exists, so the
+    inventory must not accept one that would only fail later, in driver_for."""
+    error = load_error(tmp_path, MINIMAL.replace("{driver: kind}", "{driver: lab}"))
+    assert error.field == "nodes[0].power.driver"
+    assert "'lab' is not valid; must be one of: ipmi, redfish, ssh, kind" in str(error)
+
+
+def test_power_extra_of_a_built_in_driver_is_checked_when_the_inventory_loads(
+    tmp_path: Path,
+) -> None:
+    text = RACKED.replace("password_env: BMC_PW}", "password_env: BMC_PW, extra: {reset_off: x}}")
+    error = load_error(tmp_path, text)
+    message = str(error)
+    assert error.field == "nodes[1].power.extra.reset_off"
+    assert "unknown option 'reset_off' for driver ipmi" in message
+    assert "valid keys: timeout_s, poll_s, keepalive_s" in message
+    assert "node 'w1'" in message
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        ("{timeout_s: 0}", "0 is not valid; must be a positive number of seconds"),
+        ("{timeout_s: true}", "True is not valid; must be a positive number of seconds"),
+        ("{keepalive_s: 2.5}", "2.5 is not valid; must be a positive whole number"),
+        ("{poll_s: fast}", "'fast' is not valid; must be a positive number of seconds"),
+    ],
+)
+def test_power_extra_values_are_checked(tmp_path: Path, extra: str, needle: str) -> None:
+    text = RACKED.replace("password_env: BMC_PW}", f"password_env: BMC_PW, extra: {extra}}}")
+    error = load_error(tmp_path, text)
+    assert error.field.startswith("nodes[1].power.extra.")
+    assert needle in str(error)
+
+
+def test_power_extra_of_ssh_takes_the_commands(tmp_path: Path) -> None:
+    text = RACKED.replace(
+        "power: {driver: ssh}", "power: {driver: ssh, extra: {command_off: ' poweroff '}}"
+    )
+    inventory = load_inventory(write(tmp_path, text))
+    assert inventory.node("w3").power.driver_options() == {"command_off": "poweroff"}
+    error = load_error(
+        tmp_path, RACKED.replace("power: {driver: ssh}", "power: {driver: ssh, extra: {x: 1}}")
+    )
+    assert "valid keys: timeout_s, poll_s, probe_timeout_s, command_off" in str(error)
+
+
+def test_power_extra_of_a_plugin_driver_is_left_to_the_plugin(tmp_path: Path) -> None:
+    text = MINIMAL.replace("{driver: kind}", "{driver: kind, extra: {anything: 1}}")
+    inventory = load_inventory(write(tmp_path, text))
+    assert inventory.node("w1").power.extra == {"anything": 1}
+    assert inventory.node("w1").power.driver_options() == {}
 
 
 def test_unknown_top_level_key_suggests_and_lists_valid_keys(tmp_path: Path) -> None:
@@ -373,7 +428,9 @@ def test_invalid_yaml_line_number_is_right(tmp_path: Path) -> None:
 
 
 def test_duplicate_yaml_keys_are_refused(tmp_path: Path) -> None:
-    text = MINIMAL.replace("power: {driver: lab}", "power: {driver: lab}\n    role: control-plane")
+    text = MINIMAL.replace(
+        "power: {driver: kind}", "power: {driver: kind}\n    role: control-plane"
+    )
     error = load_error(tmp_path, text)
     assert "duplicate key 'role' (first at line 5)" in str(error)
     assert "line 7" in str(error)

@@ -299,6 +299,50 @@ def test_recover_runs_pending_undos_newest_first_then_does_nothing(
     assert len(executor.calls) == 2
 
 
+def test_recover_powers_on_first_then_undoes_the_rest_newest_first(
+    journal: Journal, clock: FakeClock
+) -> None:
+    """A node is powered on before it is uncordoned or untainted, and no power-on waits
+    behind an API call (the API may be down until the control-plane nodes are back)."""
+    undos = [
+        ("cordon", "w1", UndoSpec.uncordon("w1")),
+        ("power_off", "w1", UndoSpec.power_on("w1")),
+        ("out_of_service", "w1", UndoSpec.remove_taint("w1", "k", "NoExecute")),
+        ("delete_node", "w2", UndoSpec.restore_node("w2", {"metadata": {"name": "w2"}})),
+        ("power_off", "cp1", UndoSpec.power_on("cp1")),
+    ]
+    for action, node, undo in undos:
+        with journal.disruption(action, f"node/{node}", undo=undo):
+            pass
+    executor = FakeExecutor()
+    executor.on_call = lambda: clock.advance(2.5)  # recover times each undo on its clock
+    seen: list[tuple[str, bool]] = []
+    results = recover(
+        journal, executor, on_result=lambda r: seen.append((r.description, r.ok)), clock=clock
+    )
+    assert [(action, args["node"]) for action, args in executor.calls] == [
+        ("power_on", "cp1"),
+        ("power_on", "w1"),
+        ("restore_node", "w2"),
+        ("remove_taint", "w1"),
+        ("uncordon", "w1"),
+    ]
+    assert seen == [(r.description, r.ok) for r in results]  # reported as each one finished
+    assert [r.seconds for r in results] == [2.5] * 5
+
+
+def test_recover_reports_each_result_as_it_finishes(journal: Journal) -> None:
+    for node in ("w1", "w2"):
+        with journal.disruption("power_off", f"node/{node}", undo=UndoSpec.power_on(node)):
+            pass
+    executor = FakeExecutor()
+    executor.fail[("power_on", "w2")] = ConnectionError("BMC unreachable")
+    seen: list[str] = []
+    executor.on_call = lambda: seen.append(f"call {len(executor.calls)}")
+    recover(journal, executor, on_result=lambda r: seen.append(f"result {r.ok}"))
+    assert seen == ["call 1", "result False", "call 2", "result True"]
+
+
 def test_recover_continues_after_a_failed_undo(journal: Journal) -> None:
     for node in ("w1", "w2"):
         with journal.disruption("power_off", f"node/{node}", undo=UndoSpec.power_on(node)):

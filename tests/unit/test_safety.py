@@ -22,14 +22,14 @@ def inventory(
     """Control-plane nodes cp1..cpN (no rack), workers <rack>-w1.. per rack, u1.. unracked."""
     lines = ["cluster: {kubeconfig: k}", f"safety: {safety}", "nodes:"]
     for i in range(1, control_planes + 1):
-        lines.append(f"  - {{name: cp{i}, role: control-plane, power: {{driver: lab}}}}")
+        lines.append(f"  - {{name: cp{i}, role: control-plane, power: {{driver: kind}}}}")
     for rack, count in (racks or {}).items():
         for i in range(1, count + 1):
             lines.append(
-                f"  - {{name: {rack}-w{i}, role: worker, rack: {rack}, power: {{driver: lab}}}}"
+                f"  - {{name: {rack}-w{i}, role: worker, rack: {rack}, power: {{driver: kind}}}}"
             )
     for i in range(1, unracked_workers + 1):
-        lines.append(f"  - {{name: u{i}, role: worker, power: {{driver: lab}}}}")
+        lines.append(f"  - {{name: u{i}, role: worker, power: {{driver: kind}}}}")
     return parse_inventory("\n".join(lines) + "\n", base_dir=Path("/"))
 
 
@@ -185,7 +185,7 @@ cluster: {kubeconfig: k}
 racks: [{name: r1}]
 safety: {max_nodes_down: 2}
 nodes:
-  - {name: cp1, role: control-plane, rack: r1, power: {driver: lab}}
+  - {name: cp1, role: control-plane, rack: r1, power: {driver: kind}}
   - name: w1
     role: worker
     rack: r1

@@ -1,0 +1,212 @@
+"""Pre-flight checks: is the cluster fit to be disrupted, and can powercut undo it?
+
+Run before a disruption, on the nodes it targets. Each check is named after what it looks
+at (the node's name is given for per-node checks):
+
+``api``
+    The API server answers ``GET /version`` within ``api_timeout_s``.
+``node``
+    Each target is a Node of the cluster (the inventory names the right cluster).
+``ready``
+    Each target Node is Ready: disrupting a node that is already down measures nothing
+    and may break the blast-radius assumptions.
+``bmc``
+    Each target's power endpoint answers a power-state read within ``bmc_timeout_s``
+    (default: the inventory's ``power_ack`` budget), so the node can be powered back on,
+    and reads the power as on (a Node still shows Ready for a while after a power cut).
+
+:func:`preflight` runs every check (the BMCs in parallel) and returns a
+:class:`PreflightResult`; when any check failed it raises :class:`PreflightFailed`, a
+``PermanentError`` naming every failing check and carrying the whole result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Final
+
+from harness.errors import PermanentError, PowercutError
+from harness.inventory import Inventory
+from harness.kube.client import JSON, ApiError, KubeClient, NotFound
+from harness.power.base import PowerState
+from harness.power.factory import driver_for
+
+__all__ = [
+    "API_TIMEOUT_S",
+    "BMC_GRACE_S",
+    "Check",
+    "PreflightFailed",
+    "PreflightResult",
+    "preflight",
+]
+
+#: Longest wait for the API server's answers during the pre-flight.
+API_TIMEOUT_S: Final = 10.0
+#: How long past its own deadline a driver may take to give up (one request in flight:
+#: the Redfish driver's longest request is 10 s) before the pre-flight stops waiting.
+BMC_GRACE_S: Final = 15.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Check:
+    """One check: what was checked (``name``, ``node``), whether it passed, and what was seen."""
+
+    name: str
+    ok: bool
+    detail: str
+    node: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.node}" if self.node else self.name
+
+    def __str__(self) -> str:
+        return f"{'ok' if self.ok else 'FAIL':4}  {self.label}: {self.detail}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PreflightResult:
+    """Every check, in the order: ``api``, then per node ``node``, ``ready``, ``bmc``."""
+
+    checks: tuple[Check, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def failed(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if not c.ok)
+
+    def lines(self) -> list[str]:
+        """One line per check: ``ok    bmc w1: ipmi answers, power on``."""
+        return [str(c) for c in self.checks]
+
+
+class PreflightFailed(PermanentError):
+    """Some pre-flight checks failed; ``result`` has every check, ``failed`` the failures."""
+
+    def __init__(self, result: PreflightResult) -> None:
+        self.result = result
+        self.failed = result.failed
+        super().__init__(
+            f"pre-flight: {len(self.failed)} of {len(result.checks)} checks failed: "
+            + "; ".join(f"{c.label}: {c.detail}" for c in self.failed)
+        )
+
+
+def preflight(
+    inventory: Inventory,
+    nodes: Iterable[str],
+    client: KubeClient,
+    *,
+    protocol: str | None = None,
+    api_timeout_s: float = API_TIMEOUT_S,
+    bmc_timeout_s: float | None = None,
+) -> PreflightResult:
+    """Check the API server, and that each of ``nodes`` is a Ready Node whose power
+    endpoint (``protocol``, default its primary) answers.
+
+    Returns the result when every check passed; raises :class:`PreflightFailed` naming
+    every failing check otherwise, and ``ConfigError`` for a node the inventory lacks.
+    """
+    names = list(dict.fromkeys(nodes))
+    for name in names:
+        inventory.node(name)  # an unknown node is a mistake in the command, not a check
+    bmc_s = inventory.timing_budgets().power_ack if bmc_timeout_s is None else bmc_timeout_s
+    # The BMCs are asked in parallel while the API server is asked in this thread.
+    pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(names))))
+    try:
+        bmcs = {n: pool.submit(_bmc_check, inventory, n, protocol, bmc_s) for n in names}
+        api, answered = _api_check(client, api_timeout_s)
+        per_node = {n: _node_checks(client, n, answered, api_timeout_s) for n in names}
+        bmc_checks = _collect(bmcs, bmc_s + BMC_GRACE_S)
+    finally:
+        # Not waiting for a driver that overran: it gives up by its own deadline.
+        pool.shutdown(wait=False, cancel_futures=True)
+    checks = [api]
+    for name in names:
+        checks.extend([*per_node[name], bmc_checks[name]])
+    result = PreflightResult(tuple(checks))
+    if not result.ok:
+        raise PreflightFailed(result)
+    return result
+
+
+def _api_check(client: KubeClient, timeout_s: float) -> tuple[Check, bool]:
+    """The ``api`` check, and whether the server answered at all."""
+    try:
+        version = client.request("GET", "/version", timeout_s=timeout_s)
+    except ApiError as exc:
+        return Check("api", False, f"{client.server} answers with an error: {exc}"), True
+    except PowercutError as exc:
+        return Check("api", False, f"{client.server} does not answer: {exc}"), False
+    return Check("api", True, f"{client.server} answers, {version.get('gitVersion', '?')}"), True
+
+
+def _node_checks(client: KubeClient, name: str, answered: bool, timeout_s: float) -> list[Check]:
+    if not answered:
+        why = "not checked: the API server does not answer"
+        return [Check("node", False, why, name), Check("ready", False, why, name)]
+    try:
+        obj = client.request("GET", f"/api/v1/nodes/{name}", timeout_s=timeout_s)
+    except NotFound:
+        return [
+            Check("node", False, "the cluster has no Node of this name (kubectl get nodes)", name),
+            Check("ready", False, "not checked: no such Node", name),
+        ]
+    except PowercutError as exc:
+        return [
+            Check("node", False, f"cannot read the Node: {exc}", name),
+            Check("ready", False, "not checked: the Node could not be read", name),
+        ]
+    return [Check("node", True, "is a Node of the cluster", name), _ready_check(obj, name)]
+
+
+def _ready_check(obj: JSON, name: str) -> Check:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    cordoned = " (cordoned)" if (obj.get("spec") or {}).get("unschedulable") else ""
+    if ready is None:
+        return Check("ready", False, "the Node has no Ready condition yet", name)
+    status = str(ready.get("status"))
+    if status == "True":
+        return Check("ready", True, f"Ready{cordoned}", name)
+    reason = ": ".join(str(ready[k]) for k in ("reason", "message") if ready.get(k))
+    return Check(
+        "ready", False, f"Ready is {status}{f' ({reason})' if reason else ''}{cordoned}", name
+    )
+
+
+def _bmc_check(inventory: Inventory, name: str, protocol: str | None, timeout_s: float) -> Check:
+    spec = inventory.node(name)
+    proto = protocol or spec.power.driver
+    try:
+        driver = driver_for(spec, protocol, budgets=inventory.timing_budgets(), timeout_s=timeout_s)
+        try:
+            state = driver.state()
+        finally:
+            driver.close()
+    except PowercutError as exc:
+        return Check("bmc", False, f"{proto}: {exc}", name)
+    if proto == "ssh" and state is PowerState.OFF:
+        # The SSH driver reads "off" when the node does not answer at all.
+        return Check("bmc", False, "ssh: the node does not answer SSH", name)
+    if state is not PowerState.ON:
+        # A Node can still show Ready for a grace period after its power went off.
+        return Check("bmc", False, f"{proto} answers, but the power is {state.value}", name)
+    return Check("bmc", True, f"{proto} answers, power on", name)
+
+
+def _collect(futures: dict[str, Future[Check]], timeout_s: float) -> dict[str, Check]:
+    """Each BMC check's result; a check still running after ``timeout_s`` fails."""
+    wait(futures.values(), timeout=timeout_s)
+    out: dict[str, Check] = {}
+    for name, future in futures.items():
+        if future.done():
+            out[name] = future.result()
+        else:
+            out[name] = Check("bmc", False, f"no answer within {timeout_s:.0f} s", name)
+    return out

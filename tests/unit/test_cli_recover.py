@@ -1,0 +1,180 @@
+"""`powercut recover`: power-ons first and without the API; what fails is reported and owed."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.inventory import load_inventory
+from harness.journal import EntryState, Journal, UndoSpec
+from harness.kube.actions import OUT_OF_SERVICE_KEY
+from harness.power.base import PowerState
+from harness.session import journal_path_for
+from tests.fakeapi import FakeApiServer, node
+from tests.unit.powerfakes import FakeBmcs, write_inventory, write_kubeconfig
+
+pytestmark = pytest.mark.filterwarnings("ignore:.cgi. is deprecated:DeprecationWarning")
+
+TAINT = {"key": OUT_OF_SERVICE_KEY, "value": "nodeshutdown", "effect": "NoExecute"}
+
+
+def dead_server() -> str:
+    """The URL of a port nobody listens on (connection refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def bmcs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeBmcs:
+    monkeypatch.setenv("POWERCUT_STATE_DIR", str(tmp_path / "state"))
+    return FakeBmcs().install(monkeypatch)
+
+
+@pytest.fixture
+def inventory_path(tmp_path: Path) -> Path:
+    return write_inventory(tmp_path, dead_server())
+
+
+@pytest.fixture
+def journal_path(inventory_path: Path, bmcs: FakeBmcs) -> Iterator[Path]:
+    """A crashed run's journal: w1 cordoned, then powered off, then tainted out-of-service;
+    w2 powered off. Every undo is owed."""
+    path = journal_path_for(load_inventory(inventory_path))
+    with Journal(path) as journal:
+        for action, node_name, undo in (
+            ("cordon", "w1", UndoSpec.uncordon("w1")),
+            ("power_off", "w1", UndoSpec.power_on("w1")),
+            ("out_of_service", "w1", UndoSpec.remove_taint("w1", OUT_OF_SERVICE_KEY, "NoExecute")),
+            ("power_off", "w2", UndoSpec.power_on("w2")),
+        ):
+            with journal.disruption(action, f"node/{node_name}", undo=undo):
+                pass
+    bmcs.power["w1"] = bmcs.power["w2"] = PowerState.OFF
+    yield path
+
+
+def owed(path: Path) -> list[str]:
+    return [f"{e.action} {e.target}" for e in Journal.read(path) if e.owes_undo]
+
+
+def test_with_the_api_down_the_nodes_are_powered_on_and_the_rest_is_reported(
+    inventory_path: Path,
+    journal_path: Path,
+    bmcs: FakeBmcs,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["recover", "-i", str(inventory_path)]) == 4
+    out, err = capsys.readouterr()
+    assert bmcs.power["w1"] is PowerState.ON
+    assert bmcs.power["w2"] is PowerState.ON
+    lines = [line.strip() for line in out.splitlines()[1:]]
+    # Power-ons first (newest first), then the Kubernetes undos (newest first), then the lock.
+    assert lines[0].startswith("done (")
+    assert lines[0].endswith("power_on(node='w2') (undoes power_off node/w2)")
+    assert lines[1].endswith("power_on(node='w1') (undoes power_off node/w1)")
+    assert lines[2].startswith("FAILED (")
+    assert "remove_taint(node='w1'" in lines[2]
+    assert "Unreachable" in lines[2] and "unreachable" in lines[2]
+    assert "uncordon(node='w1')" in lines[3]
+    assert "not tried: the API server did not answer earlier" in lines[3]
+    assert lines[4].startswith("FAILED: release the cluster lock of a crashed run: not tried")
+    assert len(lines) == 5
+    assert (
+        "2 undo(s) failed and the cluster lock could not be checked; "
+        "fix the cause and run recover again"
+    ) in err
+    # What failed stays owed; the power-ons are done.
+    assert owed(journal_path) == ["cordon node/w1", "out_of_service node/w1"]
+    entries = {e.undo.action: e for e in Journal.read(journal_path) if e.owes_undo}
+    assert entries["uncordon"].undo_attempts == 1
+
+
+def test_recover_again_once_the_api_is_back_finishes_the_job(
+    inventory_path: Path,
+    journal_path: Path,
+    bmcs: FakeBmcs,
+    api: FakeApiServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["recover", "-i", str(inventory_path)]) == 4
+    api.add("nodes", node("w1", taints=[TAINT]))
+    api.update("nodes", "", "w1", lambda n: n["spec"].update(unschedulable=True))
+    write_kubeconfig(inventory_path.parent / "kubeconfig", api.url)
+    capsys.readouterr()
+
+    assert main(["recover", "-i", str(inventory_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "recovering 2 disruption(s)" in out
+    assert err == ""
+    w1 = api.get("nodes", "", "w1")
+    assert w1 is not None
+    assert not w1["spec"].get("unschedulable")
+    assert w1["spec"]["taints"] == []
+    assert owed(journal_path) == []
+    assert all(e.state is EntryState.UNDONE for e in Journal.read(journal_path))
+    assert bmcs.ops("on") == ["w2", "w1"]  # only the first run had anything to power on
+
+    assert main(["recover", "-i", str(inventory_path)]) == 0
+    assert "nothing to recover: every disruption" in capsys.readouterr().out
+
+
+def test_without_a_readable_kubeconfig_the_power_is_still_restored(
+    inventory_path: Path,
+    journal_path: Path,
+    bmcs: FakeBmcs,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (inventory_path.parent / "kubeconfig").unlink()
+    assert main(["recover", "-i", str(inventory_path)]) == 4
+    out, _ = capsys.readouterr()
+    assert bmcs.power["w1"] is PowerState.ON and bmcs.power["w2"] is PowerState.ON
+    assert "no API client: " in out and "cannot read kubeconfig" in out
+    assert owed(journal_path) == ["cordon node/w1", "out_of_service node/w1"]
+
+
+def test_a_power_on_that_fails_is_reported_and_the_others_still_run(
+    inventory_path: Path,
+    journal_path: Path,
+    bmcs: FakeBmcs,
+    api: FakeApiServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from harness.errors import PermanentError
+
+    write_kubeconfig(inventory_path.parent / "kubeconfig", api.url)
+    api.add("nodes", node("w1", taints=[TAINT]))
+    bmcs.fail[("w2", "on")] = PermanentError("w2: IPMI refused the credentials")
+    assert main(["recover", "-i", str(inventory_path)]) == 4
+    out, _ = capsys.readouterr()
+    assert "FAILED (" in out and "w2: IPMI refused the credentials" in out
+    assert bmcs.power["w1"] is PowerState.ON
+    assert owed(journal_path) == ["power_off node/w2"]
+
+
+def test_the_stale_lock_of_a_dead_run_is_released(
+    inventory_path: Path,
+    api: FakeApiServer,
+    bmcs: FakeBmcs,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    write_kubeconfig(inventory_path.parent / "kubeconfig", api.url)
+    path = journal_path_for(load_inventory(inventory_path))
+    Journal(path).close()  # a journal that owes nothing
+    holder = f"{socket.gethostname()}/pid-4194999/abcd"  # above pid_max: not running
+    api.add(
+        "leases",
+        {
+            "metadata": {"name": "powercut-lock", "namespace": "kube-system"},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 60},
+        },
+    )
+    assert main(["recover", "-i", str(inventory_path)]) == 0
+    out, _ = capsys.readouterr()
+    assert f"released the cluster lock of a run that is gone ({holder})" in out
+    assert api.get("leases", "kube-system", "powercut-lock") is None

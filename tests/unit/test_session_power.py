@@ -1,0 +1,220 @@
+"""Session power actions against fake BMCs and a fake API server: the blast radius counts
+what the durable journal still owes, power cycles are journaled, and progress is told."""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+
+import pytest
+
+from harness.budgets import profile
+from harness.errors import PermanentError
+from harness.inventory import Inventory, load_inventory
+from harness.journal import EntryState, Journal
+from harness.power.base import PowerState
+from harness.safety import SafetyViolation
+from harness.session import Session, journal_path_for
+from tests.fakeapi import FakeApiServer
+from tests.unit.powerfakes import FakeBmcs, write_inventory
+
+
+@pytest.fixture
+def bmcs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeBmcs:
+    monkeypatch.setenv("POWERCUT_STATE_DIR", str(tmp_path / "state"))
+    return FakeBmcs().install(monkeypatch)
+
+
+@pytest.fixture
+def said() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def inventory(tmp_path: Path, api: FakeApiServer, bmcs: FakeBmcs) -> Inventory:
+    return load_inventory(write_inventory(tmp_path, api.url))  # max_nodes_down: 2
+
+
+def owed(inventory: Inventory) -> list[str]:
+    return [
+        f"{e.action} {e.target}" for e in Journal.read(journal_path_for(inventory)) if e.owes_undo
+    ]
+
+
+def power_off(inventory: Inventory, api: FakeApiServer, nodes: list[str], **kw: object) -> None:
+    with Session(inventory, client=api.client(), undo_on_exit=False, **kw) as s:  # type: ignore[arg-type]
+        s.power_off(nodes)
+
+
+# -- blast radius across invocations ---------------------------------------------------------
+
+
+def test_nodes_an_earlier_invocation_left_off_count_against_max_nodes_down(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs, said: list[str]
+) -> None:
+    power_off(inventory, api, ["w1"])  # `powercut power off w1`
+    with (
+        pytest.raises(SafetyViolation) as info,
+        Session(inventory, client=api.client(), undo_on_exit=False, say=said.append) as s,
+    ):
+        s.power_off(["w2", "w3"])  # a second `powercut power off`, a new process
+    assert info.value.rule == "safety.max_nodes_down"
+    assert "3 nodes would be down at once (1 already down + 2 more); the limit is 2" in str(
+        info.value
+    )
+    assert bmcs.ops("off") == ["w1"]
+    assert any("still owes a power-on for w1: counted as down" in line for line in said)
+    power_off(inventory, api, ["w2"])  # 2 down: allowed
+    with pytest.raises(SafetyViolation, match="target already down: w1 already down"):
+        power_off(inventory, api, ["w1"])
+
+
+def test_powering_on_in_a_later_invocation_settles_what_the_journal_owes(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs
+) -> None:
+    power_off(inventory, api, ["w1", "w2"])
+    assert owed(inventory) == ["power_off node/w1", "power_off node/w2"]
+    with Session(inventory, client=api.client(), undo_on_exit=False) as s:
+        assert s.nodes_down() == {"w1", "w2"}
+        s.power_on(["w1"])
+        assert s.nodes_down() == {"w2"}
+    assert owed(inventory) == ["power_off node/w2"]
+    power_off(inventory, api, ["w3"])  # w2 + w3: within the limit again
+    assert bmcs.power["w3"] is PowerState.OFF
+
+
+def test_a_power_off_that_failed_midway_still_counts_as_down(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs
+) -> None:
+    bmcs.fail[("w1", "off")] = PermanentError("w1: read-back timed out")
+    with pytest.raises(PermanentError):
+        power_off(inventory, api, ["w1"])
+    (entry,) = Journal.read(journal_path_for(inventory))
+    assert entry.state is EntryState.FAILED
+    with pytest.raises(SafetyViolation, match="1 already down"):
+        power_off(inventory, api, ["w2", "w3"])
+
+
+def test_a_dry_run_counts_the_journal_too(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs
+) -> None:
+    power_off(inventory, api, ["w1"])
+    with Session(inventory, dry_run=True, undo_on_exit=False) as s:
+        with pytest.raises(SafetyViolation, match="max_nodes_down"):
+            s.power_off(["w2", "w3"])
+        s.power_off(["w2"])
+        assert "already down: w1" in s.plan
+    assert bmcs.ops("off") == ["w1"]
+
+
+def test_session_drivers_get_the_inventory_power_budgets(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs
+) -> None:
+    power_off(inventory, api, ["w1"])
+    assert bmcs.options == [{"budgets": profile("fast")}]  # the inventory's timings: fast
+
+
+# -- power cycle -----------------------------------------------------------------------------
+
+
+def test_a_power_cycle_is_safety_checked_and_journaled_then_settled(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs, said: list[str]
+) -> None:
+    journal_states: list[EntryState] = []
+    path = journal_path_for(inventory)
+    with Session(inventory, client=api.client(), undo_on_exit=False, say=said.append) as s:
+        # While the BMC cycles w1, the journal (on disk before it is in memory) already
+        # holds the cycle with its power-on undo.
+        journal = s.journal
+        assert journal is not None
+        bmcs.during[("w1", "cycle")] = lambda: journal_states.extend(
+            e.state for e in journal.entries() if (e.action, e.target) == ("power_cycle", "node/w1")
+        )
+        result = s.power_cycle(["w1", "w2"])
+        assert s.nodes_down() == set()
+    assert journal_states == [EntryState.PENDING]
+    assert sorted(bmcs.ops("cycle")) == ["w1", "w2"]
+    entries = sorted(Journal.read(path), key=lambda e: e.target)
+    assert [(e.action, e.target, str(e.undo)) for e in entries] == [
+        ("power_cycle", "node/w1", "power_on(node='w1')"),
+        ("power_cycle", "node/w2", "power_on(node='w2')"),
+    ]
+    assert all(e.state is EntryState.UNDONE for e in entries)
+    assert set(result.acknowledged) == {"w1", "w2"}
+    assert any(line.startswith("w1: power cycle acknowledged after ") for line in said)
+    assert any(line.endswith("s, state ON") for line in said)
+
+
+def test_a_power_cycle_that_fails_midway_stays_owed_and_counts_as_down(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs, said: list[str]
+) -> None:
+    def left_off() -> None:
+        bmcs.power["w1"] = PowerState.OFF
+
+    bmcs.during[("w1", "cycle")] = left_off
+    bmcs.fail[("w1", "cycle")] = PermanentError("w1: no power-on read-back")
+    with (
+        pytest.raises(PermanentError, match="power cycle failed for 1 node"),
+        Session(inventory, client=api.client(), undo_on_exit=False, say=said.append) as s,
+    ):
+        s.power_cycle(["w1"])
+    (entry,) = Journal.read(journal_path_for(inventory))
+    assert (entry.action, entry.state) == ("power_cycle", EntryState.FAILED)
+    assert entry.owes_undo
+    assert any(line.startswith("w1: power cycle FAILED after ") for line in said)
+    with pytest.raises(SafetyViolation, match="1 already down"):
+        power_off(inventory, api, ["w2", "w3"])
+
+
+def test_a_power_cycle_is_refused_beyond_the_blast_radius(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs
+) -> None:
+    power_off(inventory, api, ["w1"])
+    with (
+        pytest.raises(SafetyViolation, match="max_nodes_down"),
+        Session(inventory, client=api.client(), undo_on_exit=False) as s,
+    ):
+        s.power_cycle(["w2", "w3"])
+    with (
+        pytest.raises(SafetyViolation, match="allow_control_plane_majority"),
+        Session(inventory, client=api.client(), undo_on_exit=False) as s,
+    ):
+        s.power_cycle(["cp1", "cp2"])
+    assert bmcs.ops("cycle") == []
+    assert [e.action for e in Journal.read(journal_path_for(inventory))] == ["power_off"]
+
+
+def test_a_power_cycle_dry_run_only_plans(inventory: Inventory, bmcs: FakeBmcs) -> None:
+    with Session(inventory, dry_run=True) as s:
+        s.power_cycle(["w1"])
+    assert s.plan[0] == "power-cycle w1 through ipmi; undo if it stops midway: power on"
+    assert "verdict: allowed" in s.plan
+    assert bmcs.calls == []
+
+
+# -- progress --------------------------------------------------------------------------------
+
+
+def test_each_node_is_told_as_its_acknowledgement_arrives(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs, said: list[str]
+) -> None:
+    # w2 answers only once w1's line has been told: the lines come one by one, not at the end.
+    told_w1 = threading.Event()
+    bmcs.during[("w2", "off")] = lambda: told_w1.wait(5) or None
+
+    def say(line: str) -> None:
+        said.append(line)
+        if line.startswith("w1: "):
+            told_w1.set()
+
+    with Session(inventory, client=api.client(), undo_on_exit=False, say=say) as s:
+        s.power_off(["w1", "w2"])
+        s.power_on(["w1"])
+    assert told_w1.is_set()
+    off_lines = [line for line in said if "power-off acknowledged" in line]
+    assert [line.split(":")[0] for line in off_lines] == ["w1", "w2"]
+    assert re.fullmatch(r"w1: power-off acknowledged after \d+\.\d s, state OFF", off_lines[0])
+    assert said[2].startswith("powered off w1, w2 (forced); ack skew ")
+    assert re.fullmatch(r"w1: power-on acknowledged after \d+\.\d s, state ON", said[3])
+    assert said[4] == "powered on w1"
