@@ -33,6 +33,7 @@ from typing import Any
 
 import allure
 
+from harness.checks.base import OVER_BUDGET
 from harness.report.timeline_svg import render_timeline_svg
 
 ENVIRONMENT_FILE = "environment.properties"
@@ -101,9 +102,13 @@ _QUALIFIED = r"^(?:[\w.]+\.)?"
 _INFRA_RE = _QUALIFIED + "(?:" + "|".join(INFRA_EXCEPTIONS) + r")\b[\s\S]*"
 _WAIT_HEAD = _QUALIFIED + "(?:" + "|".join(PRODUCT_WAIT_EXCEPTIONS) + r")\b"
 _WAIT_RE = _WAIT_HEAD + r"[\s\S]*"
-_BUDGET_RE = r"[\s\S]*[Bb]udget[\s\S]*"
-# broken, and neither a product wait nor a budget message: a broken test or harness bug
-_OTHER_BROKEN_RE = r"^(?!" + _WAIT_HEAD[1:] + r")(?![\s\S]*[Bb]udget)[\s\S]*"
+# A CheckFailed(late=True) (or a subclass): ``Class: [check: ]over budget: expected ...``.
+# Only this marker, at this place, makes a budget overrun: a check whose expectation merely
+# mentions a budget, or a wait that ran out, saw the thing not happen at all.
+_BUDGET_HEAD = _QUALIFIED + r"\w+: (?:[\w.-]+: )?" + OVER_BUDGET + ": "  # plain words
+_BUDGET_RE = _BUDGET_HEAD + r"[\s\S]*"
+# broken, and neither a product wait nor a budget overrun: a broken test or harness bug
+_OTHER_BROKEN_RE = r"^(?!" + _WAIT_HEAD[1:] + r")(?!" + _BUDGET_HEAD[1:] + r")[\s\S]*"
 
 STATUSES = ("failed", "broken", "passed", "skipped", "unknown")
 
@@ -165,13 +170,15 @@ CATEGORIES: tuple[Category, ...] = (
         BUDGET_OVERRUNS,
         ("failed", "broken"),
         _BUDGET_RE,
-        "The cluster recovered, but a phase took longer than its timing budget.",
+        "What was expected happened, but later than its timing budget "
+        "(a CheckFailed marked 'over budget').",
     ),
     Category(
         PRODUCT_FAILURES,
         ("failed",),
         None,
-        "A check on the cluster failed (CheckFailed, or an assertion in a step).",
+        "A check on the cluster failed: what was expected did not happen (CheckFailed, or "
+        "an assertion in a step).",
     ),
     Category(
         PRODUCT_FAILURES,

@@ -146,14 +146,24 @@ CASES: list[tuple[str, str | None, str | None]] = [
         "harness.kube.timeline.WaitFailed: gave up after 3.0s waiting for pod Ready: Failed",
         PRODUCT_FAILURES,
     ),
-    # budget overruns
+    # budget overruns: a CheckFailed(late=True), "<check>: over budget: expected ..."
+    (
+        "failed",
+        "harness.checks.base.CheckFailed: evacuation: over budget: expected evacuation within "
+        "90s; seen 95.2s (observed for 95.2s)",
+        BUDGET_OVERRUNS,
+    ),
+    ("failed", "CheckFailed: over budget: expected x; seen y\nsecond line", BUDGET_OVERRUNS),
+    ("failed", "steps.longevity_steps.CyclesMissed: longevity: over budget: x", BUDGET_OVERRUNS),
+    # merely mentioning a budget is not an overrun: the thing did not happen in time
     (
         "failed",
         "harness.checks.base.CheckFailed: evacuation: expected within budget 90s; seen 95.2s",
-        BUDGET_OVERRUNS,
+        PRODUCT_FAILURES,
     ),
-    ("failed", "AssertionError: evacuation took 95.2s, over its Budget of 90s", BUDGET_OVERRUNS),
-    ("broken", "harness.errors.WaitTimeout: timed out (budget 60s) waiting", BUDGET_OVERRUNS),
+    ("failed", "AssertionError: evacuation took 95.2s, over its Budget of 90s", PRODUCT_FAILURES),
+    ("broken", "harness.errors.WaitTimeout: timed out (budget 60s) waiting", PRODUCT_FAILURES),
+    ("failed", "CheckFailed: x: expected y; seen over budget: z", PRODUCT_FAILURES),
     # harness / infrastructure
     (
         "broken",

@@ -80,8 +80,8 @@ def results(tmp_path: Path) -> Path:
         out,
         "Worker w2 loses power",
         "failed",
-        message="harness.checks.base.CheckFailed: evacuation: expected within budget 90s; "
-        "seen 95.2s\nsecond line",
+        message="harness.checks.base.CheckFailed: evacuation: over budget: expected within "
+        "90s; seen 95.2s\nsecond line",
         params={"evacuation (s)": "95.2", "evacuation budget (s)": "90"},
     )
     write_result(
