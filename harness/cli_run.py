@@ -185,18 +185,10 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     if journal.exists():
         with Journal(journal) as j:
             owed = j.pending_undos()
-    from harness.report.allure_env import prepare_results
+    from harness.report.allure_env import inventory_environment, prepare_results
 
-    prepare_results(
-        results,
-        environment={
-            "harness version": __version__,
-            "inventory": inv.name or str(args.inventory),
-            "nodes": len(inv.nodes),
-            "timing profile": inv.timings or (inv.budgets.profile if inv.budgets else "") or "",
-        },
-        previous_report=args.previous,
-    )
+    # Merged into what the features wrote while they ran (the Kubernetes version, ...).
+    prepare_results(results, environment=inventory_environment(inv), previous_report=args.previous)
     html: Path | None = None
     if not args.no_html:
         from harness.report.html import render_report
