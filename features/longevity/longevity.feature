@@ -1,4 +1,4 @@
-@disruptive @needs_bmc @serial
+@epic:longevity @disruptive @needs_bmc @serial
 Feature: Fail one third of the workers cyclically
   The nightly longevity test in small. One third of the workers, spread across the racks so
   that no rack loses more than 55% of its nodes, lose power together; once they are back and

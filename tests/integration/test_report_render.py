@@ -51,6 +51,7 @@ from tests.reportdom import TreeLeaves, embedded, visible_text
 pytestmark = pytest.mark.slow
 
 FEATURE = """\
+@epic:node-failure
 Feature: Power loss of a worker
 
   Scenario: Worker w1 loses power and its pods move
@@ -163,6 +164,12 @@ EXPECTED_CATEGORIES = {
     BUDGET_OVERRUNS: {"Evacuation of w3 exceeds its budget"},
     HARNESS_ERRORS: {"The BMC of w4 refuses the connection"},
 }
+# the features' hooks: severity, epic and story labels
+CONFTEST = """\
+from steps.support.labels import pytest_bdd_apply_tag, pytest_bdd_before_scenario
+"""
+REPO = Path(__file__).resolve().parents[2]
+
 ENVIRONMENT = {
     "Kubernetes version": "v1.36.1",
     "Nodes": 6,
@@ -204,6 +211,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rendered]:
     project.mkdir()
     (project / "power.feature").write_text(FEATURE)
     (project / "test_power.py").write_text(STEPS)
+    (project / "conftest.py").write_text(CONFTEST)
     results = base / "allure-results"
     write_environment(results, ENVIRONMENT)
     write_categories(results)
@@ -222,6 +230,11 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rendered]:
             str(project),
         ],
         cwd=project,
+        # this checkout's harness and steps, whatever is installed
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        },
         capture_output=True,
         text=True,
         timeout=300,
@@ -254,6 +267,12 @@ def test_report_is_one_self_contained_file(rendered: Rendered) -> None:
     data = embedded(index)
     results = [json.loads(v) for k, v in data.items() if k.startswith("data/test-results/")]
     assert {r["name"]: r["status"] for r in results} == EXPECTED
+    # the labels the features' hooks add (allure-pytest-bdd adds only the feature)
+    for r in results:
+        found = {(label["name"], label["value"]) for label in r["labels"]}
+        assert ("epic", "Node failure") in found, r["labels"]
+        assert ("feature", "Power loss of a worker") in found, r["labels"]
+        assert ("story", r["name"]) in found, r["labels"]
     # the phase parameters survived
     passed = next(r for r in results if r["status"] == "passed")
     params = {p["name"]: p["value"] for p in passed.get("parameters", [])}
