@@ -26,8 +26,9 @@ EXIT_INTERRUPTED = 3  # interrupted, and the cluster was restored
 EXIT_RESTORE_FAILED = 4  # something is still disrupted: run `powercut recover`
 
 EPILOG = """exit codes:
-  0  all scenarios passed
-  1  scenario failures (the cluster did not behave, or not within its budgets)
+  0  all scenarios passed (skipped ones too, unless --fail-on-skip)
+  1  scenario failures (the cluster did not behave, or not within its budgets), or
+     with --fail-on-skip a skipped scenario
   2  harness or infrastructure error (inventory, BMC, API unreachable, broken step)
   3  interrupted (Ctrl-C, SIGINT, SIGTERM, SIGHUP) with the cluster restored
   4  restore failed: some disruption is still in place; run `powercut recover -i INVENTORY`
@@ -79,6 +80,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="a previous report directory, to continue its history trend",
     )
     run.add_argument("--no-html", action="store_true", help="skip the HTML report")
+    run.add_argument(
+        "--fail-on-skip",
+        action="store_true",
+        help="count a skipped scenario (nothing in the cluster fits it, a protocol missing) "
+        "as a failure: exit 1 and say why each was skipped. For a cluster meant to run every "
+        "scenario, e.g. the lab in CI; by default skips are reported but pass",
+    )
     run.set_defaults(func=cmd_run)
     rep = sub.add_parser(
         "report",
@@ -109,6 +117,20 @@ def _verdicts(results: Path) -> dict[str, int]:
     for s in load_allure_results(results).scenarios:
         counts[s.verdict] = counts.get(s.verdict, 0) + 1
     return counts
+
+
+def _skipped(results: Path, junit: Path) -> list[tuple[str, str]]:
+    """(scenario, why) of every skipped scenario. From JUnit XML, which lists every test
+    pytest collected (a scenario skipped before its first step has no Allure result), else
+    from the Allure results."""
+    from harness.report.summary import load_allure_results, load_junit
+
+    summary = load_junit(junit) if junit.is_file() else load_allure_results(results)
+    return [
+        (s.name, s.message.splitlines()[0] if s.message else "no reason given")
+        for s in summary.scenarios
+        if s.verdict == "skipped"
+    ]
 
 
 #: What ``powercut run`` passes on to the pytest child. SIGHUP (the terminal went away)
@@ -268,5 +290,11 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     if rc in (3, 4, 5) or counts.get("broken"):
         return EXIT_HARNESS
     if rc == 1 or counts.get("failed"):
+        return EXIT_FAILED
+    skipped = _skipped(results, out_dir / "junit.xml") if args.fail_on_skip else []
+    if skipped:
+        print(f"powercut: {len(skipped)} scenario(s) skipped, failures with --fail-on-skip:")
+        for name, why in skipped:
+            print(f"  {name}: {why}")
         return EXIT_FAILED
     return EXIT_PASSED

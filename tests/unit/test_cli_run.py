@@ -125,6 +125,31 @@ def test_a_passing_run_exits_0_and_keeps_the_features_environment(
     assert (tmp_path / "out" / "junit.xml").is_file()
 
 
+def test_a_skipped_scenario_passes_by_default_and_says_why(
+    tmp_path: Path, env: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert run(tmp_path, env, "skipped") == EXIT_PASSED
+    out = capfd.readouterr().out
+    assert "1 skipped" in out
+    assert "no Ready worker runs a DaemonSet pod in this cluster" in out
+
+
+def test_with_fail_on_skip_a_skipped_scenario_exits_1_with_its_reason(
+    tmp_path: Path, env: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert run(tmp_path, env, "skipped", "--fail-on-skip") == EXIT_FAILED
+    out = capfd.readouterr().out
+    assert "1 scenario(s) skipped, failures with --fail-on-skip:" in out
+    assert (
+        "test_fake::test_the_outcome_is_skipped: no Ready worker runs a DaemonSet pod in this "
+        "cluster" in out
+    )
+
+
+def test_with_fail_on_skip_a_passing_run_still_exits_0(tmp_path: Path, env: Path) -> None:
+    assert run(tmp_path, env, "pass", "--fail-on-skip") == EXIT_PASSED
+
+
 def test_a_failed_check_exits_1(tmp_path: Path, env: Path) -> None:
     assert run(tmp_path, env, "fail") == EXIT_FAILED
 

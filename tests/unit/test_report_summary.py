@@ -216,6 +216,15 @@ def test_load_junit(tmp_path: Path) -> None:
     assert "61.2s" in text
 
 
+def test_a_skipped_scenario_says_why(tmp_path: Path) -> None:
+    path = tmp_path / "junit.xml"
+    path.write_text(JUNIT)
+    text = format_summary(load_junit(path))
+    lines = text.splitlines()
+    row = next(i for i, line in enumerate(lines) if "SKIPPED" in line)
+    assert lines[row + 1].strip() == "needs BMC"
+
+
 def test_load_rejects_other_files(tmp_path: Path) -> None:
     other = tmp_path / "x.txt"
     other.write_text("")
