@@ -1,3 +1,4 @@
+@epic:interoperability
 Feature: Chaos experiments in chaostoolkit's format
   Teams that keep their experiments in chaostoolkit's format run them here against the
   same inventory, with the same power drivers, checks and journal as every other feature:

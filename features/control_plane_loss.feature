@@ -1,4 +1,4 @@
-@disruptive @needs_bmc @serial
+@epic:control-plane @disruptive @needs_bmc @serial
 Feature: Loss of one control-plane node
   One of three control-plane nodes (each with an etcd member, an API server, a controller
   manager and a scheduler) loses power. The API stays reachable through the load balancer in

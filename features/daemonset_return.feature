@@ -1,4 +1,4 @@
-@disruptive @needs_bmc @serial
+@epic:node-failure @disruptive @needs_bmc @serial
 Feature: DaemonSet pods come back with their node
   DaemonSet pods tolerate the unreachable and not-ready taints, so they are not evicted from
   a node that lost power: they stay bound to it, NotReady, and run again when it powers on.

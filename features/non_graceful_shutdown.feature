@@ -1,4 +1,4 @@
-@disruptive @needs_bmc @serial
+@epic:node-failure @disruptive @needs_bmc @serial
 Feature: Non-graceful node shutdown handled with the out-of-service taint
   Once the operator has confirmed that a NotReady node is really powered off, the
   `node.kubernetes.io/out-of-service=nodeshutdown:NoExecute` taint lets Kubernetes

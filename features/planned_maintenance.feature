@@ -1,4 +1,4 @@
-@disruptive @needs_bmc @serial
+@epic:planned-maintenance @disruptive @needs_bmc @serial
 Feature: Planned maintenance: drain, power off, power on, uncordon
   Before servicing a node the operator drains it through the Eviction API: every pod
   protected by a PodDisruptionBudget leaves only when its budget allows (a refused eviction,

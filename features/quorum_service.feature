@@ -1,4 +1,4 @@
-@disruptive @needs_bmc @serial
+@epic:node-failure @disruptive @needs_bmc @serial
 Feature: A quorum service loses the node of one member
   A three-member StatefulSet (an etcd-like quorum service) loses one member's node. Two of
   three members stay Ready, so the quorum holds. The lost member stays Terminating until its

@@ -1,4 +1,4 @@
-@disruptive @needs_bmc @serial
+@epic:rack-failure @disruptive @needs_bmc @serial
 Feature: Rack outage
   A whole rack (every node in it, control plane included) loses power at once, as when its
   PDU fails. A zone that is wholly down is evicted from at the normal rate (one node per

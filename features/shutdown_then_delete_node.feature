@@ -1,4 +1,4 @@
-@disruptive @needs_bmc @serial
+@epic:node-failure @disruptive @needs_bmc @serial
 Feature: Unexpected node shutdown, recovered by deleting the Node
   A worker loses power without warning. Kubernetes marks it NotReady, taints it unreachable
   and evicts its pods once their tolerations run out, but pods of StatefulSets and pods that

@@ -1,4 +1,4 @@
-@disruptive @needs_bmc @serial
+@epic:node-failure @disruptive @needs_bmc @serial
 Feature: Unexpected node shutdown, recovered by force-deleting the stuck pods
   The same power loss as when the Node is deleted, but the operator force-deletes the pods
   stuck Terminating on the dead node (grace period 0, what `kubectl delete --force` does)

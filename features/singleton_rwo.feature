@@ -1,4 +1,4 @@
-@disruptive @needs_bmc @serial
+@epic:node-failure @disruptive @needs_bmc @serial
 Feature: A singleton with a ReadWriteOnce volume loses its node
   A one-replica Deployment (a registry, a database) whose ReadWriteOnce volume is attached to
   a node that lost power. Its replacement is scheduled elsewhere but cannot attach the

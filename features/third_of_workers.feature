@@ -1,4 +1,4 @@
-@disruptive @needs_bmc @serial
+@epic:node-failure @disruptive @needs_bmc @serial
 Feature: One third of the workers lose power at once
   One third of the worker nodes lose power at the same moment (the Dell CSM resiliency
   test). They are taken one per rack in turn, so that no rack is more than partially down,

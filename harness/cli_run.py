@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import datetime as dt
+import os
 import signal
 import subprocess
 import sys
@@ -23,10 +26,11 @@ EXIT_INTERRUPTED = 3  # interrupted, and the cluster was restored
 EXIT_RESTORE_FAILED = 4  # something is still disrupted: run `powercut recover`
 
 EPILOG = """exit codes:
-  0  all scenarios passed
-  1  scenario failures (the cluster did not behave, or not within its budgets)
+  0  all scenarios passed (skipped ones too, unless --fail-on-skip)
+  1  scenario failures (the cluster did not behave, or not within its budgets), or
+     with --fail-on-skip a skipped scenario
   2  harness or infrastructure error (inventory, BMC, API unreachable, broken step)
-  3  interrupted (Ctrl-C, SIGTERM) with the cluster restored
+  3  interrupted (Ctrl-C, SIGINT, SIGTERM, SIGHUP) with the cluster restored
   4  restore failed: some disruption is still in place; run `powercut recover -i INVENTORY`
 """
 
@@ -76,6 +80,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="a previous report directory, to continue its history trend",
     )
     run.add_argument("--no-html", action="store_true", help="skip the HTML report")
+    run.add_argument(
+        "--fail-on-skip",
+        action="store_true",
+        help="count a skipped scenario (nothing in the cluster fits it, a protocol missing) "
+        "as a failure: exit 1 and say why each was skipped. For a cluster meant to run every "
+        "scenario, e.g. the lab in CI; by default skips are reported but pass",
+    )
     run.set_defaults(func=cmd_run)
     rep = sub.add_parser(
         "report",
@@ -106,6 +117,82 @@ def _verdicts(results: Path) -> dict[str, int]:
     for s in load_allure_results(results).scenarios:
         counts[s.verdict] = counts.get(s.verdict, 0) + 1
     return counts
+
+
+def _skipped(results: Path, junit: Path) -> list[tuple[str, str]]:
+    """(scenario, why) of every skipped scenario. From JUnit XML, which lists every test
+    pytest collected (a scenario skipped before its first step has no Allure result), else
+    from the Allure results."""
+    from harness.report.summary import load_allure_results, load_junit
+
+    summary = load_junit(junit) if junit.is_file() else load_allure_results(results)
+    return [
+        (s.name, s.message.splitlines()[0] if s.message else "no reason given")
+        for s in summary.scenarios
+        if s.verdict == "skipped"
+    ]
+
+
+#: What ``powercut run`` passes on to the pytest child. SIGHUP (the terminal went away)
+#: becomes SIGTERM, which the scenarios answer by undoing their disruptions.
+FORWARDED: dict[signal.Signals, signal.Signals] = {
+    signal.SIGINT: signal.SIGINT,
+    signal.SIGTERM: signal.SIGTERM,
+    signal.SIGHUP: signal.SIGTERM,
+}
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _own_group_and_die_with(parent: int) -> None:
+    """In the child, before pytest starts: its own process group, and SIGTERM when the
+    parent dies (Linux; elsewhere only the process group)."""
+    os.setpgid(0, 0)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # the parent died before prctl
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _run_pytest(cmd: list[str]) -> tuple[int, bool]:
+    """Run the pytest child to its end; return its exit code and whether it was interrupted.
+
+    The child runs in a process group of its own, so a Ctrl-C at the terminal reaches only
+    this process, and every SIGINT or SIGTERM sent to this process is passed on exactly once
+    (a second SIGINT arriving straight from the terminal could abort the undos). The
+    scenarios answer it by undoing their disruptions; this process waits for them. If this
+    process dies, the child gets SIGTERM (Linux), rather than run on with nobody to report.
+    """
+    child: subprocess.Popen[bytes] | None = None
+    pending: list[signal.Signals] = []
+    interrupted = False
+
+    def forward(signum: int, frame: object) -> None:
+        nonlocal interrupted
+        interrupted = True
+        sig = FORWARDED[signal.Signals(signum)]
+        print(
+            f"powercut: {signal.Signals(signum).name}: stopping; the scenarios undo their "
+            "disruptions (repeat to interrupt the undo)",
+            file=sys.stderr,
+        )
+        if child is None:
+            pending.append(sig)  # not started yet: sent as soon as it is
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                child.send_signal(sig)
+
+    previous = {s: signal.signal(s, forward) for s in FORWARDED}
+    try:
+        parent = os.getpid()
+        child = subprocess.Popen(cmd, preexec_fn=lambda: _own_group_and_die_with(parent))
+        for sig in pending:
+            child.send_signal(sig)
+        rc = child.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return rc, interrupted
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
@@ -164,39 +251,16 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     if args.keep_on_failure:
         cmd.append("--keep-on-failure")
     print(f"powercut {__version__}: running {steps} against {args.inventory} -> {out_dir}")
-    child = subprocess.Popen([*cmd, *pytest_args])
-
-    def forward(signum: int, frame: object) -> None:
-        # The scenarios undo their disruptions on SIGTERM; pass it on and wait for them.
-        child.send_signal(signum)
-
-    previous = signal.signal(signal.SIGTERM, forward)
-    try:
-        while True:
-            try:
-                rc = child.wait()
-                break
-            except KeyboardInterrupt:
-                continue  # Ctrl-C reached pytest too: let it unwind and restore the cluster
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    rc, interrupted = _run_pytest([*cmd, *pytest_args])
     journal = journal_path_for(inv)
     owed = []
     if journal.exists():
         with Journal(journal) as j:
             owed = j.pending_undos()
-    from harness.report.allure_env import prepare_results
+    from harness.report.allure_env import inventory_environment, prepare_results
 
-    prepare_results(
-        results,
-        environment={
-            "harness version": __version__,
-            "inventory": inv.name or str(args.inventory),
-            "nodes": len(inv.nodes),
-            "timing profile": inv.timings or (inv.budgets.profile if inv.budgets else "") or "",
-        },
-        previous_report=args.previous,
-    )
+    # Merged into what the features wrote while they ran (the Kubernetes version, ...).
+    prepare_results(results, environment=inventory_environment(inv), previous_report=args.previous)
     html: Path | None = None
     if not args.no_html:
         from harness.report.html import render_report
@@ -221,10 +285,16 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_RESTORE_FAILED
-    if rc == 2:  # pytest: interrupted
+    if rc == 2 or interrupted:  # pytest: interrupted
         return EXIT_INTERRUPTED
     if rc in (3, 4, 5) or counts.get("broken"):
         return EXIT_HARNESS
     if rc == 1 or counts.get("failed"):
+        return EXIT_FAILED
+    skipped = _skipped(results, out_dir / "junit.xml") if args.fail_on_skip else []
+    if skipped:
+        print(f"powercut: {len(skipped)} scenario(s) skipped, failures with --fail-on-skip:")
+        for name, why in skipped:
+            print(f"  {name}: {why}")
         return EXIT_FAILED
     return EXIT_PASSED

@@ -17,7 +17,8 @@ $pc lab up --workloads --base-port "${POWERCUT_FEATURES_PORT:-22000}" --state-di
   --inventory-out "$inv"
 out="reports/features-$(date +%Y%m%d-%H%M%S)"
 status=0
-$pc run --inventory "$inv" --out "$out" "$@" || status=$?
+# The lab is built to run every scenario: one that skips (nothing fits it) is a failure.
+$pc run --inventory "$inv" --out "$out" --fail-on-skip "$@" || status=$?
 if [ "$status" -ne 0 ]; then
   # Keep what the lab saw, and show the lab's side of the story in the CI log.
   mkdir -p "$out" && cp -r "$state/logs" "$out/lab-logs" 2>/dev/null || true
@@ -26,4 +27,6 @@ if [ "$status" -ne 0 ]; then
   grep -h "nudging\|power o\|ERROR" "$state/logs/supervisor.log" 2>/dev/null | tail -40 || true
   exit "$status"
 fi
-POWERCUT_REPORT_DIR="$out" .venv/bin/python -m pytest tests/report -q -p no:cacheprovider
+# Extra arguments (-k ...) select some scenarios: then the report holds only those.
+POWERCUT_REPORT_DIR="$out" POWERCUT_FEATURES_SELECTED="$*" \
+  .venv/bin/python -m pytest tests/report -q -p no:cacheprovider

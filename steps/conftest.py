@@ -25,7 +25,6 @@ import contextlib
 import time
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import cast
 
 import allure
 import pytest
@@ -51,8 +50,8 @@ from harness.kube.timeline import ACTION, Timeline, Transition, match
 from harness.power.factory import available_protocols
 from harness.report.allure_env import prepare_results
 from harness.session import Session
+from steps.support import labels, phases, report, steady
 from steps.support import lost as L
-from steps.support import phases, report, steady
 from steps.support import targets as choose
 from steps.support.apiprobe import API_PROBE, ETCD_PROBE, ApiProber
 from steps.support.limits import TYPES, Limit
@@ -64,8 +63,6 @@ from steps.support.workloads import PodInfo, Workload, resolve_workloads, worklo
 #: How long after the API showed a change its watch event may still be on its way.
 OBSERVER_LAG_S = 5.0
 
-#: Allure severities; a feature tag ``@critical`` becomes the marker and the Allure label.
-SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
 _REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
 
 
@@ -77,14 +74,10 @@ def _p(text: str) -> StepParser:
 # -- pytest hooks ----------------------------------------------------------------------------
 
 
-def pytest_bdd_apply_tag(tag: str, function: object) -> bool | None:
-    """Severity tags become their (registered) marker and the Allure severity label."""
-    if tag not in SEVERITIES:
-        return None  # pytest-bdd's default: the tag becomes a marker
-    getattr(pytest.mark, tag)(function)
-    severity = cast(Callable[[object], Callable[[object], object]], allure.severity)
-    severity(allure.severity_level(tag))(function)
-    return True
+# Tags to Allure labels: severity (@critical, also a marker), epic (@epic:node-failure) and
+# story (@story:..., else the scenario's name); see steps/support/labels.py.
+pytest_bdd_apply_tag = labels.pytest_bdd_apply_tag
+pytest_bdd_before_scenario = labels.pytest_bdd_before_scenario
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -1098,7 +1091,9 @@ def api_fully_ready(
     api_probes: list[ApiProber],
 ) -> None:
     """GET /readyz answers 200 (every check passing) after the power-on, within the limit;
-    the verbose answer is attached."""
+    the verbose answer is attached. Asked through the cluster endpoint, so any ready API
+    server may answer: this does not show that the powered-on node's own API server and
+    etcd member are back (the inventory gives no per-node API endpoint to ask)."""
     seconds = limit.seconds(budgets)
     ack = powered_on.last_sent
     with _waiting("/readyz passing", seconds):

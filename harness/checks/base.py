@@ -21,6 +21,10 @@ from harness.kube.timeline import Predicate, Timeline, Transition
 Ref = float | Transition
 T = TypeVar("T")
 
+#: Put in a :class:`CheckFailed` message (after the check's name) when what was expected did
+#: happen, only later than its budget. The report's "Budget overruns" category matches it.
+OVER_BUDGET = "over budget"
+
 
 @dataclass(frozen=True)
 class Measurement:
@@ -54,7 +58,10 @@ class CheckFailed(PowercutError, AssertionError):
     """An expectation about the cluster did not hold.
 
     Also an ``AssertionError``, so pytest and Allure report it as a failed test (a product
-    defect), not as a broken one.
+    defect), not as a broken one. ``late`` says that what was expected did happen, after its
+    budget: the message then reads ``<check>: over budget: expected ...`` (see
+    :data:`OVER_BUDGET`), which the report files under *Budget overruns* rather than
+    *Product failures*.
     """
 
     def __init__(
@@ -65,14 +72,19 @@ class CheckFailed(PowercutError, AssertionError):
         *,
         check: str = "",
         detail: Mapping[str, Any] | None = None,
+        late: bool = False,
     ) -> None:
         self.expected = expected
         self.seen = seen
         self.waited_s = waited_s
         self.check = check
         self.detail = dict(detail or {})
+        self.late = late
         prefix = f"{check}: " if check else ""
-        super().__init__(f"{prefix}expected {expected}; seen {seen} (observed for {waited_s:.1f}s)")
+        marker = f"{OVER_BUDGET}: " if late else ""
+        super().__init__(
+            f"{prefix}{marker}expected {expected}; seen {seen} (observed for {waited_s:.1f}s)"
+        )
 
 
 def ref_mono(ref: Ref) -> float:
@@ -127,6 +139,7 @@ def await_transition(
             f"{tl.describe(t)}, {took:.1f}s after {ref_label(tl, ref)}",
             took,
             check=check,
+            late=True,
         )
     return t
 

@@ -96,6 +96,7 @@ def pods_evicted(
             f"last pod {p.namespace}/{p.name} evicted {took:.1f}s after {ref_label(tl, since)}",
             took,
             check="pods-evicted",
+            late=True,
         )
     per_pod = {
         f"{targets[u].namespace}/{targets[u].name}": round(m - start, 3) for u, m in done.items()
@@ -173,6 +174,7 @@ def replacement_ready(
             f"{tl.describe(hit)}, {took:.1f}s after {ref_label(tl, since)}",
             took,
             check="replacement-ready",
+            late=True,
         )
     pods = sorted(ready.values(), key=lambda t: t.mono)
     return Measurement(

@@ -220,7 +220,8 @@ def probe_health(
     problems = []
     if ratio < min_success_ratio:
         problems.append(f"success ratio {ratio:.3f} ({ok}/{len(samples)})")
-    if max_outage_s is not None and longest is not None and longest_s > max_outage_s:
+    overran = max_outage_s is not None and longest is not None and longest_s > max_outage_s
+    if overran and longest is not None:
         problems.append(f"outage of {longest_s:.1f}s from {longest[0] - s:.1f}s into the window")
     if problems:
         last = samples[-1]
@@ -230,5 +231,7 @@ def probe_health(
             min(e, last.mono) - s,
             check="probe-health",
             detail=detail,
+            # the service answers again, only after a longer outage than allowed
+            late=overran and len(problems) == 1 and not any(r[2] for r in runs),
         )
     return Measurement("probe-health", s, longest_s, max_outage_s, detail)

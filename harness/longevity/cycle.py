@@ -2,12 +2,10 @@
 
 Each cycle gets a fresh :class:`~harness.kube.timeline.Timeline` and probers, so memory
 stays flat however long the run: nothing of a cycle outlives its record (and its saved
-timeline, when kept). The observer lives as long as the run: ``Observer.start()`` calls
-``gc.freeze()``, so an observer started every cycle makes whatever cyclic garbage exists at
-that moment immortal (about 0.4 MB a cycle against the lab). At the start of a cycle it is
-pointed at the cycle's timeline, which is seeded with the state it holds (``observed``
-transitions, as a fresh observer's initial list records them); it is started afresh only
-if it failed.
+timeline, when kept). The observer lives as long as the run (one initial list and one set
+of watches for the whole run, not one per cycle). At the start of a cycle it is pointed at
+the cycle's timeline, which is seeded with the state it holds (``observed`` transitions, as
+a fresh observer's initial list records them); it is started afresh only if it failed.
 
 1. **Steady state** (waited for, up to ``settle_s``): every inventory node Ready without the
    ``node.kubernetes.io/{unreachable,not-ready,out-of-service}`` taints, the group's nodes

@@ -4,7 +4,8 @@ Used while (or right after) tests run, before the HTML report is rendered:
 
 * :func:`write_environment` writes ``environment.properties`` (Kubernetes version, node count,
   inventory, timing profile, harness version, ... as given), shown in the report's
-  Environment widget.
+  Environment widget; it merges into an existing file, so the values the features write
+  while they run and those ``powercut run`` writes afterwards all stay.
 * :func:`write_categories` writes ``categories.json``: rules that sort failures into
   *harness or infrastructure errors*, *budget overruns* and *product failures*.
   Allure 2 reads this file from the results; Allure 3's awesome report takes categories from
@@ -26,14 +27,19 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import allure
 
+from harness import __version__
+from harness.checks.base import OVER_BUDGET
 from harness.report.timeline_svg import render_timeline_svg
+
+if TYPE_CHECKING:
+    from harness.inventory import Inventory
 
 ENVIRONMENT_FILE = "environment.properties"
 CATEGORIES_FILE = "categories.json"
@@ -101,9 +107,13 @@ _QUALIFIED = r"^(?:[\w.]+\.)?"
 _INFRA_RE = _QUALIFIED + "(?:" + "|".join(INFRA_EXCEPTIONS) + r")\b[\s\S]*"
 _WAIT_HEAD = _QUALIFIED + "(?:" + "|".join(PRODUCT_WAIT_EXCEPTIONS) + r")\b"
 _WAIT_RE = _WAIT_HEAD + r"[\s\S]*"
-_BUDGET_RE = r"[\s\S]*[Bb]udget[\s\S]*"
-# broken, and neither a product wait nor a budget message: a broken test or harness bug
-_OTHER_BROKEN_RE = r"^(?!" + _WAIT_HEAD[1:] + r")(?![\s\S]*[Bb]udget)[\s\S]*"
+# A CheckFailed(late=True) (or a subclass): ``Class: [check: ]over budget: expected ...``.
+# Only this marker, at this place, makes a budget overrun: a check whose expectation merely
+# mentions a budget, or a wait that ran out, saw the thing not happen at all.
+_BUDGET_HEAD = _QUALIFIED + r"\w+: (?:[\w.-]+: )?" + OVER_BUDGET + ": "  # plain words
+_BUDGET_RE = _BUDGET_HEAD + r"[\s\S]*"
+# broken, and neither a product wait nor a budget overrun: a broken test or harness bug
+_OTHER_BROKEN_RE = r"^(?!" + _WAIT_HEAD[1:] + r")(?!" + _BUDGET_HEAD[1:] + r")[\s\S]*"
 
 STATUSES = ("failed", "broken", "passed", "skipped", "unknown")
 
@@ -165,13 +175,15 @@ CATEGORIES: tuple[Category, ...] = (
         BUDGET_OVERRUNS,
         ("failed", "broken"),
         _BUDGET_RE,
-        "The cluster recovered, but a phase took longer than its timing budget.",
+        "What was expected happened, but later than its timing budget "
+        "(a CheckFailed marked 'over budget').",
     ),
     Category(
         PRODUCT_FAILURES,
         ("failed",),
         None,
-        "A check on the cluster failed (CheckFailed, or an assertion in a step).",
+        "A check on the cluster failed: what was expected did not happen (CheckFailed, or "
+        "an assertion in a step).",
     ),
     Category(
         PRODUCT_FAILURES,
@@ -263,17 +275,110 @@ def environment_properties(env: Mapping[str, object]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def write_environment(results_dir: Path, env: Mapping[str, object]) -> Path:
+_UNESCAPE = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _logical_lines(text: str) -> Iterator[str]:
+    """The logical lines of a properties text: comments and blank lines dropped, a line
+    ending in an odd number of backslashes joined with the next (its indent stripped)."""
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.lstrip(" \t\f") if pending else raw
+        if not pending and (not line.strip() or line.lstrip(" \t\f")[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2:
+            pending += line[:-1]
+            continue
+        yield pending + line.lstrip(" \t\f")
+        pending = ""
+    if pending:
+        yield pending
+
+
+def _parse_property(line: str) -> tuple[str, str]:
+    parts: list[list[str]] = [[], []]
+    part, i, in_sep = 0, 0, False
+    while i < len(line):
+        ch = line[i]
+        if ch == "\\" and i + 1 < len(line):
+            nxt = line[i + 1]
+            if nxt == "u" and i + 6 <= len(line):
+                parts[part].append(chr(int(line[i + 2 : i + 6], 16)))
+                i += 6
+            else:
+                parts[part].append(_UNESCAPE.get(nxt, nxt))
+                i += 2
+            continue
+        if part == 0 and ch in "=: \t\f":
+            part, in_sep = 1, True
+            if ch not in "=:":  # whitespace, then perhaps one '=' or ':'
+                rest = line[i:].lstrip(" \t\f")
+                if rest[:1] in ("=", ":"):
+                    rest = rest[1:]
+                i = len(line) - len(rest)
+            else:
+                i += 1
+            continue
+        if in_sep and ch in " \t\f":
+            i += 1
+            continue
+        in_sep = False
+        parts[part].append(ch)
+        i += 1
+    key, value = (
+        "".join(p).encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
+        for p in parts
+    )
+    return key, value
+
+
+def read_environment(path: Path) -> dict[str, str]:
+    """The entries of an ``environment.properties`` file (Java properties syntax: what
+    :func:`environment_properties` writes, and comments, ``:`` or blank separators, and
+    continuation lines), in file order; empty when the file does not exist."""
+    try:
+        text = path.read_text(encoding="latin-1")  # Java's properties encoding
+    except FileNotFoundError:
+        return {}
+    return dict(_parse_property(line) for line in _logical_lines(text))
+
+
+def write_environment(results_dir: Path, env: Mapping[str, object], *, merge: bool = True) -> Path:
     """Write ``environment.properties`` into ``results_dir`` (created if missing).
 
     ``env`` is whatever describes the run, e.g. ``{"Kubernetes version": "v1.36.1",
     "Nodes": 6, "Inventory": "lab", "Timing profile": "fast", "powercut": "0.1.0"}``.
     Values are written with ``str()``; ``None`` becomes an empty value.
+
+    With ``merge`` (the default) an existing file is updated rather than replaced: the keys
+    of ``env`` get their new values, the entries already there keep theirs and their order.
+    Several writers describe one run: the features' fixture writes the Kubernetes version
+    while the scenarios run, and ``powercut run`` adds what it knows afterwards; neither
+    loses the other's entries. ``merge=False`` writes ``env`` alone.
     """
     results_dir.mkdir(parents=True, exist_ok=True)
     path = results_dir / ENVIRONMENT_FILE
-    _write_text(path, environment_properties(env))
+    merged: dict[str, object] = dict(read_environment(path)) if merge else {}
+    merged.update(env)
+    _write_text(path, environment_properties(merged))
     return path
+
+
+def inventory_environment(inventory: Inventory) -> dict[str, object]:
+    """What the inventory says about the run, for the Environment widget. The features'
+    fixture adds the Kubernetes version (it asks the cluster); ``powercut run`` writes these
+    same keys, so a run that never got to the fixture still describes its cluster."""
+    return {
+        "Inventory": inventory.name or "",
+        "Inventory file": str(inventory.source or ""),
+        "Nodes": len(inventory.nodes),
+        "Control-plane nodes": len(inventory.nodes_by_role("control-plane")),
+        "Workers": len(inventory.nodes_by_role("worker")),
+        "Racks": ", ".join(inventory.racks()),
+        "Timing profile": inventory.budgets.profile or inventory.timings or "upstream",
+        "powercut": __version__,
+    }
 
 
 # -- history -------------------------------------------------------------------------------
@@ -312,7 +417,8 @@ def prepare_results(
     previous_report: Path | None = None,
     categories: Iterable[Category] = CATEGORIES,
 ) -> None:
-    """All of the above at once: environment, categories, and history when there is one."""
+    """All of the above at once: environment (merged into an existing file), categories,
+    and history when there is one."""
     write_environment(results_dir, environment)
     write_categories(results_dir, categories)
     if previous_report is not None:

@@ -6,7 +6,8 @@ when the results carry timings as parameters (allure) or properties (JUnit, pyte
 ``"evacuation (s)" = 42.1`` and ``"evacuation budget (s)" = 90``. "Slowest" means closest to
 (or furthest over) its budget; phases without a budget rank by duration after those with one.
 Failed and broken scenarios also show their category (see
-:mod:`harness.report.allure_env`) and the first line of their message.
+:mod:`harness.report.allure_env`) and the first line of their message; skipped ones why
+they were skipped.
 """
 
 from __future__ import annotations
@@ -285,6 +286,8 @@ def format_summary(summary: RunSummary, *, width: int = 100, max_rows: int = 20)
         if s.verdict in ("failed", "broken") and s.message:
             cat = f"{s.category}: " if s.category else ""
             lines.append(_clip(f"           {cat}{_first_line(s.message)}", width))
+        elif s.verdict == "skipped" and s.message:  # why: nothing in the cluster fitted it
+            lines.append(_clip(f"           {_first_line(s.message)}", width))
     if len(ordered) > max_rows:
         lines.append(f"  ... and {len(ordered) - max_rows} more")
     return "\n".join(lines) + "\n"

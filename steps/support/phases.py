@@ -43,9 +43,13 @@ def _uid(uid: str) -> Predicate:
     return pred
 
 
-def _fail_if(problems: Sequence[str], expected: str, waited: float, check: str) -> None:
+def _fail_if(
+    problems: Sequence[str], expected: str, waited: float, check: str, *, late: bool = False
+) -> None:
+    """Raise when there are problems; ``late``: each is something that happened, only after
+    its limit (a budget overrun, not a product failure)."""
     if problems:
-        raise CheckFailed(expected, "; ".join(problems), waited, check=check)
+        raise CheckFailed(expected, "; ".join(problems), waited, check=check, late=late)
 
 
 # -- power ---------------------------------------------------------------------------------
@@ -81,7 +85,13 @@ def power_off(
         measurements.record(f"{node} power-off confirmed", took, limit)
         if took > limit:
             late.append(f"{node} after {took:.1f}s")
-    _fail_if(late, f"every BMC to confirm the power-off within {limit:g}s", limit, "power-off")
+    _fail_if(
+        late,
+        f"every BMC to confirm the power-off within {limit:g}s",
+        limit,
+        "power-off",
+        late=True,
+    )
     if len(targets.nodes) > 1:
         measurements.record("power-off acknowledgement skew", result.skew_s, None)
     return Outage(
@@ -118,7 +128,9 @@ def power_on(
         if session.client.get_or_none(f"/api/v1/nodes/{node}") is None:
             session.restore_node(node)
             restored.append(node)
-    _fail_if(late, f"every BMC to confirm the power-on within {limit:g}s", limit, "power-on")
+    _fail_if(
+        late, f"every BMC to confirm the power-on within {limit:g}s", limit, "power-on", late=True
+    )
     return PoweredOn(targets.nodes, sent, acks, tuple(restored))
 
 
@@ -176,6 +188,7 @@ def nodes_tainted(tl: Timeline, outage: Outage, seconds: float, ms: Measurements
         f"{ZONE_TAINT_INTERVAL_S:g}s x (k - 1) of NotReady",
         seconds,
         "taint-present",
+        late=True,
     )
 
 
@@ -284,7 +297,7 @@ def replaced_by_ready(
     """Each lost pod's replacement Ready on another node within ``seconds`` of when the lost
     pod stopped blocking it."""
     found = rescheduled(tl, pods, outage, seconds, ms)
-    problems = []
+    problems, missing = [], False
     for r in found.values():
         ready = L.ready_after(tl, r.uid, r.node, r.scheduled.mono - 1e-6)
         if ready is None:
@@ -296,6 +309,7 @@ def replaced_by_ready(
                 )
         if ready is None:
             problems.append(f"missing: {r.lost.ref} -> {r.name}@{r.node} not Ready")
+            missing = True
             continue
         took = ready.mono - r.ref.mono
         ms.record(f"{r.lost.ref} replaced by a Ready pod", took, seconds)
@@ -306,6 +320,7 @@ def replaced_by_ready(
         f"every lost pod replaced by a Ready pod on another node within {seconds:g}s",
         seconds,
         "replacement-ready",
+        late=not missing,
     )
 
 
@@ -358,7 +373,7 @@ def replacement_ready(
             )
         if took > seconds:
             late.append(f"{r.name} Ready {took:.1f}s after it could start")
-    _fail_if(late, f"every replacement Ready within {seconds:g}s", seconds, "ready")
+    _fail_if(late, f"every replacement Ready within {seconds:g}s", seconds, "ready", late=True)
 
 
 # -- volumes -------------------------------------------------------------------------------
@@ -384,7 +399,7 @@ def multi_attach(
     report."""
     held = _held(tl, pods, outage)
     found = L.replacements(tl, [p for p, _ in held], outage.nodes, outage.sent.mono)
-    messages, problems = [], []
+    messages, problems, missing = [], [], False
     for pod, pv in held:
         r = found.get(pod.uid)
         if r is None:
@@ -402,6 +417,7 @@ def multi_attach(
             )
         if event is None:
             problems.append(f"no Multi-Attach error for {pv} on {r.name}@{r.node}")
+            missing = True
             continue
         took = max(0.0, event.mono - r.ref.mono)
         ms.record(f"{r.name} Multi-Attach error for {pv} reported", took, seconds)
@@ -419,6 +435,7 @@ def multi_attach(
         f"a Multi-Attach error for every held volume within {seconds:g}s",
         seconds,
         "multi-attach-seen",
+        late=not missing,
     )
 
 
@@ -429,7 +446,7 @@ def released(
     ``seconds`` of the deletion of the pod that held it (the attach/detach controller cannot
     let go of a volume before). With an out-of-service taint on the node, the time from the
     taint is recorded too (it includes PodGC's wait for its next 20-second pass)."""
-    problems = []
+    problems, missing = [], False
     for pod, pv in _held(tl, pods, outage):
         ref = L.pod_event(tl, pod, {"deleted"})
         if ref is None:
@@ -458,6 +475,7 @@ def released(
                 )
         if release is None:
             problems.append(f"{pv} still attached to {pod.node} {seconds:g}s after {pod.ref} went")
+            missing = True
             continue
         took = max(0.0, release.mono - ref.mono)
         ms.record(f"{pv} released by {pod.node}", took, seconds)
@@ -470,7 +488,13 @@ def released(
             )
         if took > seconds:
             problems.append(f"{pv} released by {pod.node} {took:.1f}s after {pod.ref} went")
-    _fail_if(problems, f"each held volume released within {seconds:g}s", seconds, "volume-released")
+    _fail_if(
+        problems,
+        f"each held volume released within {seconds:g}s",
+        seconds,
+        "volume-released",
+        late=not missing,
+    )
 
 
 def reattached(

@@ -28,6 +28,7 @@ from harness.inventory import Inventory
 from harness.kube.client import KubeClient
 from harness.kube.timeline import Timeline
 from harness.report.allure_env import attach_timeline as attach_timeline_svg
+from harness.report.allure_env import inventory_environment
 
 
 def _round(x: float) -> float:
@@ -162,22 +163,15 @@ def _version(dist: str) -> str:
 
 
 def environment(client: KubeClient, inventory: Inventory) -> dict[str, object]:
-    """Values for the Allure Environment widget."""
+    """Values for the Allure Environment widget: the cluster's Kubernetes version, what the
+    inventory says (the same keys ``powercut run`` writes) and the test tools' versions."""
     try:
         kube_version = str(client.get("/version").get("gitVersion", "unknown"))
     except PowercutError as exc:  # the environment widget must not fail the run
         kube_version = f"unknown ({type(exc).__name__})"
-    budgets = inventory.budgets.profile or inventory.timings or "upstream"
     return {
         "Kubernetes version": kube_version,
-        "Inventory": inventory.name or "",
-        "Inventory file": str(inventory.source or ""),
-        "Nodes": len(inventory.nodes),
-        "Control-plane nodes": len(inventory.nodes_by_role("control-plane")),
-        "Workers": len(inventory.nodes_by_role("worker")),
-        "Racks": ", ".join(inventory.racks()),
-        "Timing profile": budgets,
-        "powercut": _version("powercut"),
+        **inventory_environment(inventory),
         "pytest-bdd": _version("pytest-bdd"),
         "Python": platform.python_version(),
     }

@@ -51,6 +51,7 @@ from tests.reportdom import TreeLeaves, embedded, visible_text
 pytestmark = pytest.mark.slow
 
 FEATURE = """\
+@epic:node-failure
 Feature: Power loss of a worker
 
   Scenario: Worker w1 loses power and its pods move
@@ -77,8 +78,10 @@ STEPS = """\
 import allure
 from pytest_bdd import given, parsers, scenarios, then, when
 
+from harness.checks import pods_evicted
 from harness.checks.base import CheckFailed
 from harness.errors import PermanentError
+from harness.kube.timeline import FakeClock, Timeline
 from harness.report.allure_env import attach_timeline
 
 scenarios("power.feature")
@@ -132,9 +135,17 @@ def pods_gone(node, budget):
 def over_budget(took, budget):
     allure.dynamic.parameter("evacuation (s)", took)
     allure.dynamic.parameter("evacuation budget (s)", budget)
-    raise CheckFailed(
-        f"evacuation within its budget of {budget}s", f"{took}s", took, check="evacuation"
-    )
+    # the real check, on a timeline where the pod left after its budget
+    clock = FakeClock(start=100.0)
+    tl = Timeline(clock)
+    tl.record("Pod", "web-w3", "observed", namespace="app", detail={
+        "uid": "u3", "node": "w3", "phase": "Running", "ready": True, "terminating": False,
+        "workload": "Deployment/web"})
+    off = tl.action("w3", "power-off acknowledged")
+    clock.advance(took)
+    tl.record("Pod", "web-w3", "terminating", namespace="app", detail={
+        "uid": "u3", "node": "w3", "workload": "Deployment/web"})
+    pods_evicted(tl, "w3", since=off, budget_s=budget)
 
 
 @when(parsers.parse("the BMC of {node} refuses the connection"))
@@ -153,6 +164,12 @@ EXPECTED_CATEGORIES = {
     BUDGET_OVERRUNS: {"Evacuation of w3 exceeds its budget"},
     HARNESS_ERRORS: {"The BMC of w4 refuses the connection"},
 }
+# the features' hooks: severity, epic and story labels
+CONFTEST = """\
+from steps.support.labels import pytest_bdd_apply_tag, pytest_bdd_before_scenario
+"""
+REPO = Path(__file__).resolve().parents[2]
+
 ENVIRONMENT = {
     "Kubernetes version": "v1.36.1",
     "Nodes": 6,
@@ -194,6 +211,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rendered]:
     project.mkdir()
     (project / "power.feature").write_text(FEATURE)
     (project / "test_power.py").write_text(STEPS)
+    (project / "conftest.py").write_text(CONFTEST)
     results = base / "allure-results"
     write_environment(results, ENVIRONMENT)
     write_categories(results)
@@ -212,6 +230,11 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rendered]:
             str(project),
         ],
         cwd=project,
+        # this checkout's harness and steps, whatever is installed
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        },
         capture_output=True,
         text=True,
         timeout=300,
@@ -244,6 +267,12 @@ def test_report_is_one_self_contained_file(rendered: Rendered) -> None:
     data = embedded(index)
     results = [json.loads(v) for k, v in data.items() if k.startswith("data/test-results/")]
     assert {r["name"]: r["status"] for r in results} == EXPECTED
+    # the labels the features' hooks add (allure-pytest-bdd adds only the feature)
+    for r in results:
+        found = {(label["name"], label["value"]) for label in r["labels"]}
+        assert ("epic", "Node failure") in found, r["labels"]
+        assert ("feature", "Power loss of a worker") in found, r["labels"]
+        assert ("story", r["name"]) in found, r["labels"]
     # the phase parameters survived
     passed = next(r for r in results if r["status"] == "passed")
     params = {p["name"]: p["value"] for p in passed.get("parameters", [])}

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from harness.inventory import load_inventory
 from harness.report import allure_env
 from harness.report.allure_env import (
     BUDGET_OVERRUNS,
@@ -21,8 +22,10 @@ from harness.report.allure_env import (
     classify,
     environment_properties,
     history_file,
+    inventory_environment,
     load_categories,
     prepare_results,
+    read_environment,
     write_categories,
     write_environment,
 )
@@ -93,6 +96,81 @@ def test_write_environment_creates_the_directory(tmp_path: Path) -> None:
     assert not list(results.glob("*.tmp"))
 
 
+def test_read_environment_reads_what_write_environment_wrote(tmp_path: Path) -> None:
+    env = {
+        "Kubernetes version": "v1.36.1",
+        "key=with:specials#!": " leading space, = and : inside",
+        "multi\nline": "a\tb\\c",
+        "unicode": "Zürich \u2603 \U0001f680",
+        "empty": None,
+        "number": 3,
+    }
+    path = write_environment(tmp_path, env)
+    assert read_environment(path) == {k: "" if v is None else str(v) for k, v in env.items()}
+    assert list(read_environment(path)) == list(env)
+    assert read_environment(tmp_path / "missing.properties") == {}
+
+
+def test_read_environment_reads_other_properties_syntax(tmp_path: Path) -> None:
+    path = tmp_path / "environment.properties"
+    path.write_text(
+        "# a comment\n! another\n\n  spaced = value one\ncolon:two\nblank three\n"
+        "long = first \\\n       second\nends\\\\=backslash\\\\\n",
+        encoding="latin-1",
+    )
+    assert read_environment(path) == {
+        "spaced": "value one",
+        "colon": "two",
+        "blank": "three",
+        "long": "first second",
+        "ends\\": "backslash\\",
+    }
+
+
+def test_write_environment_merges_into_an_existing_file(tmp_path: Path) -> None:
+    """The features' fixture writes the Kubernetes version while they run; `powercut run`
+    writes its own values afterwards: the Kubernetes version must survive."""
+    write_environment(tmp_path, {"Kubernetes version": "v1.36.1", "Nodes": 6, "Python": "3.11"})
+    prepare_results(tmp_path, environment={"Nodes": 7, "powercut": "0.1.0"})
+    assert read_environment(tmp_path / "environment.properties") == {
+        "Kubernetes version": "v1.36.1",
+        "Nodes": "7",
+        "Python": "3.11",
+        "powercut": "0.1.0",
+    }
+    write_environment(tmp_path, {"only": "this"}, merge=False)
+    assert read_environment(tmp_path / "environment.properties") == {"only": "this"}
+
+
+def test_the_run_and_the_features_write_the_same_inventory_keys(tmp_path: Path) -> None:
+    """What `powercut run` writes (inventory_environment) is what the features' fixture
+    writes besides the Kubernetes version and tool versions: no duplicate keys in another
+    spelling, and the run's values agree with the fixture's."""
+    from steps.support.report import environment
+
+    inv_file = tmp_path / "inv.yaml"
+    inv_file.write_text(
+        "name: lab\ncluster: {kubeconfig: kube.conf}\nracks: [{name: r1}]\nnodes:\n"
+        "  - {name: cp1, role: control-plane, rack: r1, power: {driver: lab}}\n"
+        "  - {name: w1, role: worker, rack: r1, power: {driver: lab}}\n"
+    )
+    inv = load_inventory(inv_file)
+
+    class Client:
+        def get(self, path: str) -> dict[str, Any]:
+            assert path == "/version"
+            return {"gitVersion": "v1.36.1"}
+
+    results = tmp_path / "allure-results"
+    fixture = environment(Client(), inv)  # type: ignore[arg-type]
+    prepare_results(results, environment=fixture)
+    prepare_results(results, environment=inventory_environment(inv))
+    written = read_environment(results / "environment.properties")
+    assert written == {k: str(v) for k, v in fixture.items()}
+    assert written["Kubernetes version"] == "v1.36.1"
+    assert written["Nodes"] == "2" and written["Workers"] == "1" and written["Inventory"] == "lab"
+
+
 def test_categories_json_is_allure2_form_in_rule_order(tmp_path: Path) -> None:
     path = write_categories(tmp_path)
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -146,14 +224,24 @@ CASES: list[tuple[str, str | None, str | None]] = [
         "harness.kube.timeline.WaitFailed: gave up after 3.0s waiting for pod Ready: Failed",
         PRODUCT_FAILURES,
     ),
-    # budget overruns
+    # budget overruns: a CheckFailed(late=True), "<check>: over budget: expected ..."
+    (
+        "failed",
+        "harness.checks.base.CheckFailed: evacuation: over budget: expected evacuation within "
+        "90s; seen 95.2s (observed for 95.2s)",
+        BUDGET_OVERRUNS,
+    ),
+    ("failed", "CheckFailed: over budget: expected x; seen y\nsecond line", BUDGET_OVERRUNS),
+    ("failed", "steps.longevity_steps.CyclesMissed: longevity: over budget: x", BUDGET_OVERRUNS),
+    # merely mentioning a budget is not an overrun: the thing did not happen in time
     (
         "failed",
         "harness.checks.base.CheckFailed: evacuation: expected within budget 90s; seen 95.2s",
-        BUDGET_OVERRUNS,
+        PRODUCT_FAILURES,
     ),
-    ("failed", "AssertionError: evacuation took 95.2s, over its Budget of 90s", BUDGET_OVERRUNS),
-    ("broken", "harness.errors.WaitTimeout: timed out (budget 60s) waiting", BUDGET_OVERRUNS),
+    ("failed", "AssertionError: evacuation took 95.2s, over its Budget of 90s", PRODUCT_FAILURES),
+    ("broken", "harness.errors.WaitTimeout: timed out (budget 60s) waiting", PRODUCT_FAILURES),
+    ("failed", "CheckFailed: x: expected y; seen over budget: z", PRODUCT_FAILURES),
     # harness / infrastructure
     (
         "broken",

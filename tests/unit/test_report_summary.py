@@ -80,8 +80,8 @@ def results(tmp_path: Path) -> Path:
         out,
         "Worker w2 loses power",
         "failed",
-        message="harness.checks.base.CheckFailed: evacuation: expected within budget 90s; "
-        "seen 95.2s\nsecond line",
+        message="harness.checks.base.CheckFailed: evacuation: over budget: expected within "
+        "90s; seen 95.2s\nsecond line",
         params={"evacuation (s)": "95.2", "evacuation budget (s)": "90"},
     )
     write_result(
@@ -214,6 +214,15 @@ def test_load_junit(tmp_path: Path) -> None:
     text = format_summary(load_junit(path))
     assert "powercut: FAILED  4 scenarios: 1 passed, 1 failed, 1 broken, 1 skipped" in text
     assert "61.2s" in text
+
+
+def test_a_skipped_scenario_says_why(tmp_path: Path) -> None:
+    path = tmp_path / "junit.xml"
+    path.write_text(JUNIT)
+    text = format_summary(load_junit(path))
+    lines = text.splitlines()
+    row = next(i for i, line in enumerate(lines) if "SKIPPED" in line)
+    assert lines[row + 1].strip() == "needs BMC"
 
 
 def test_load_rejects_other_files(tmp_path: Path) -> None:

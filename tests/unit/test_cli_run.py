@@ -1,0 +1,239 @@
+"""``powercut run``: exit codes, --dry-run and signals, on a throwaway feature (no cluster).
+
+The steps directory given with ``--steps`` holds one tiny feature whose only step does what
+its sentence says (pass, fail a check, break, skip, or hang until interrupted), so the real
+pytest child, allure-pytest-bdd and the summary run exactly as against a cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.cli_run import EXIT_FAILED, EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_PASSED
+from harness.report.allure_env import read_environment
+
+REPO = Path(__file__).resolve().parents[2]
+
+INVENTORY = """\
+name: fake
+cluster: {kubeconfig: kube.conf}
+nodes:
+  - {name: w1, role: worker, power: {driver: lab}}
+"""
+
+FEATURE = """\
+Feature: A throwaway feature
+
+  Scenario: The outcome is {outcome}
+    Then the outcome is {outcome}
+"""
+
+STEPS = """\
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from pytest_bdd import parsers, scenarios, then
+
+from harness.checks.base import CheckFailed
+from harness.errors import PermanentError
+from harness.report.allure_env import write_environment
+
+scenarios("fake.feature")
+
+
+@pytest.fixture
+def disruption(pytestconfig):
+    # what the features' fixture does: describe the cluster while the run goes on
+    write_environment(Path(pytestconfig.option.allure_report_dir), {"Kubernetes version": "v9"})
+    yield
+    time.sleep(0.5)  # an undo that takes a while: a second SIGINT here would abort it
+    Path(os.environ["FAKE_DIR"], "restored").write_text("yes")
+
+
+@then(parsers.parse("the outcome is {what}"))
+def outcome(what, disruption):
+    if what == "fail":
+        raise CheckFailed("node w1 NotReady within 20s", "Ready", 20.0, check="node-not-ready")
+    if what == "broken":
+        raise PermanentError("w1: the BMC refused the connection")
+    if what == "skipped":
+        pytest.skip("no Ready worker runs a DaemonSet pod in this cluster")
+    if what == "hang":
+        received = []
+
+        def count(signum, frame):  # how many SIGINTs reach the child, undo included
+            received.append(signum)
+            Path(os.environ["FAKE_DIR"], "sigints").write_text(str(len(received)))
+            if len(received) == 1:
+                raise KeyboardInterrupt
+
+        def terminated(signum, frame):  # what the session's handler does on SIGTERM
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGINT, count)
+        signal.signal(signal.SIGTERM, terminated)
+        Path(os.environ["FAKE_DIR"], "started").write_text("yes")
+        time.sleep(120)
+"""
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This checkout's harness in the child, a state directory of the test's own."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("POWERCUT_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("FAKE_DIR", str(tmp_path))
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(INVENTORY)
+    return inv
+
+
+def steps_dir(tmp_path: Path, outcome: str) -> Path:
+    steps = tmp_path / "steps"
+    steps.mkdir()
+    (steps / "fake.feature").write_text(FEATURE.format(outcome=outcome))
+    (steps / "test_fake.py").write_text(STEPS)
+    return steps
+
+
+def run(tmp_path: Path, inv: Path, outcome: str, *more: str) -> int:
+    steps = steps_dir(tmp_path, outcome)
+    argv = ["run", "-i", str(inv), "--steps", str(steps), "--out", str(tmp_path / "out")]
+    return main([*argv, "--no-html", *more])
+
+
+def test_a_passing_run_exits_0_and_keeps_the_features_environment(
+    tmp_path: Path, env: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert run(tmp_path, env, "pass") == EXIT_PASSED
+    out = capfd.readouterr().out
+    assert "powercut: PASSED  1 scenario: 1 passed" in out
+    written = read_environment(tmp_path / "out" / "allure-results" / "environment.properties")
+    assert written["Kubernetes version"] == "v9"  # the features' entry survived the run's
+    assert written["Inventory"] == "fake" and written["Nodes"] == "1"
+    assert (tmp_path / "out" / "junit.xml").is_file()
+
+
+def test_a_skipped_scenario_passes_by_default_and_says_why(
+    tmp_path: Path, env: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert run(tmp_path, env, "skipped") == EXIT_PASSED
+    out = capfd.readouterr().out
+    assert "1 skipped" in out
+    assert "no Ready worker runs a DaemonSet pod in this cluster" in out
+
+
+def test_with_fail_on_skip_a_skipped_scenario_exits_1_with_its_reason(
+    tmp_path: Path, env: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert run(tmp_path, env, "skipped", "--fail-on-skip") == EXIT_FAILED
+    out = capfd.readouterr().out
+    assert "1 scenario(s) skipped, failures with --fail-on-skip:" in out
+    assert (
+        "test_fake::test_the_outcome_is_skipped: no Ready worker runs a DaemonSet pod in this "
+        "cluster" in out
+    )
+
+
+def test_with_fail_on_skip_a_passing_run_still_exits_0(tmp_path: Path, env: Path) -> None:
+    assert run(tmp_path, env, "pass", "--fail-on-skip") == EXIT_PASSED
+
+
+def test_a_failed_check_exits_1(tmp_path: Path, env: Path) -> None:
+    assert run(tmp_path, env, "fail") == EXIT_FAILED
+
+
+def test_a_broken_step_exits_2(tmp_path: Path, env: Path) -> None:
+    assert run(tmp_path, env, "broken") == EXIT_HARNESS
+
+
+def test_a_pytest_usage_error_exits_2(tmp_path: Path, env: Path) -> None:
+    assert run(tmp_path, env, "pass", "--no-such-pytest-option") == EXIT_HARNESS
+
+
+def test_a_bad_inventory_exits_2(tmp_path: Path, env: Path) -> None:
+    env.write_text("nodes: 3\n")
+    assert run(tmp_path, env, "pass") == EXIT_HARNESS
+
+
+def test_dry_run_lists_the_scenarios_and_touches_nothing(
+    tmp_path: Path, env: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert run(tmp_path, env, "hang", "--dry-run") == EXIT_PASSED
+    out = capfd.readouterr().out
+    assert "dry run: inventory" in out and "is valid (1 nodes)" in out
+    assert "test_fake.py::test_the_outcome_is_hang" in out
+    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "started").exists()  # collected, not run
+
+
+def test_dry_run_with_a_pytest_usage_error_exits_2(tmp_path: Path, env: Path) -> None:
+    assert run(tmp_path, env, "pass", "--dry-run", "--no-such-pytest-option") == EXIT_HARNESS
+
+
+def _interrupt(tmp_path: Path, inv: Path, send: str) -> subprocess.CompletedProcess[str]:
+    """Run ``powercut run`` in a process of its own (a terminal's foreground job: its own
+    process group), wait until the scenario has started, then send SIGINT ``send``: to the
+    ``parent`` process only (as ``kill -INT PID``), or to its ``group`` (as Ctrl-C); or
+    ``kill`` the parent with SIGKILL."""
+    steps = steps_dir(tmp_path, "hang")
+    cmd = [sys.executable, "-m", "harness.cli", "run", "-i", str(inv), "--steps", str(steps)]
+    proc = subprocess.Popen(
+        [*cmd, "--out", str(tmp_path / "out"), "--no-html"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "started").exists():
+            assert proc.poll() is None, proc.communicate()[0]
+            assert time.monotonic() < deadline, "the scenario never started"
+            time.sleep(0.05)
+        if send == "parent":
+            os.kill(proc.pid, signal.SIGINT)
+        elif send == "kill":
+            os.kill(proc.pid, signal.SIGKILL)
+        else:
+            os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out)
+
+
+@pytest.mark.parametrize("send", ["parent", "group"])
+def test_sigint_is_passed_on_once_and_the_run_exits_3_restored(
+    tmp_path: Path, env: Path, send: str
+) -> None:
+    done = _interrupt(tmp_path, env, send)
+    assert done.returncode == EXIT_INTERRUPTED, done.stdout
+    assert (tmp_path / "restored").read_text() == "yes", done.stdout  # the undo ran to its end
+    # exactly once: with the child in the terminal's process group as well, a Ctrl-C would
+    # reach it twice (from the terminal and passed on), the second during its undos
+    assert (tmp_path / "sigints").read_text() == "1", done.stdout
+    assert "SIGINT: stopping" in done.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_scenarios_stop_and_undo_when_powercut_run_is_killed(tmp_path: Path, env: Path) -> None:
+    done = _interrupt(tmp_path, env, "kill")
+    assert done.returncode == -signal.SIGKILL
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "restored").exists():  # the child got SIGTERM, and undid
+        assert time.monotonic() < deadline, "the orphaned scenario did not stop"
+        time.sleep(0.05)
