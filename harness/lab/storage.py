@@ -43,15 +43,11 @@ def claims_of(pod: JSON) -> JSON | None:
     if not vols:
         return None
     md = pod.get("metadata") or {}
+    meta: JSON = {"name": md.get("name"), "namespace": md.get("namespace")}
     gate = (md.get("annotations") or {}).get(VOLUME_GATE)
-    return {
-        "metadata": {
-            "name": md.get("name"),
-            "namespace": md.get("namespace"),
-            "annotations": {VOLUME_GATE: gate} if gate else {},
-        },
-        "spec": {"nodeName": spec.get("nodeName"), "volumes": vols},
-    }
+    if gate:
+        meta["annotations"] = {VOLUME_GATE: gate}
+    return {"metadata": meta, "spec": {"nodeName": spec.get("nodeName"), "volumes": vols}}
 
 
 class StorageController:

@@ -26,7 +26,7 @@ INVENTORY = """\
 name: fake
 cluster: {kubeconfig: kube.conf}
 nodes:
-  - {name: w1, role: worker, power: {driver: lab}}
+  - {name: w1, role: worker, power: {driver: kind}}
 """
 
 FEATURE = """\

@@ -151,8 +151,8 @@ def test_the_run_and_the_features_write_the_same_inventory_keys(tmp_path: Path) 
     inv_file = tmp_path / "inv.yaml"
     inv_file.write_text(
         "name: lab\ncluster: {kubeconfig: kube.conf}\nracks: [{name: r1}]\nnodes:\n"
-        "  - {name: cp1, role: control-plane, rack: r1, power: {driver: lab}}\n"
-        "  - {name: w1, role: worker, rack: r1, power: {driver: lab}}\n"
+        "  - {name: cp1, role: control-plane, rack: r1, power: {driver: kind}}\n"
+        "  - {name: w1, role: worker, rack: r1, power: {driver: kind}}\n"
     )
     inv = load_inventory(inv_file)
 
