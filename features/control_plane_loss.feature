@@ -13,7 +13,7 @@ Feature: Loss of one control-plane node
     Given a control-plane node
     And the API is probed through the cluster endpoint
     When the node loses power
-    Then the node is NotReady within the node-not-ready budget
+    Then the node is NotReady within the control-plane-node-not-ready budget
     When the node is powered on again
     Then the node is Ready within the node-ready-after-power-on budget
     And the API reports every readiness check passing within the recovery budget

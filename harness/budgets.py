@@ -64,6 +64,12 @@ class Budgets:
         "power-off acknowledged -> Node Ready condition False/Unknown "
         "(node-monitor-grace-period 40-50 s + node-monitor-period 5 s + lease renewal slack)",
     )
+    control_plane_node_not_ready: float = _budget(
+        95.0,
+        "power-off acknowledged -> Node NotReady, when the lost nodes include a control-plane "
+        "node: if it ran the kube-controller-manager leader, a new leader is elected first "
+        "(leader-elect lease 15 s + retry 2 s) and only then counts the grace period",
+    )
     taint_applied: float = _budget(
         30.0,
         "Node NotReady -> node.kubernetes.io/unreachable or not-ready NoExecute taint "
@@ -166,6 +172,7 @@ PROFILES: Final[Mapping[str, Budgets]] = {
         power_ack=10.0,
         power_state_verify=20.0,
         node_not_ready=20.0,
+        control_plane_node_not_ready=30.0,  # + leader lease 8 s and retry 2 s
         taint_applied=25.0,  # one node per 10 s per zone, plus the monitor period
         pod_eviction=25.0,
         pod_rescheduled=30.0,
