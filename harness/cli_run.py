@@ -201,6 +201,10 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     if not steps.is_dir():
         raise ConfigError("no step definitions here; pass --steps DIR", source=str(steps))
     pytest_args = list(extra or [])
+    if pytest_args[:1] == ["--"]:
+        # `powercut run -i X -- -k rack`: the separator is ours; pytest would read every
+        # argument after a `--` as a file name.
+        pytest_args = pytest_args[1:]
     if args.dry_run:
         out = subprocess.run(
             [

@@ -237,3 +237,16 @@ def test_the_scenarios_stop_and_undo_when_powercut_run_is_killed(tmp_path: Path,
     while not (tmp_path / "restored").exists():  # the child got SIGTERM, and undid
         assert time.monotonic() < deadline, "the orphaned scenario did not stop"
         time.sleep(0.05)
+
+
+def test_pytest_arguments_after_a_double_dash_reach_pytest(
+    tmp_path: Path, env: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`powercut run -i X -- -k NAME`, as the README writes it: -k selects, not a file."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert run(tmp_path / "a", env, "pass", "--dry-run", "--", "-k", "outcome") == EXIT_PASSED
+    assert "test_the_outcome_is_pass" in capfd.readouterr().out
+    # Selecting nothing is a usage error, not a pass.
+    assert run(tmp_path / "b", env, "pass", "--dry-run", "--", "-k", "no_such") == EXIT_HARNESS
+    assert "test_the_outcome_is_pass" not in capfd.readouterr().out
