@@ -52,9 +52,11 @@ def etcd_argv(spec: LabSpec, cp: NodeSpec, etcd: str) -> list[str]:
     ]
 
 
-def etcd_servers(spec: LabSpec) -> str:
-    p = spec.ports
-    return ",".join(f"http://127.0.0.1:{p.etcd_client(i)}" for i in range(spec.control_planes))
+def etcd_servers(spec: LabSpec, cp: NodeSpec) -> str:
+    """The node's own etcd member only, as in kubeadm's stacked layout: an API server whose
+    member is out of the quorum is not ready, so its /readyz shows the member rejoined."""
+    assert cp.cp_index is not None
+    return f"http://127.0.0.1:{spec.ports.etcd_client(cp.cp_index)}"
 
 
 def apiserver_argv(spec: LabSpec, cp: NodeSpec, binary: str) -> list[str]:
@@ -63,7 +65,7 @@ def apiserver_argv(spec: LabSpec, cp: NodeSpec, binary: str) -> list[str]:
     t = spec.timing
     return [
         binary,
-        f"--etcd-servers={etcd_servers(spec)}",
+        f"--etcd-servers={etcd_servers(spec, cp)}",
         "--bind-address=127.0.0.1",
         "--advertise-address=127.0.0.1",
         f"--secure-port={spec.ports.apiserver(cp.cp_index)}",
