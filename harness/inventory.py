@@ -574,9 +574,24 @@ class NodeSpec(_Model):
         description="other ways to switch the same node (a BMC speaking Redfish and IPMI)",
     )
     ssh: SshSpec | None = None
+    api_endpoint: str | None = Field(
+        default=None,
+        description="control-plane nodes: this node's own API server, 'https://host:port' "
+        "(the cluster endpoint may be a load balancer); lets a scenario check that this "
+        "node's API server and etcd member are back",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Self:
+        if self.api_endpoint is not None:
+            if self.role != "control-plane":
+                raise _FieldError(("api_endpoint",), "is only for control-plane nodes")
+            parts = urlsplit(self.api_endpoint)
+            if parts.scheme != "https" or not parts.hostname:
+                raise _FieldError(
+                    ("api_endpoint",),
+                    f"{self.api_endpoint!r} is not an API server URL; expected 'https://host:port'",
+                )
         seen = {self.power.driver: "power"}
         for i, alternative in enumerate(self.power_alternatives):
             if alternative.driver in seen:

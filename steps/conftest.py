@@ -42,6 +42,7 @@ from harness.checks import (
     spread_over_racks,
     still_terminating,
 )
+from harness.errors import ConfigError
 from harness.inventory import Inventory
 from harness.kube.actions import DrainResult
 from harness.kube.client import KubeClient
@@ -1109,6 +1110,49 @@ def api_fully_ready(
         name="readyz?verbose",
         attachment_type=allure.attachment_type.TEXT,
     )
+
+
+@then(_p("the node's own API server reports every readiness check passing within {limit:Limit}"))
+def node_api_ready(
+    limit: Limit,
+    powered_on: PoweredOn,
+    kube: KubeClient,
+    inventory: Inventory,
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> None:
+    """GET /readyz on each powered-on control-plane node's own API server (its inventory
+    ``api_endpoint``, not the cluster endpoint) answers 200 after the power-on, within the
+    limit. In kubeadm's stacked layout that server talks to its own etcd member only, so its
+    etcd check passing shows the member is back in the quorum."""
+    seconds = limit.seconds(budgets)
+    ack = powered_on.last_sent
+    nodes = [inventory.node(n) for n in powered_on.nodes]
+    cps = [n for n in nodes if n.role == "control-plane"]
+    if not cps:
+        raise ConfigError("no control-plane node was powered on", field="scenario")
+    for node in cps:
+        if node.api_endpoint is None:
+            raise ConfigError(
+                f"node {node.name} has no api_endpoint ('https://host:port' of its own API "
+                "server), so whether it came back cannot be checked",
+                source=str(inventory.source or ""),
+                field=f"nodes[{node.name}].api_endpoint",
+            )
+        name = f"{API_PROBE}@{node.name}"
+        prober = ApiProber(kube, timeline, name, server=node.api_endpoint, path="/readyz")
+        prober.start()
+        try:
+            with _waiting(f"{node.name}'s own /readyz passing", seconds):
+                ok = timeline.wait_for(
+                    match("Probe", name, "ok", after=ack),
+                    ack.mono + seconds,
+                    f"GET {node.api_endpoint}/readyz passing after the power-on",
+                )
+        finally:
+            prober.stop()
+        measurements.record(f"{node.name} API server ready", ok.mono - ack.mono, seconds)
 
 
 @then(_p("the cluster is back to steady state within {limit:Limit}"))

@@ -36,7 +36,7 @@ def node_entry(spec: LabSpec, n: NodeSpec) -> dict[str, Any]:
         "interface": "ipmitool",
     }
     power = ipmi if primary_driver(n) == "ipmi" else redfish
-    return {
+    entry: dict[str, Any] = {
         "name": n.name,
         "role": n.role,
         "rack": n.rack,
@@ -50,6 +50,9 @@ def node_entry(spec: LabSpec, n: NodeSpec) -> dict[str, Any]:
             "known_hosts": str(creds / "known_hosts"),
         },
     }
+    if n.cp_index is not None:
+        entry["api_endpoint"] = f"https://127.0.0.1:{p.apiserver(n.cp_index)}"
+    return entry
 
 
 def inventory_doc(spec: LabSpec) -> dict[str, Any]:

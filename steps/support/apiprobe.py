@@ -16,6 +16,7 @@ Each probe has its own client and connection pool, with a short timeout.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any, Final
@@ -41,11 +42,17 @@ class ApiProber:
         *,
         interval_s: float = 0.25,
         timeout_s: float = 2.0,
+        server: str | None = None,
+        path: str | None = None,
     ) -> None:
-        self.client = KubeClient(client.creds, timeout_s=timeout_s, maxsize=1)
+        """``server``: ask that API server instead of the cluster endpoint (one control-plane
+        node's own, with the same credentials); ``path``: what to GET (by default the
+        probe ``name``'s path)."""
+        creds = client.creds if server is None else dataclasses.replace(client.creds, server=server)
+        self.client = KubeClient(creds, timeout_s=timeout_s, maxsize=1)
         self.timeline = timeline
         self.name = name
-        self.path = PATHS[name]
+        self.path = path or PATHS[name]
         self.interval_s = interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"powercut-{name}", daemon=True)

@@ -723,3 +723,27 @@ def test_parse_inventory_from_a_string() -> None:
     assert isinstance(inventory, Inventory)
     assert inventory.cluster.kubeconfig == Path("/srv/kube.conf")
     assert inventory.source is None
+
+
+def test_api_endpoint_of_a_control_plane_node(tmp_path: Path) -> None:
+    text = RACKED.replace(
+        "    power: {driver: kind}\n",
+        "    power: {driver: kind}\n    api_endpoint: https://10.0.0.9:6443\n",
+        1,
+    )
+    inventory = load_inventory(write(tmp_path, text))
+    assert inventory.node("cp1").api_endpoint == "https://10.0.0.9:6443"
+    assert inventory.node("w1").api_endpoint is None
+
+
+def test_api_endpoint_is_for_control_plane_nodes_and_must_be_https(tmp_path: Path) -> None:
+    worker = MINIMAL + "    api_endpoint: https://10.0.0.9:6443\n"
+    error = load_error(tmp_path, worker)
+    assert "nodes[0].api_endpoint" in str(error) and "only for control-plane" in str(error)
+    plain = RACKED.replace(
+        "    power: {driver: kind}\n",
+        "    power: {driver: kind}\n    api_endpoint: http://10.0.0.9:6443\n",
+        1,
+    )
+    error = load_error(tmp_path, plain)
+    assert "api_endpoint" in str(error) and "https://host:port" in str(error)
