@@ -18,6 +18,16 @@ from harness.session import ClusterExecutor, Session, journal_path_for
 PROTOCOLS = ("ipmi", "redfish", "ssh")
 
 
+def _inventory_and_protocol(p: argparse.ArgumentParser, protocol_help: str) -> None:
+    p.add_argument("--inventory", "-i", required=True, type=Path, help="inventory YAML")
+    p.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default=None,
+        help=f"{protocol_help} (default: the inventory's power driver)",
+    )
+
+
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     power = sub.add_parser(
         "power",
@@ -35,13 +45,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     ):
         p = psub.add_parser(name, help=text)
         p.add_argument("nodes", nargs="+", metavar="NODE")
-        p.add_argument("--inventory", "-i", required=True, type=Path, help="inventory YAML")
-        p.add_argument(
-            "--protocol",
-            choices=PROTOCOLS,
-            default=None,
-            help="which of the node's endpoints to use (default: the inventory's power driver)",
-        )
+        _inventory_and_protocol(p, "which of the node's endpoints to use")
         if name == "off":
             p.add_argument("--graceful", action="store_true", help="ACPI-style graceful shutdown")
         if name in ("off", "cycle"):
@@ -61,13 +65,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "line per check; exit 0 when all pass, 2 otherwise.",
     )
     pre.add_argument("nodes", nargs="*", metavar="NODE", help="default: every inventory node")
-    pre.add_argument("--inventory", "-i", required=True, type=Path, help="inventory YAML")
-    pre.add_argument(
-        "--protocol",
-        choices=PROTOCOLS,
-        default=None,
-        help="which of the nodes' endpoints to check (default: the inventory's power driver)",
-    )
+    _inventory_and_protocol(pre, "which of the nodes' endpoints to check")
     pre.set_defaults(func=cmd_preflight)
     rec = sub.add_parser(
         "recover",
