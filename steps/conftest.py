@@ -1093,8 +1093,8 @@ def api_fully_ready(
 ) -> None:
     """GET /readyz answers 200 (every check passing) after the power-on, within the limit;
     the verbose answer is attached. Asked through the cluster endpoint, so any ready API
-    server may answer: this does not show that the powered-on node's own API server and
-    etcd member are back (the inventory gives no per-node API endpoint to ask)."""
+    server may answer: that the powered-on node's own API server and etcd member are back is
+    the step "the node's own API server reports every readiness check passing"."""
     seconds = limit.seconds(budgets)
     ack = powered_on.last_sent
     with _waiting("/readyz passing", seconds):
