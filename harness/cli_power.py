@@ -103,12 +103,8 @@ def cmd_power(args: argparse.Namespace) -> int:
     dry_run = bool(getattr(args, "dry_run", False))
     client: KubeClient | None = None  # the session makes its own when it needs one
     try:
-        if action in ("off", "cycle"):
-            if args.skip_preflight:
-                print("pre-flight checks skipped (--skip-preflight)", flush=True)
-            else:
-                client = _client(inv)
-                _preflight_before(args, inv, client, dry_run)
+        if action in ("off", "cycle") and not args.skip_preflight:
+            client = _client(inv)
         return _power(args, inv, client, dry_run)
     finally:
         if client is not None:
@@ -142,6 +138,13 @@ def _power(
 ) -> int:
     action = args.power_command
     with Session(inv, client=client, dry_run=dry_run, undo_on_exit=False, say=_say) as s:
+        # The pre-flight runs once the cluster lock is held: while another run holds it,
+        # that run's outage is what a pre-flight would see, and the lock is the reason.
+        if action in ("off", "cycle"):
+            if client is None:
+                print("pre-flight checks skipped (--skip-preflight)", flush=True)
+            else:
+                _preflight_before(args, inv, client, dry_run)
         try:
             if action == "off":
                 s.power_off(args.nodes, graceful=args.graceful, protocol=args.protocol)

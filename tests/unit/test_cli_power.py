@@ -4,6 +4,7 @@ journal and the blast radius across invocations."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from harness.cli import main
 from harness.inventory import load_inventory
 from harness.journal import EntryState, Journal
+from harness.kube.lock import LEASE_NAME, LEASE_NAMESPACE
 from harness.power.base import PowerState
 from harness.session import journal_path_for
 from tests.fakeapi import FakeApiServer, set_ready
@@ -214,3 +216,28 @@ def test_a_power_cycle_that_fails_midway_is_owed_and_recover_powers_the_node_on(
     assert main(["recover", "-i", inv]) == 0
     assert bmcs.power["w1"] is PowerState.ON
     assert journal(inv) == [("power_cycle", "node/w1", EntryState.UNDONE)]
+
+
+def test_another_runs_lock_is_the_reason_given_not_the_outage_it_caused(
+    inv: str, cluster: FakeApiServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The lock is taken before the pre-flight: while another run holds it, its outage is
+    what a pre-flight would see, and the lock is what the user must hear about."""
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    cluster.add(
+        "leases",
+        {
+            "metadata": {"name": LEASE_NAME, "namespace": LEASE_NAMESPACE},
+            "spec": {
+                "holderIdentity": "another-run@elsewhere",
+                "leaseDurationSeconds": 60,
+                "acquireTime": now,
+                "renewTime": now,
+            },
+        },
+    )
+    not_ready(cluster, "w1")  # what the other run's power-off did
+    assert main(["power", "off", "-i", inv, "w1"]) == 2
+    err = capsys.readouterr().err
+    assert "cluster lock" in err and "another-run@elsewhere" in err, err
+    assert journal(inv) == []
