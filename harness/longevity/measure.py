@@ -409,10 +409,14 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
         if w.critical:
             phases["recovery"].add(value, complete=complete)
         if w.critical and w.min_available and lowest.get(w.key, w.baseline) < w.min_available:
-            violations.append(
+            dip = (
                 f"{w.key}: {lowest[w.key]} Ready pod(s) at the lowest, below its "
                 f"min_available {w.min_available}"
             )
+            violations.append(dip)
+            # Also kept apart: whether a group may take that many of a workload's pods
+            # depends on where the scheduler put them, not only on the cluster's behaviour.
+            detail.setdefault("below_min_available", []).append(dip)
         if w.critical and dropped.get(w.key):
             row["survivors_dropped"] = dropped[w.key]
             violations.append(

@@ -192,6 +192,9 @@ def test_a_surviving_statefulset_member_that_drops_is_a_violation() -> None:
     assert m.status == "missed"
     assert any("surviving member" in v and "quorum-1" in v for v in m.violations)
     assert any("below its min_available 2" in v for v in m.violations)
+    # The dip is also kept apart (the feature reports it; the survivor is a violation).
+    (dip,) = m.detail["below_min_available"]
+    assert dip in m.violations and "quorum" in dip and "surviving" not in dip
 
 
 def test_no_cleanup_mark_leaves_cleanup_incomplete() -> None:
