@@ -118,19 +118,18 @@ def _client(inv: Inventory) -> KubeClient:
 def _preflight_before(
     args: argparse.Namespace, inv: Inventory, client: KubeClient, dry_run: bool
 ) -> None:
+    failed: PreflightFailed | None = None
     try:
         result = preflight(inv, args.nodes, client, protocol=args.protocol)
     except PreflightFailed as exc:
-        print("pre-flight:", flush=True)
-        for line in exc.result.lines():
-            print(f"  {line}", flush=True)
-        if not dry_run:
-            raise
-        print("  a real run would stop here", flush=True)
-        return
+        failed, result = exc, exc.result
     print("pre-flight:", flush=True)
     for line in result.lines():
         print(f"  {line}", flush=True)
+    if failed is not None:
+        if not dry_run:
+            raise failed
+        print("  a real run would stop here", flush=True)
 
 
 def _power(
@@ -141,9 +140,10 @@ def _power(
         # The pre-flight runs once the cluster lock is held: while another run holds it,
         # that run's outage is what a pre-flight would see, and the lock is the reason.
         if action in ("off", "cycle"):
-            if client is None:
+            if args.skip_preflight:
                 print("pre-flight checks skipped (--skip-preflight)", flush=True)
             else:
+                assert client is not None  # made for the pre-flight by cmd_power
                 _preflight_before(args, inv, client, dry_run)
         try:
             if action == "off":
