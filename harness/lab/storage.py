@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from harness.errors import PowercutError
 from harness.kube.client import JSON, KubeClient
@@ -48,6 +49,23 @@ def claims_of(pod: JSON) -> JSON | None:
     if gate:
         meta["annotations"] = {VOLUME_GATE: gate}
     return {"metadata": meta, "spec": {"nodeName": spec.get("nodeName"), "volumes": vols}}
+
+
+@dataclass(frozen=True)
+class Volumes:
+    """Which volumes are attached where, and which volume each claim is bound to."""
+
+    attached: set[tuple[str, str]]  # (PV, node) with an attached VolumeAttachment
+    claim_pv: dict[str, str | None]  # "namespace/claim" -> its PV
+
+    def pvs_of(self, pod: JSON) -> list[str | None]:
+        """The PV of each claim the pod mounts (None while a claim is unbound)."""
+        ns = pod["metadata"]["namespace"]
+        return [
+            self.claim_pv.get(f"{ns}/{claim}")
+            for v in (pod.get("spec") or {}).get("volumes") or []
+            if (claim := (v.get("persistentVolumeClaim") or {}).get("claimName"))
+        ]
 
 
 class StorageController:
@@ -91,27 +109,25 @@ class StorageController:
         except PowercutError as exc:
             log.warning("attach %s: %s", name, exc)
 
-    def _attached(self) -> set[tuple[str, str]]:
-        """(PV, node) pairs whose VolumeAttachment says attached."""
+    def volumes(self) -> Volumes:
+        """One look at the attachments and claims, shared by a pass's decisions."""
         attached: set[tuple[str, str]] = set()
         for va in self.vas.snapshot():
             st, sp = va.get("status") or {}, va.get("spec") or {}
             pv = (sp.get("source") or {}).get("persistentVolumeName")
             if st.get("attached") and pv:
                 attached.add((pv, sp.get("nodeName", "")))
-        return attached
-
-    def _claim_pv(self) -> dict[str, str | None]:
-        return {
+        claim_pv = {
             f"{c['metadata']['namespace']}/{c['metadata']['name']}": (c.get("spec") or {}).get(
                 "volumeName"
             )
             for c in self.pvcs.snapshot()
         }
+        return Volumes(attached, claim_pv)
 
-    def pods_to_release(self) -> list[tuple[str, str]]:
+    def pods_to_release(self, vols: Volumes | None = None) -> list[tuple[str, str]]:
         """(namespace, name) of gated pods whose every claim is attached to their live node."""
-        attached, claim_pv = self._attached(), self._claim_pv()
+        vols = vols or self.volumes()
         out = []
         for pod in self.pods.snapshot():
             md, spec = pod["metadata"], pod.get("spec") or {}
@@ -120,19 +136,14 @@ class StorageController:
                 continue
             if not self.is_on(node):
                 continue  # a dead kubelet mounts nothing
-            ns = md["namespace"]
-            claims = [
-                (v.get("persistentVolumeClaim") or {}).get("claimName")
-                for v in spec.get("volumes") or []
-            ]
-            pvs = [claim_pv.get(f"{ns}/{c}") for c in claims if c]
-            if pvs and all(pv and (pv, node) in attached for pv in pvs):
-                out.append((ns, md["name"]))
+            pvs = vols.pvs_of(pod)
+            if pvs and all(pv and (pv, node) in vols.attached for pv in pvs):
+                out.append((md["namespace"], md["name"]))
         return out
 
-    def desired_in_use(self) -> dict[str, list[str]]:
+    def desired_in_use(self, vols: Volumes | None = None) -> dict[str, list[str]]:
         """node -> the CSI volumes its pods mount that are attached to it."""
-        attached = self._attached()
+        vols = vols or self.volumes()
         pv_handle: dict[str, str] = {}
         for obj in self.pvs.snapshot():
             csi = (obj.get("spec") or {}).get("csi") or {}
@@ -140,18 +151,13 @@ class StorageController:
                 pv_handle[obj["metadata"]["name"]] = (
                     f"kubernetes.io/csi/{CSI_DRIVER}^{csi['volumeHandle']}"
                 )
-        claim_pv = self._claim_pv()
         out: dict[str, set[str]] = {}
         for pod in self.pods.snapshot():
-            spec = pod.get("spec") or {}
-            node = spec.get("nodeName")
+            node = (pod.get("spec") or {}).get("nodeName")
             if not node:
                 continue
-            ns = pod["metadata"]["namespace"]
-            for vol in spec.get("volumes") or []:
-                claim = (vol.get("persistentVolumeClaim") or {}).get("claimName")
-                pv = claim_pv.get(f"{ns}/{claim}") if claim else None
-                if pv and pv in pv_handle and (pv, node) in attached:
+            for pv in vols.pvs_of(pod):
+                if pv and pv in pv_handle and (pv, node) in vols.attached:
                     out.setdefault(node, set()).add(pv_handle[pv])
         return {n: sorted(v) for n, v in out.items()}
 
@@ -161,7 +167,8 @@ class StorageController:
                 i.synced.is_set() for i in (self.vas, self.pods, self.pvcs, self.pvs, self.nodes)
             ):
                 continue
-            for ns, name in self.pods_to_release():
+            vols = self.volumes()
+            for ns, name in self.pods_to_release(vols):
                 try:
                     self.client.patch(
                         f"/api/v1/namespaces/{ns}/pods/{name}",
@@ -170,7 +177,7 @@ class StorageController:
                     log.info("volumes of %s/%s attached: released for Ready", ns, name)
                 except PowercutError as exc:
                     log.warning("releasing %s/%s: %s", ns, name, exc)
-            want = self.desired_in_use()
+            want = self.desired_in_use(vols)
             for node in self.nodes.snapshot():
                 name = node["metadata"]["name"]
                 if not self.is_on(name):
