@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 from urllib.parse import urlencode
 
 import orjson
@@ -244,6 +244,89 @@ class WatchEvent:
     wall: float
 
 
+def _raise_status(status: int, reason: str | None, data: bytes, method: str, path: str) -> NoReturn:
+    """Raise the :class:`ApiError` for an error answer (its Status body if it has one)."""
+    payload: JSON = {}
+    with contextlib.suppress(orjson.JSONDecodeError):
+        loaded = orjson.loads(data) if data else {}
+        payload = loaded if isinstance(loaded, dict) else {}
+    raise _error_for(status)(
+        status,
+        str(payload.get("reason", reason or "")),
+        str(payload.get("message", data[:200].decode(errors="replace"))),
+        method,
+        path,
+    )
+
+
+#: how much of a list response is read to find its metadata before giving up on the head
+_HEAD_LIMIT = 65536
+
+
+@dataclass
+class _Head:
+    data: bytes
+    meta: JSON | None  # the list's metadata, None when the head did not show it
+    complete: bool  # the whole body has been read
+
+
+def _read_head(resp: Any) -> _Head:
+    """Read the start of a list response, just far enough to see the list's metadata."""
+    data = b""
+    while len(data) < _HEAD_LIMIT:
+        try:
+            chunk = resp.read(4096)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            resp.release_conn()
+            raise Unreachable(f"list: stream broken: {exc}") from None
+        if not chunk:
+            resp.release_conn()
+            return _Head(data, None, True)
+        data += chunk
+        m = _LIST_META.search(data)
+        items_at = data.find(b'"items":')
+        if m is not None and (items_at < 0 or m.start() < items_at):
+            md = orjson.loads(m.group(1))
+            return _Head(data, md if isinstance(md, dict) else {}, False)
+        if items_at >= 0:  # items first (not what the API server writes): decode it all
+            break
+    return _Head(data, None, False)
+
+
+class _Page:
+    """One page of a pipelined list: filled by a reader thread, taken by the consumer."""
+
+    def __init__(self) -> None:
+        self._ready = threading.Event()
+        self._data = b""
+        self._error: BaseException | None = None
+
+    def done(self, data: bytes) -> None:
+        self._data = data
+        self._ready.set()
+
+    def fail(self, exc: BaseException) -> None:
+        self._error = exc
+        self._ready.set()
+
+    def read_rest(self, resp: Any, head: bytes, path: str) -> None:
+        try:
+            self.done(head + resp.read())
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            self.fail(Unreachable(f"GET {path}: stream broken: {exc}"))
+        except BaseException as exc:  # noqa: BLE001 (handed to the consumer, raised there)
+            self.fail(exc)
+        finally:
+            resp.release_conn()
+
+    def wait(self) -> bytes:
+        """The page's body once read; the error that stopped it is raised here."""
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+        return self._data
+
+
 class KubeClient:
     """Raw-JSON access to one API server."""
 
@@ -344,17 +427,7 @@ class KubeClient:
                 f"{method} {path}: API server {self.server} unreachable: {exc}"
             ) from None
         if resp.status >= 400:
-            payload: JSON = {}
-            with contextlib.suppress(orjson.JSONDecodeError):
-                loaded = orjson.loads(resp.data) if resp.data else {}
-                payload = loaded if isinstance(loaded, dict) else {}
-            raise _error_for(resp.status)(
-                resp.status,
-                str(payload.get("reason", resp.reason)),
-                str(payload.get("message", resp.data[:200].decode(errors="replace"))),
-                method,
-                path,
-            )
+            _raise_status(resp.status, resp.reason, resp.data, method, path)
         return bytes(resp.data)
 
     # -- verbs ------------------------------------------------------------------------------
@@ -378,74 +451,138 @@ class KubeClient:
         return items, rv
 
     def pages(
-        self, path: str, *, page_size: int = 500, prefetch: bool = False, **params: Any
+        self,
+        path: str,
+        *,
+        page_size: int = 500,
+        prefetch: bool = False,
+        decode: Callable[[bytes], Any] = orjson.loads,
+        **params: Any,
     ) -> Iterator[tuple[builtins.list[JSON], str]]:
         """A collection page by page, as (items, resourceVersion of the list): callers that
         keep only a projection can drop each page before the next one is decoded.
 
-        ``prefetch``: a helper thread asks for the next page as soon as the current one has
-        arrived (its continue token is read from the list's metadata, which the API server
-        writes before the items), so the server encodes page N+1 while the caller decodes
-        and projects page N. At most one page waits undecoded.
+        ``decode`` turns a raw page into a list object (``orjson.loads`` by default; a caller
+        that needs a few fields can pass a decoder that skips the rest).
+
+        ``prefetch``: pages are asked for in a pipeline. The API server writes a list's
+        metadata, continue token included, before its items and streams the items after it,
+        so the next page is asked for as soon as the first bytes of this one have arrived:
+        the server encodes up to ``PIPELINE_DEPTH`` pages at once (on as many cores) while
+        the caller decodes and projects the one it holds. At most that many raw pages wait
+        besides the one being decoded. A server that does not stream simply fills the
+        pipeline more slowly.
         """
         if prefetch:
-            yield from self._prefetched_pages(path, page_size, params)
+            yield from self._pipelined_pages(path, page_size, params, decode)
             return
         cont: str | None = None
         while True:
-            page = self.get(path, limit=page_size, **{"continue": cont}, **params)
+            raw = self.request_raw(
+                "GET", path, params={"limit": page_size, "continue": cont, **params}
+            )
+            page = decode(raw)
+            del raw
             md = page.get("metadata") or {}
             cont = md.get("continue")
             yield page.get("items") or [], str(md.get("resourceVersion", ""))
             if not cont:
                 return
 
-    def _prefetched_pages(
-        self, path: str, page_size: int, params: Mapping[str, Any]
+    #: pages asked for and not yet handed to the caller, in the pipelined list
+    PIPELINE_DEPTH = 3
+
+    def _pipelined_pages(
+        self,
+        path: str,
+        page_size: int,
+        params: Mapping[str, Any],
+        decode: Callable[[bytes], Any],
     ) -> Iterator[tuple[builtins.list[JSON], str]]:
-        waiting: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=1)
+        slots: queue.Queue[_Page | None] = queue.Queue()
+        room = threading.Semaphore(self.PIPELINE_DEPTH)
         stop = threading.Event()
 
-        def put(item: bytes | BaseException | None) -> None:
-            while not stop.is_set():
-                try:
-                    waiting.put(item, timeout=0.1)
-                    return
-                except queue.Full:
-                    continue
-
-        def fetch() -> None:
+        def ask() -> None:
             cont: str | None = None
+            n = 0
             try:
                 while not stop.is_set():
-                    raw = self.request_raw(
-                        "GET", path, params={"limit": page_size, "continue": cont, **params}
-                    )
-                    cont = list_meta(raw).get("continue")
-                    put(raw)
-                    del raw
+                    if not room.acquire(timeout=0.1):
+                        continue
+                    page = _Page()
+                    slots.put(page)
+                    try:
+                        resp = self._open(
+                            "GET", path, {"limit": page_size, "continue": cont, **params}
+                        )
+                        head = _read_head(resp)
+                    except BaseException as exc:  # noqa: BLE001 (handed to the consumer)
+                        page.fail(exc)
+                        return
+                    n += 1
+                    if head.complete:
+                        page.done(head.data)
+                    else:
+                        reader = threading.Thread(
+                            target=page.read_rest,
+                            args=(resp, head.data, path),
+                            name=f"list {path}: page {n}",
+                            daemon=True,
+                        )
+                        reader.start()
+                    cont = head.meta.get("continue") if head.meta is not None else None
+                    if head.meta is None:  # no metadata in the head: wait for the whole page
+                        cont = list_meta(page.wait()).get("continue")
+                    del page, head  # the consumer holds the only reference to the page now
                     if not cont:
-                        break
-            except BaseException as exc:  # noqa: BLE001 (handed to the consumer, raised there)
-                put(exc)
+                        return
+            except BaseException:  # noqa: BLE001 (the page that failed carries the error)
+                return
             finally:
-                put(None)
+                slots.put(None)
 
-        worker = threading.Thread(target=fetch, name=f"list {path}", daemon=True)
+        worker = threading.Thread(target=ask, name=f"list {path}", daemon=True)
         worker.start()
         try:
             while True:
-                item = waiting.get()
-                if item is None:
+                slot = slots.get()
+                if slot is None:
                     return
-                if isinstance(item, BaseException):
-                    raise item
-                page = orjson.loads(item)
-                del item
+                raw = slot.wait()
+                del slot  # the raw page lives on in `raw` only, and only until it is decoded
+                room.release()
+                page = decode(raw)
+                del raw
                 md = page.get("metadata") or {}
                 yield page.get("items") or [], str(md.get("resourceVersion", ""))
         finally:
             stop.set()
+
+    def _open(self, method: str, path: str, params: Mapping[str, Any]) -> Any:
+        """Send a request and return the response with its body unread; an error status
+        raises :class:`ApiError` (its body read), an unreachable server ``Unreachable``."""
+        try:
+            resp = self._pool.request(
+                method,
+                self._url(path, params),
+                headers=self._headers,
+                preload_content=False,
+                timeout=urllib3.Timeout(total=self.timeout_s),
+            )
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise Unreachable(
+                f"{method} {path}: API server {self.server} unreachable: {exc}"
+            ) from None
+        if resp.status >= 400:
+            try:
+                data = resp.read()
+            except (urllib3.exceptions.HTTPError, OSError):
+                data = b""
+            finally:
+                resp.release_conn()
+            _raise_status(resp.status, resp.reason, data, method, path)
+        return resp
 
     def create(self, path: str, body: JSON, **params: Any) -> JSON:
         return self.request("POST", path, body=body, params=params)
@@ -478,6 +615,7 @@ class KubeClient:
         timeout_s: int = 300,
         bookmarks: bool = True,
         on_open: Callable[[Callable[[], None]], None] | None = None,
+        decode: Callable[[bytes], Any] = orjson.loads,
         **params: Any,
     ) -> Iterator[WatchEvent]:
         """Stream watch events; each is stamped (monotonic, wall) when its line is read.
@@ -485,6 +623,8 @@ class KubeClient:
         Ends when the server closes the stream (after ``timeout_s``). An in-stream 410 raises
         ``Gone``: the caller must re-list. ``on_open`` receives a ``cancel()`` callable once
         the request is sent; calling it from another thread ends the stream promptly.
+        ``decode`` turns one line into an event (``orjson.loads`` by default; it must keep
+        ``type`` and, for an ERROR event, the Status's ``code``, ``reason`` and ``message``).
         """
         query = {
             "watch": "1",
@@ -536,7 +676,7 @@ class KubeClient:
                             continue
                         mono, wall = time.monotonic(), time.time()
                         try:
-                            ev = orjson.loads(line)
+                            ev = decode(line)
                         except orjson.JSONDecodeError as exc:
                             # A stream cut mid-line (or cancelled under TLS) is a broken
                             # stream, like a reset: the caller resumes or re-lists.

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 import pytest
 
-from harness.kube.client import ApiError, list_meta
+from harness.kube.client import ApiError, Credentials, KubeClient, Unreachable, list_meta
 from tests.fakeapi import FakeApiServer, pod
 
 
@@ -65,11 +68,12 @@ def test_prefetch_asks_for_the_next_page_before_this_one_is_consumed(
     pages = api.client().pages("/api/v1/pods", page_size=5, prefetch=True)
     next(pages)
     deadline = time.monotonic() + 5
-    while len(list_requests(api)) < 3 and time.monotonic() < deadline:
+    depth = KubeClient.PIPELINE_DEPTH
+    while len(list_requests(api)) < 1 + depth and time.monotonic() < deadline:
         time.sleep(0.01)
-    # page 1 handed out, page 2 waiting undecoded, page 3 requested; no further
+    # page 1 handed out, the next PIPELINE_DEPTH pages asked for; no further
     time.sleep(0.2)
-    assert len(list_requests(api)) == 3
+    assert len(list_requests(api)) == 1 + depth
     pages.close()
 
 
@@ -86,3 +90,111 @@ def test_an_error_reaches_the_consumer_and_closing_stops_the_helper(api: FakeApi
     while any(t.name == "list /api/v1/pods" for t in threading.enumerate()):
         assert time.monotonic() < deadline, "the prefetch thread outlived its consumer"
         time.sleep(0.02)
+
+
+class _StreamingLists:
+    """A loopback HTTP server that answers a paginated pod list the way the API server
+    streams one: the list's metadata (with the continue token) first, the items later. Page
+    N's items are held back until page N+1 has been asked for (at most ``hold_s``), so a
+    client that waits for a whole page before asking for the next one shows up as a hold
+    that timed out."""
+
+    def __init__(self, pages: int, per_page: int, hold_s: float = 3.0, fail_page: int = 0):
+        self.pages, self.per_page, self.hold_s, self.fail_page = pages, per_page, hold_s, fail_page
+        self.asked = [threading.Event() for _ in range(pages + 1)]
+        self.held_until_next: list[bool] = []
+        self.broken_page = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                return
+
+            def do_GET(self) -> None:
+                q = dict(parse_qsl(urlsplit(self.path).query))
+                n = int(q.get("continue") or 0)
+                server.asked[n].set()
+                if n == server.fail_page and n:
+                    body = orjson.dumps({"kind": "Status", "code": 410, "reason": "Expired"})
+                    self.send_response(410)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                last = n == server.pages - 1
+                md = {"resourceVersion": "77", **({} if last else {"continue": str(n + 1)})}
+                head = b'{"kind":"PodList","metadata":' + orjson.dumps(md) + b',"items":['
+                items = b",".join(
+                    orjson.dumps({"metadata": {"name": f"p{n}-{i}", "namespace": "ns"}})
+                    for i in range(server.per_page)
+                )
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                self._chunk(head + b" " * 8192)  # past the client's first read
+                if not last:
+                    server.held_until_next.append(server.asked[n + 1].wait(server.hold_s))
+                if n == server.broken_page and n:
+                    self.connection.shutdown(socket.SHUT_RDWR)  # cut mid-body
+                    return
+                self._chunk(items + b"]}")
+                self.wfile.write(b"0\r\n\r\n")
+
+            def _chunk(self, data: bytes) -> None:
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
+
+    def __enter__(self) -> KubeClient:
+        self.thread.start()
+        return KubeClient(Credentials(server=f"http://127.0.0.1:{self.httpd.server_address[1]}"))
+
+    def __exit__(self, *exc: object) -> None:
+        for e in self.asked:
+            e.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_pipelined_pages_ask_for_the_next_page_while_this_one_streams() -> None:
+    server = _StreamingLists(pages=6, per_page=4)
+    with server as client:
+        got, rvs = names(client.pages("/api/v1/pods", page_size=4, prefetch=True))
+    assert got == [f"p{n}-{i}" for n in range(6) for i in range(4)]
+    assert rvs == {"77"}
+    # every page but the last was still streaming when the next one was asked for
+    assert server.held_until_next == [True] * 5
+
+
+def test_sequential_pages_wait_for_the_whole_page() -> None:
+    # The counter-test: without the pipeline each hold times out, so the test above would
+    # notice a client that waits for a whole page first.
+    server = _StreamingLists(pages=3, per_page=2, hold_s=0.2)
+    with server as client:
+        got, _ = names(client.pages("/api/v1/pods", page_size=2))
+    assert len(got) == 6
+    assert server.held_until_next == [False, False]
+
+
+def test_an_error_or_a_cut_stream_in_the_pipeline_reaches_the_consumer_in_order() -> None:
+    server = _StreamingLists(pages=6, per_page=3, fail_page=3)
+    with server as client:
+        pages = client.pages("/api/v1/pods", page_size=3, prefetch=True)
+        first = [next(pages)[0][0]["metadata"]["name"] for _ in range(3)]
+        assert first == ["p0-0", "p1-0", "p2-0"]
+        with pytest.raises(ApiError) as err:
+            next(pages)
+        assert err.value.status == 410
+    server = _StreamingLists(pages=4, per_page=3)
+    server.broken_page = 2
+    with server as client:
+        pages = client.pages("/api/v1/pods", page_size=3, prefetch=True)
+        assert [next(pages)[0][0]["metadata"]["name"] for _ in range(2)] == ["p0-0", "p1-0"]
+        with pytest.raises(Unreachable):
+            next(pages)
