@@ -51,7 +51,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
+import orjson
+
 from harness.errors import PermanentError, TemporaryError, WaitTimeout
+from harness.kube import fields
 from harness.kube.client import JSON, Gone, KubeClient, WatchEvent
 from harness.kube.timeline import Timeline, Transition
 
@@ -239,6 +242,7 @@ Pair = tuple[S | None, S | None]
 
 class _Handler(Protocol[S]):
     resource: str
+    schema: type[Any]  # the fields `project` reads (harness.kube.fields)
     api: str
     namespaced: bool
 
@@ -251,6 +255,7 @@ class _Handler(Protocol[S]):
 
 class _NodeHandler:
     resource = "nodes"
+    schema: type[Any] = fields.Node
     api = "/api/v1"
     namespaced = False
 
@@ -329,6 +334,7 @@ class _NodeHandler:
 
 class _PodHandler:
     resource = "pods"
+    schema: type[Any] = fields.Pod
     api = "/api/v1"
     namespaced = True
 
@@ -403,6 +409,7 @@ class _PodHandler:
 
 class _VolumeAttachmentHandler:
     resource = "volumeattachments"
+    schema: type[Any] = fields.VolumeAttachment
     api = "/apis/storage.k8s.io/v1"
     namespaced = False
 
@@ -466,6 +473,7 @@ class _VolumeAttachmentHandler:
 
 class _PvcHandler:
     resource = "persistentvolumeclaims"
+    schema: type[Any] = fields.PersistentVolumeClaim
     api = "/api/v1"
     namespaced = True
 
@@ -517,6 +525,7 @@ class _EndpointSliceHandler:
     """Keeps ready/total endpoint counts per Service and emits when they change."""
 
     resource = "endpointslices"
+    schema: type[Any] = fields.EndpointSlice
     api = "/apis/discovery.k8s.io/v1"
     namespaced = True
 
@@ -575,6 +584,7 @@ class _EventHandler:
     """Turns interesting Events into transitions of the object they are about."""
 
     resource = "events"
+    schema: type[Any] = fields.Event
     api = "/api/v1"
     namespaced = True
 
@@ -643,6 +653,12 @@ class _Watcher(Generic[S]):
         ns = f"/namespaces/{namespace}" if namespace else ""
         self.path = f"{handler.api}{ns}/{handler.resource}"
         self.label = handler.resource + (f"@{namespace}" if namespace else "")
+        # Decode only the fields the projection reads (harness.kube.fields), or everything.
+        self._decode_page: fields.Decode = orjson.loads
+        self._decode_line: fields.Decode = orjson.loads
+        if obs.slim_decode:
+            self._decode_page = fields.list_decoder(handler.schema, self.label)
+            self._decode_line = fields.watch_decoder(handler.schema, self.label)
         self.cache: dict[Key, S] = {}
         self.rv = ""
         self.synced = threading.Event()
@@ -716,6 +732,7 @@ class _Watcher(Generic[S]):
                 for ev in client.watch(
                     self.path,
                     resource_version=rv,
+                    decode=self._decode_line,
                     timeout_s=self.obs.watch_timeout_s,
                     on_open=self._set_cancel,
                 ):
@@ -789,7 +806,10 @@ class _Watcher(Generic[S]):
         rv = ""
         with _gc_paused():
             for page, page_rv in client.pages(
-                self.path, page_size=self.obs.page_size, prefetch=self.obs.prefetch
+                self.path,
+                page_size=self.obs.page_size,
+                prefetch=self.obs.prefetch,
+                decode=self._decode_page,
             ):
                 rv = page_rv
                 for obj in page:
@@ -896,6 +916,7 @@ class Observer:
         watch_timeout_s: int = 300,
         page_size: int = 250,
         prefetch: bool = True,
+        slim_decode: bool = True,
         backoff_s: tuple[float, float] = (0.2, 5.0),
         sync_timeout_s: float = 60.0,
     ) -> None:
@@ -905,6 +926,7 @@ class Observer:
         self.watch_timeout_s = watch_timeout_s
         self.page_size = page_size
         self.prefetch = prefetch
+        self.slim_decode = slim_decode
         self.backoff_s = backoff_s
         self.sync_timeout_s = sync_timeout_s
         self._lock = threading.RLock()
