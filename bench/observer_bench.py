@@ -749,7 +749,11 @@ class _StampedTimeline:
 
 
 def child_observer(
-    kubeconfig: str, meter: GcMeter, interactive: bool, prefetch: bool = True
+    kubeconfig: str,
+    meter: GcMeter,
+    interactive: bool,
+    prefetch: bool = True,
+    slim_decode: bool = True,
 ) -> JSON:
     from harness.kube.observer import Observer
 
@@ -761,6 +765,7 @@ def child_observer(
         timeline=timeline,
         sync_timeout_s=600,
         prefetch=prefetch,
+        slim_decode=slim_decode,
     )
     base = proc_status_mb("VmRSS")
     meter.reset()
@@ -843,7 +848,7 @@ def child_profile(kubeconfig: str, meter: GcMeter, what: str, out_path: str) -> 
     import pstats
     import tracemalloc
 
-    from harness.kube import client as client_mod
+    from harness.kube import fields as fields_mod
     from harness.kube import observer as observer_mod
 
     report: list[str] = []
@@ -854,51 +859,46 @@ def child_profile(kubeconfig: str, meter: GcMeter, what: str, out_path: str) -> 
         d = acc.setdefault(key, {})
         d[what_] = d.get(what_, 0.0) + v
 
-    real_orjson = getattr(client_mod, "orjson")  # noqa: B009 -- not re-exported
-
-    class TimedOrjson:
-        JSONDecodeError = real_orjson.JSONDecodeError
-        dumps = staticmethod(real_orjson.dumps)
-
-        @staticmethod
-        def loads(data: bytes) -> Any:
+    def timed(key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*a: Any, **kw: Any) -> Any:
             t = time.perf_counter()
             try:
-                return real_orjson.loads(data)
+                return fn(*a, **kw)
             finally:
-                name = threading.current_thread().name
-                bump(name, "decode_s", time.perf_counter() - t)
-                bump(name, "bytes", len(data))
+                bump(threading.current_thread().name, key, time.perf_counter() - t)
 
-    class SnapClient(KubeClient):
-        def request(self, method: str, path: str, **kw: Any) -> Any:
-            t = time.perf_counter()
-            try:
-                res = super().request(method, path, **kw)
-            finally:
-                name = threading.current_thread().name
-                bump(name, "request_s", time.perf_counter() - t)
-                bump(name, "requests", 1)
-            # Tracing every allocation is slow: the first pages tell the cost per pod.
-            pages = acc[name]["requests"]
-            if what == "tracemalloc" and path.endswith("/pods") and pages >= TRACEMALLOC_PAGES:
-                res.get("metadata", {}).pop("continue", None)
-            return res
+        return wrapper
 
-        def list(self, path: str, *, page_size: int = 500, **params: Any) -> Any:
-            t = time.perf_counter()
-            res = super().list(path, page_size=page_size, **params)
-            name = threading.current_thread().name
-            bump(name, "list_s", time.perf_counter() - t)
-            bump(name, "items", len(res[0]))
-            if path.endswith("/pods") and tracemalloc.is_tracing():
+    if what == "breakdown":
+        # decoding (in the watcher thread), the whole list, then _resync (project, timeline)
+        make_decoder = fields_mod.list_decoder
+
+        def timed_decoder(schema: Any, label: str) -> Any:
+            decode = make_decoder(schema, label)
+
+            def decode_page(raw: bytes) -> Any:
+                bump(threading.current_thread().name, "bytes", len(raw))
+                bump(threading.current_thread().name, "pages", 1)
+                return timed("decode_s", decode)(raw)
+
+            return decode_page
+
+        fields_mod.list_decoder = timed_decoder  # type: ignore[assignment]
+        observer_mod._Watcher._list = timed("list_s", observer_mod._Watcher._list)  # type: ignore[method-assign]
+        observer_mod._Watcher._resync = timed("resync_s", observer_mod._Watcher._resync)  # type: ignore[method-assign]
+    if what == "tracemalloc":
+        original_list = observer_mod._Watcher._list
+
+        def traced_list(self: Any, client: Any) -> Any:
+            res = original_list(self, client)
+            if self.handler.resource == "pods":
                 cur, peak = tracemalloc.get_traced_memory()
                 snap = tracemalloc.take_snapshot()
+                n = max(1, len(res[0]))
                 report.append(
-                    f"tracemalloc (first {len(res[0])} pods only) when KubeClient.list('{path}') "
-                    f"returns {len(res[0])} pods as "
-                    f"dicts: {cur / 2**20:.0f} MB held ({cur / max(1, len(res[0])) / 1024:.1f} KB "
-                    f"per pod), {peak / 2**20:.0f} MB peak so far; largest allocation sites:"
+                    f"when the pod list returns ({n} pods projected): {cur / 2**20:.0f} MB "
+                    f"held ({cur / n / 1024:.1f} KB per pod), {peak / 2**20:.0f} MB peak so "
+                    "far; largest allocation sites:"
                 )
                 for stat in snap.statistics("lineno")[:5]:
                     fr = stat.traceback[0]
@@ -908,18 +908,7 @@ def child_profile(kubeconfig: str, meter: GcMeter, what: str, out_path: str) -> 
                     )
             return res
 
-    if what == "breakdown":
-        setattr(client_mod, "orjson", TimedOrjson)  # noqa: B010
-        original_resync = observer_mod._Watcher._resync
-
-        def timed_resync(self: Any, *a: Any, **kw: Any) -> None:
-            t = time.perf_counter()
-            try:
-                original_resync(self, *a, **kw)
-            finally:
-                bump(threading.current_thread().name, "resync_s", time.perf_counter() - t)
-
-        observer_mod._Watcher._resync = timed_resync  # type: ignore[method-assign]
+        observer_mod._Watcher._list = traced_list  # type: ignore[method-assign]
     if what == "cprofile":
         original = observer_mod._Watcher._run
 
@@ -933,7 +922,7 @@ def child_profile(kubeconfig: str, meter: GcMeter, what: str, out_path: str) -> 
                 prof.disable()
 
         observer_mod._Watcher._run = profiled_run  # type: ignore[method-assign]
-    client = SnapClient.from_kubeconfig(kubeconfig)
+    client = KubeClient.from_kubeconfig(kubeconfig)
     obs = observer_mod.Observer(client, resources=("nodes", "pods"), sync_timeout_s=900)
     if what == "tracemalloc":
         tracemalloc.start(1)
@@ -959,12 +948,11 @@ def child_profile(kubeconfig: str, meter: GcMeter, what: str, out_path: str) -> 
         for name, d in sorted(acc.items()):
             if "list_s" not in d:
                 continue
-            wait = d["request_s"] - d.get("decode_s", 0.0)
             report.append(
-                f"  {name}: {int(d['items'])} items, {d['bytes'] / 2**20:.0f} MB JSON in "
-                f"{int(d['requests'])} pages; list {d['list_s']:.2f}s = server+transfer "
-                f"{wait:.2f}s + JSON decode {d.get('decode_s', 0.0):.2f}s; then _resync "
-                f"(project, timeline) {d.get('resync_s', 0.0):.2f}s"
+                f"  {name}: {d.get('bytes', 0) / 2**20:.0f} MB JSON in {int(d.get('pages', 0))} "
+                f"pages; list {d['list_s']:.2f}s, of which decoding {d.get('decode_s', 0.0):.2f}s "
+                f"(the rest: waiting for pages, projecting); then _resync (timeline) "
+                f"{d.get('resync_s', 0.0):.2f}s"
             )
     if what == "cprofile":
         buf = io.StringIO()
@@ -1072,6 +1060,8 @@ def child_main(args: argparse.Namespace) -> int:
             return 0
     elif args.child == "sequential":
         res = child_observer(args.kubeconfig, meter, False, prefetch=False)
+    elif args.child == "full-decode":
+        res = child_observer(args.kubeconfig, meter, False, slim_decode=False)
     elif args.child in PROFILES:
         res = child_profile(args.kubeconfig, meter, args.child, args.profile_out)
     else:
@@ -1085,7 +1075,6 @@ def child_main(args: argparse.Namespace) -> int:
 CHILDREN: set[subprocess.Popen[str]] = set()
 CHILD_NAMES: dict[int, str] = {}
 PROFILES = ("breakdown", "tracemalloc", "cprofile")
-TRACEMALLOC_PAGES = 4  # pages of 500 pods the tracemalloc profile lists
 
 
 def spawn(method: str, kubeconfig: Path, *extra: str) -> subprocess.Popen[str]:
@@ -1385,7 +1374,8 @@ class Row:
 METHODS = {
     "official": "kubernetes 37 client, model objects",
     "observer": "harness Observer initial sync",
-    "sequential": "  the same, pages not prefetched",
+    "sequential": "  the same, pages not pipelined",
+    "full-decode": "  the same, objects decoded in full",
     "raw": "harness KubeClient.list (dicts)",
     "reference": "raw pages -> slim tuples, GC paused",
 }
@@ -1539,7 +1529,7 @@ def measure_size(
         finally:
             reap(p)
     for rep in range(args.repeat):
-        for m in ("official", "observer", "sequential", "raw", "reference"):
+        for m in METHODS:
             if m not in args.methods or (m == "observer" and rep == 0):
                 continue
             if m == "official" and rep >= args.official_repeat:
@@ -1599,8 +1589,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument(
         "--methods",
-        default="official,observer,sequential,raw,reference",
-        help="which of official,observer,sequential,raw,reference to measure",
+        default=",".join(METHODS),
+        help=f"which of {','.join(METHODS)} to measure",
     )
     ap.add_argument("--transitions", type=int, default=None, help="Ready flips per round (60)")
     ap.add_argument("--interval", type=float, default=0.1, help="mean seconds between flips")

@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NoReturn
@@ -502,10 +503,12 @@ class KubeClient:
         slots: queue.Queue[_Page | None] = queue.Queue()
         room = threading.Semaphore(self.PIPELINE_DEPTH)
         stop = threading.Event()
+        # A few long-lived reader threads rather than one per page: the C allocator keeps
+        # an arena per thread that allocates, and every arena keeps its own high-water mark.
+        readers = ThreadPoolExecutor(self.PIPELINE_DEPTH, thread_name_prefix=f"list {path}:")
 
         def ask() -> None:
             cont: str | None = None
-            n = 0
             try:
                 while not stop.is_set():
                     if not room.acquire(timeout=0.1):
@@ -520,17 +523,10 @@ class KubeClient:
                     except BaseException as exc:  # noqa: BLE001 (handed to the consumer)
                         page.fail(exc)
                         return
-                    n += 1
                     if head.complete:
                         page.done(head.data)
                     else:
-                        reader = threading.Thread(
-                            target=page.read_rest,
-                            args=(resp, head.data, path),
-                            name=f"list {path}: page {n}",
-                            daemon=True,
-                        )
-                        reader.start()
+                        readers.submit(page.read_rest, resp, head.data, path)
                     cont = head.meta.get("continue") if head.meta is not None else None
                     if head.meta is None:  # no metadata in the head: wait for the whole page
                         cont = list_meta(page.wait()).get("continue")
@@ -541,6 +537,7 @@ class KubeClient:
                 return
             finally:
                 slots.put(None)
+                readers.shutdown(wait=False)  # the readers finish the pages they hold
 
         worker = threading.Thread(target=ask, name=f"list {path}", daemon=True)
         worker.start()

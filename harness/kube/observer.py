@@ -10,6 +10,10 @@ against the cache, emitting every transition the watch missed, marked ``relist=T
 ``uncertain_s`` (how long before the re-list it may really have happened).
 
 Only slim projected state is kept per object (the NamedTuples below), not whole objects.
+Objects are not even decoded whole: list pages and watch lines are decoded through schemas
+of the fields the projections read (:mod:`harness.kube.fields`), and list pages are asked
+for in a pipeline (:meth:`~harness.kube.client.KubeClient.pages`), so a large initial list
+costs the API server's encoding time and little more.
 Watch transitions are stamped when their line was read (``time.monotonic``/``time.time``).
 
 Transitions emitted (``kind``, ``transition``: ``detail`` keys)::
