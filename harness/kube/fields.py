@@ -72,8 +72,8 @@ class _Taint(TypedDict, total=False):
     effect: Any
 
 
-# An ERROR watch event carries a Status (code, reason, message) instead of the object:
-# every schema keeps those top-level fields, so one decoder serves every line of a stream.
+# An ERROR watch event carries a Status (code, reason, message) instead of the object; it
+# is decoded whole (watch_decoder), and every schema keeps those fields all the same.
 class _Object(TypedDict, total=False):
     metadata: _Meta | None
     code: Any
@@ -223,5 +223,13 @@ def list_decoder(schema: type[Any], what: str) -> Decode:
 
 
 def watch_decoder(schema: type[Any], what: str) -> Decode:
-    """Decoder for one line of a watch of ``schema`` objects."""
-    return decoder(WatchEventOf[schema], f"watch of {what}")  # type: ignore[valid-type]
+    """Decoder for one line of a watch of ``schema`` objects. An ERROR event (the API
+    server writes ``type`` first) carries a Status, decoded whole."""
+    slim = decoder(WatchEventOf[schema], f"watch of {what}")  # type: ignore[valid-type]
+
+    def decode(raw: bytes) -> Any:
+        if raw.startswith(b'{"type":"ERROR"'):
+            return orjson.loads(raw)
+        return slim(raw)
+
+    return decode
