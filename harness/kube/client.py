@@ -491,7 +491,7 @@ class KubeClient:
                 return
 
     #: pages asked for and not yet handed to the caller, in the pipelined list
-    PIPELINE_DEPTH = 3
+    PIPELINE_DEPTH = 2
 
     def _pipelined_pages(
         self,

@@ -918,7 +918,7 @@ class Observer:
         resources: Iterable[str] = RESOURCES,
         event_reasons: Iterable[str] = EVENT_REASONS,
         watch_timeout_s: int = 300,
-        page_size: int = 250,
+        page_size: int = 500,
         prefetch: bool = True,
         slim_decode: bool = True,
         backoff_s: tuple[float, float] = (0.2, 5.0),
