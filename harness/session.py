@@ -179,6 +179,16 @@ def node_manifest(node: JSON) -> JSON:
     return {"apiVersion": "v1", "kind": "Node", "metadata": keep, "spec": spec}
 
 
+def _with_message(exc: PowercutError, message: str) -> PowercutError:
+    """The same error, of the same type and with the same fields, telling ``message``. Its
+    constructor is not called: some want more than a message (``WaitTimeout``, ``ApiError``),
+    and a crash here would hide the BMCs' answers behind a TypeError."""
+    new = type(exc).__new__(type(exc), message)
+    new.__dict__.update(exc.__dict__)
+    new.args = (message,)
+    return new
+
+
 class Session:
     def __init__(
         self,
@@ -480,8 +490,8 @@ class Session:
             detail = "; ".join(f"{n}: {e}" for n, e in result.errors.items())
             first = next(iter(futures[n].exception() for n in result.errors))
             if isinstance(first, PowercutError):
-                raise type(first)(
-                    f"{what} failed for {len(result.errors)} node(s): {detail}"
+                raise _with_message(
+                    first, f"{what} failed for {len(result.errors)} node(s): {detail}"
                 ) from first
             raise PermanentError(f"{what} failed: {detail}") from first
 

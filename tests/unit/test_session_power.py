@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.budgets import profile
-from harness.errors import PermanentError
+from harness.errors import PermanentError, WaitTimeout
 from harness.inventory import Inventory, load_inventory
 from harness.journal import EntryState, Journal
 from harness.power.base import PowerState
@@ -218,3 +218,23 @@ def test_each_node_is_told_as_its_acknowledgement_arrives(
     assert said[2].startswith("powered off w1, w2 (forced); ack skew ")
     assert re.fullmatch(r"w1: power-on acknowledged after \d+\.\d s, state ON", said[3])
     assert said[4] == "powered on w1"
+
+
+def test_power_off_failing_on_several_nodes_keeps_the_error_type_and_its_fields(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs, said: list[str]
+) -> None:
+    # A BMC that stops answering: every node's read-back times out. The error that comes
+    # out names each node, keeps its type and fields (a TypeError came out instead, once).
+    for node in ("w1", "w2"):
+        bmcs.fail[(node, "off")] = WaitTimeout(f"{node}: BMC to report OFF", "no session", 30.0)
+    with (
+        pytest.raises(WaitTimeout) as info,
+        Session(inventory, client=api.client(), undo_on_exit=False, say=said.append) as s,
+    ):
+        s.power_off(["w1", "w2"])
+    message = str(info.value)
+    assert message.startswith("power off failed for 2 node(s): ")
+    assert "w1: timed out after 30.0s waiting for w1: BMC to report OFF" in message
+    assert "w2: timed out after 30.0s" in message
+    assert info.value.waited_s == 30.0 and info.value.last_seen == "no session"
+    assert isinstance(info.value.__cause__, WaitTimeout)
