@@ -12,9 +12,10 @@ within 10% of the one after cycle 10. Runs the real engine in this process again
 (``powercut lab up --workloads``; give its inventory), sampling VmRSS after every cycle.
 A lab cycle takes about 25 s, so 200 cycles take about an hour and a half. ``--sim`` runs
 the same engine (observer, probers, session, journal, measurement, records) against the
-simulated cluster of ``tests/unit/test_longevity_sim.py``, about 1.5 s a cycle: a quick
-smoke test only, since the fake API server lives in the same process and keeps every
-request and change it served (its growth is counted too).
+simulated cluster of ``tests/unit/test_longevity_sim.py``, about 1.2 s a cycle. Its fake
+API server lives in this process but keeps only its latest 200 changes (about 7 cycles'
+worth; older ones are compacted away, as a real API server does) and 200 requests
+(``SIM_HISTORY``), so the growth measured from cycle 10 on is the harness's.
 
     .venv/bin/python bench/longevity_bench.py report [--cycles 10000]
     .venv/bin/python bench/longevity_bench.py rss --inventory /tmp/lab.yaml [--cycles 200]

@@ -6,6 +6,12 @@ field and label selectors, watch from a resourceVersion (chunked, with BOOKMARKs
 streams, create / get / merge-patch (resourceVersion precondition) / put / delete (grace
 periods, finalizers, uid preconditions), the pod eviction subresource and a Job controller's
 generated selector. Tests change state directly with ``add``/``update``/``remove``.
+
+By default the fake keeps every change and request it saw, for the tests' assertions. A long
+run (the simulated cluster of ``tests/unit/test_longevity_sim.py``, which the longevity
+memory benchmark runs in the same process) bounds them: ``max_history`` changes kept to
+resume watches from (older ones are compacted away, as a real API server does: a watch from
+before them gets 410 Gone) and ``max_requests`` requests in ``requests``.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import socket
 import threading
 import time
 import uuid
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -43,6 +49,10 @@ KINDS: dict[str, tuple[str, str]] = {
     "jobs": ("batch/v1", "Job"),
 }
 CLUSTER_SCOPED = frozenset({"nodes", "volumeattachments", "persistentvolumes"})
+#: Event types each watch stream remembers having sent (the latest ones), for debugging.
+SENT_KEPT = 1_000
+#: Paginated lists whose next pages are kept; an older continue token gets 410 Gone.
+SNAPSHOTS_KEPT = 64
 
 
 def now_iso() -> str:
@@ -112,19 +122,32 @@ class Request:
 @dataclass(eq=False)
 class _Stream:
     resource: str
+    #: absolute position in the change log of the next change to look at
+    pos: int = 0
     broken: bool = False
     expired: bool = False
-    sent: list[str] = field(default_factory=list)
+    sent: deque[str] = field(default_factory=lambda: deque(maxlen=SENT_KEPT))
 
 
 class FakeApiServer:
-    """Start with ``with FakeApiServer() as api:``; ``api.client()`` gives a KubeClient."""
+    """Start with ``with FakeApiServer() as api:``; ``api.client()`` gives a KubeClient.
 
-    def __init__(self) -> None:
+    ``max_history``: how many of the latest changes are kept for watches to resume from
+    (older ones no open stream still has to send are dropped, and resuming from before them
+    gets 410 Gone, as after :meth:`compact`); ``max_requests``: how many of the latest
+    requests ``requests`` keeps. ``None`` (the default): all of them.
+    """
+
+    def __init__(self, *, max_history: int | None = None, max_requests: int | None = None) -> None:
         self._cond = threading.Condition(threading.RLock())
         self.rv = 1000
         self.objects: dict[str, dict[Key, JSON]] = defaultdict(dict)
-        self.log: list[tuple[int, str, str, JSON]] = []  # rv, resource, type, object
+        self.max_history = max_history
+        #: rv, resource, type, object of the changes kept; streams hold absolute positions:
+        #: position p is ``log[p - log_base]``
+        self.log: list[tuple[int, str, str, JSON]] = []
+        self.log_base = 0
+        #: watching from a resourceVersion older than this one gets 410 Gone
         self.compacted_rv = 0
         #: How a watch from a compacted resourceVersion is refused: "event" (200, then an
         #: ERROR event with a 410 Status, like kube-apiserver) or "http" (HTTP 410).
@@ -140,7 +163,7 @@ class FakeApiServer:
         self.live_nodes: set[str] = set()
         #: Answer the next N PATCH requests with 409 Conflict.
         self.conflicts_next = 0
-        self.requests: list[Request] = []
+        self.requests: deque[Request] = deque(maxlen=max_requests)
         self.stopping = False
         self._streams: set[_Stream] = set()
         self._snapshots: dict[str, tuple[list[JSON], int]] = {}
@@ -210,8 +233,26 @@ class FakeApiServer:
             logged.setdefault("apiVersion", api_version)
             logged.setdefault("kind", kind)
             self.log.append((self.rv, resource, type_, logged))
+            self._trim()
             self._cond.notify_all()
             return copy.deepcopy(obj)
+
+    def _trim(self) -> None:
+        """Drop the changes no new watch may resume from (compacted, or older than the
+        latest ``max_history``) that no open stream still has to send."""
+        with self._cond:
+            end = self.log_base + len(self.log)
+            needed = min((s.pos for s in self._streams), default=end) - self.log_base
+            reachable = bisect.bisect_right(self.log, self.compacted_rv, key=lambda e: e[0])
+            if self.max_history is not None:
+                reachable = max(reachable, len(self.log) - self.max_history)
+            n = min(needed, reachable)
+            if n <= 0:
+                return
+            # a watch from before the last dropped change would miss it: too old from now on
+            self.compacted_rv = max(self.compacted_rv, self.log[n - 1][0])
+            del self.log[:n]
+            self.log_base += n
 
     def add(self, resource: str, obj: JSON) -> JSON:
         """Create an object (uid, creationTimestamp and resourceVersion filled in)."""
@@ -270,6 +311,7 @@ class FakeApiServer:
         """Make every resourceVersion older than the current one too old to watch from."""
         with self._cond:
             self.compacted_rv = self.rv
+            self._trim()
 
     def expire_watches(self, during: Callable[[], None] | None = None) -> None:
         """End every open stream with an in-stream ERROR 410; changes made by ``during``
@@ -280,6 +322,7 @@ class FakeApiServer:
             if during is not None:
                 during()
             self.compacted_rv = self.rv
+            self._trim()
             self._cond.notify_all()
 
     # -- API operations --------------------------------------------------------------------
@@ -344,11 +387,13 @@ class FakeApiServer:
                 obj["status"] = {}
             return 201, self._commit(resource, "ADDED", obj)
 
-    def _list(self, resource: str, namespace: str, q: dict[str, str]) -> JSON:
+    def _list(self, resource: str, namespace: str, q: dict[str, str]) -> tuple[int, JSON]:
         with self._cond:
             token = q.get("continue")
             if token:
                 snap_id, offset_s = token.split(":")
+                if snap_id not in self._snapshots:
+                    return 410, _status(410, "Expired", "the continue parameter is too old")
                 items, rv = self._snapshots[snap_id]
                 offset = int(offset_s)
             else:
@@ -361,14 +406,19 @@ class FakeApiServer:
                 ]
                 rv, offset = self.rv, 0
                 snap_id = str(next(self._snap_ids))
-                self._snapshots[snap_id] = (items, rv)
             limit = int(q.get("limit") or 0) or len(items) or 1
             page = items[offset : offset + limit]
             meta: JSON = {"resourceVersion": str(rv)}
             if offset + limit < len(items):
                 meta["continue"] = f"{snap_id}:{offset + limit}"
+                # kept while pages are left to serve (the latest SNAPSHOTS_KEPT lists)
+                self._snapshots[snap_id] = (items, rv)
+                while len(self._snapshots) > SNAPSHOTS_KEPT:
+                    del self._snapshots[next(iter(self._snapshots))]
+            else:
+                self._snapshots.pop(snap_id, None)
             api_version, kind = KINDS.get(resource, ("v1", resource))
-            return {
+            return 200, {
                 "apiVersion": api_version,
                 "kind": f"{kind}List",
                 "metadata": meta,
@@ -418,6 +468,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _start_chunks(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
@@ -463,7 +519,7 @@ class _Handler(BaseHTTPRequestHandler):
                 code = api.list_failure
                 self._send(code, _status(code, "Forbidden", "list refused (test)"))
             else:
-                self._send(200, api._list(resource, namespace, q))
+                self._send(*api._list(resource, namespace, q))
             return
         if method == "POST" and not name:
             self._send(*api._create(resource, namespace, body or {}))
@@ -550,27 +606,34 @@ class _Handler(BaseHTTPRequestHandler):
         timeout = float(q.get("timeoutSeconds") or 300)
         bookmarks = q.get("allowWatchBookmarks") == "true"
         api_version, kind = KINDS.get(resource, ("v1", resource))
+        gone: JSON = {
+            "type": "ERROR",
+            "object": _status(410, "Expired", "too old resource version"),
+        }
         with api._cond:
             too_old = 0 < start_rv < api.compacted_rv
         if too_old and api.gone_mode == "http":
-            self._send(410, _status(410, "Expired", "too old resource version"))
+            self._send(410, gone["object"])
             return
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        gone = {"type": "ERROR", "object": _status(410, "Expired", "too old resource version")}
+        self._start_chunks()
+        stream = _Stream(resource)
+        if not too_old:
+            with api._cond:
+                # checked again with the stream registered at once: the history may have
+                # been trimmed since; from now on the changes this stream needs are kept
+                too_old = 0 < start_rv < api.compacted_rv
+                if not too_old:
+                    if start_rv == 0:
+                        start_rv = api.rv
+                    stream.pos = api.log_base + bisect.bisect_right(
+                        api.log, start_rv, key=lambda e: e[0]
+                    )
+                    api._streams.add(stream)
+                    api._cond.notify_all()
         if too_old:
             self._chunk(orjson.dumps(gone) + b"\n")
             self._chunk(b"")
             return
-        stream = _Stream(resource)
-        with api._cond:
-            if start_rv == 0:
-                start_rv = api.rv
-            pos = bisect.bisect_right([e[0] for e in api.log], start_rv)
-            api._streams.add(stream)
-            api._cond.notify_all()
         deadline = time.monotonic() + timeout
         next_bookmark = time.monotonic() + (api.bookmark_interval_s or 1e9)
         try:
@@ -582,7 +645,7 @@ class _Handler(BaseHTTPRequestHandler):
                             stream.broken
                             or stream.expired
                             or api.stopping
-                            or pos < len(api.log)
+                            or stream.pos < api.log_base + len(api.log)
                             or now >= deadline
                             or (bookmarks and now >= next_bookmark)
                         ):
@@ -590,7 +653,7 @@ class _Handler(BaseHTTPRequestHandler):
                         api._cond.wait(min(deadline, next_bookmark) - now)
                     batch = [
                         e
-                        for e in api.log[pos:]
+                        for e in api.log[stream.pos - api.log_base :]
                         if e[1] == resource
                         and (
                             not namespace
@@ -599,7 +662,7 @@ class _Handler(BaseHTTPRequestHandler):
                         and field_match(e[3], q.get("fieldSelector"))
                         and label_match(e[3], q.get("labelSelector"))
                     ]
-                    pos = len(api.log)
+                    stream.pos = api.log_base + len(api.log)
                     broken, expired, stopping, current_rv = (
                         stream.broken,
                         stream.expired,

@@ -382,9 +382,15 @@ class Sim:
         return run_longevity(opts, client=self.client, session_factory=self.session_factory, **kw)
 
 
+#: Changes and requests the fake API server keeps (about 30 changes and 3 requests a cycle):
+#: bounded, so that a long run (``bench/longevity_bench.py rss --sim``, in this process)
+#: measures the harness's memory, not the fake's history.
+SIM_HISTORY = 200
+
+
 @contextlib.contextmanager
 def simulated(tmp_path: Path, timings: Timings | None = None) -> Iterator[Sim]:
-    with FakeApiServer() as api:
+    with FakeApiServer(max_history=SIM_HISTORY, max_requests=SIM_HISTORY) as api:
         sim = SimCluster(api, timings or Timings())
         sim.populate()
         health = HealthServer(sim)
