@@ -16,28 +16,14 @@ import orjson
 import pytest
 
 from harness.kube import fields
-from harness.kube.observer import (
-    _EndpointSliceHandler,
-    _EventHandler,
-    _NodeHandler,
-    _PodHandler,
-    _PvcHandler,
-    _VolumeAttachmentHandler,
-)
+from harness.kube.observer import _EventHandler
 from tests.lab.conftest import LabHandle
-from tests.unit.test_fields import _schema_paths, _track
+from tests.unit.test_fields import CASES, _schema_paths, _track
 
 pytestmark = [pytest.mark.lab]
 
-HANDLERS: list[tuple[str, Any]] = [
-    ("/api/v1/nodes", _NodeHandler()),
-    ("/api/v1/pods", _PodHandler()),
-    ("/apis/storage.k8s.io/v1/volumeattachments", _VolumeAttachmentHandler()),
-    ("/api/v1/persistentvolumeclaims", _PvcHandler()),
-    ("/apis/discovery.k8s.io/v1/endpointslices", _EndpointSliceHandler()),
-    # every reason, so that every Event of the lab is projected, not only the few kept
-    ("/api/v1/events", _EventHandler(frozenset())),
-]
+# the handlers of the unit tests, each over its resource's cluster-wide path
+HANDLERS: list[tuple[str, Any]] = [(f"{h.api}/{h.resource}", h) for _, h, _ in CASES]
 
 
 @pytest.mark.parametrize(("path", "handler"), HANDLERS, ids=[h[1].resource for h in HANDLERS])
@@ -48,7 +34,8 @@ def test_live_objects_project_alike_in_full_and_slim(
     full = orjson.loads(raw)["items"]
     assert full, f"the lab has no {handler.resource}"
     if isinstance(handler, _EventHandler):
-        handler.reasons = frozenset(str(e.get("reason") or "") for e in full)
+        # every reason, so that every Event of the lab is projected, not only the few kept
+        handler = _EventHandler(frozenset(str(e.get("reason") or "") for e in full))
     # no fallback: the real objects have the shapes the schema expects
     slim = msgspec.json.Decoder(fields.ListOf[handler.schema]).decode(raw)["items"]
     assert len(slim) == len(full)
