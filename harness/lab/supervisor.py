@@ -113,6 +113,7 @@ class Lab:
         }
         self.power: dict[str, bool] = {n.name: False for n in self.nodes}
         self.power_lock = threading.RLock()
+        self._restarts: dict[str, list[float]] = {}  # when each process was restarted
         self.client: KubeClient | None = None
         self.storage: StorageController | None = None
         self.resync: Resync | None = None
@@ -367,6 +368,58 @@ class Lab:
             self.progress(f"power on {node}")
             self.write_state("ready")
 
+    #: restarts of one process allowed within RESTART_WINDOW_S before it is left down
+    MAX_RESTARTS = 5
+    RESTART_WINDOW_S = 600.0
+
+    def keep_alive(self) -> list[str]:
+        """Restart what crashed on a powered-on node (and haproxy), as a kubelet restarts a
+        crashed static pod and a node agent comes back after a crash. kwok 0.8.0 now and
+        then dies at start (``fatal error: concurrent map writes`` in its CEL setup): left
+        alone, a node powered on by a BMC would stay NotReady forever, which no real
+        machine that powered on does. A process that keeps crashing (more than
+        MAX_RESTARTS in RESTART_WINDOW_S) is left down, and ``lab status`` shows it.
+        Returns the names of the processes restarted."""
+        restarted: list[str] = []
+        with self.power_lock:
+            procs = [
+                proc
+                for node, on in self.power.items()
+                if on
+                for proc in [*self.cp_procs.get(node, []), self.kwok[node]]
+            ]
+            if self.haproxy:
+                procs.append(self.haproxy)
+            now = time.monotonic()
+            for proc in procs:
+                if proc.pid is None or proc.alive():
+                    continue
+                recent = [
+                    t for t in self._restarts.get(proc.name, []) if now - t < self.RESTART_WINDOW_S
+                ]
+                self._restarts[proc.name] = recent
+                if len(recent) >= self.MAX_RESTARTS:
+                    continue
+                why = proc.exit_info()
+                last = next(
+                    (ln for ln in reversed(proc.log_tail(40).splitlines()) if ln.strip()), ""
+                )
+                log.warning(
+                    "%s %s, restarting it (%d of %d); its log ends: %s",
+                    proc.name,
+                    why,
+                    len(recent) + 1,
+                    self.MAX_RESTARTS,
+                    last[:300],
+                )
+                proc.stop(force=True, timeout_s=1)
+                proc.start()
+                recent.append(now)
+                restarted.append(proc.name)
+        if restarted:
+            self.write_state("ready")
+        return restarted
+
     def reset(self, node: str) -> None:
         with self.power_lock:
             self.power_off(node, graceful=False)
@@ -432,7 +485,8 @@ def main(argv: list[str] | None = None) -> int:
     (root / "ready.json").write_text(json.dumps({"ready": True}))
     lab.progress("lab ready")
     while not stop.wait(2.0):
-        lab.write_state("ready")
+        if not lab.keep_alive():
+            lab.write_state("ready")
     lab.progress("stopping")
     lab.stop()
     lab.write_state("stopped")
