@@ -114,6 +114,7 @@ class Lab:
         self.power: dict[str, bool] = {n.name: False for n in self.nodes}
         self.power_lock = threading.RLock()
         self._restarts: dict[str, list[float]] = {}  # when each process was restarted
+        self._state_lock = threading.Lock()
         self.client: KubeClient | None = None
         self.storage: StorageController | None = None
         self.resync: Resync | None = None
@@ -139,9 +140,12 @@ class Lab:
             "components": {p.name: {"pid": p.pid, "state": p.exit_info()} for p in procs},
             **extra,
         }
-        tmp = self.root / "state.json.tmp"
-        tmp.write_text(json.dumps(state, indent=2))
-        tmp.replace(self.root / "state.json")
+        # Called from the main loop and from the BMCs' threads (power on and off): one at a
+        # time, or one thread's rename finds the other's temporary file already gone.
+        with self._state_lock:
+            tmp = self.root / "state.json.tmp"
+            tmp.write_text(json.dumps(state, indent=2))
+            tmp.replace(self.root / "state.json")
 
     # -- start ------------------------------------------------------------------------------
 
@@ -485,8 +489,11 @@ def main(argv: list[str] | None = None) -> int:
     (root / "ready.json").write_text(json.dumps({"ready": True}))
     lab.progress("lab ready")
     while not stop.wait(2.0):
-        if not lab.keep_alive():
-            lab.write_state("ready")
+        try:
+            if not lab.keep_alive():
+                lab.write_state("ready")
+        except Exception:  # the BMCs live in this process: it must not die
+            log.exception("supervisor loop")
     lab.progress("stopping")
     lab.stop()
     lab.write_state("stopped")
