@@ -92,16 +92,22 @@ class Unreachable(TemporaryError):
 _LIST_META = re.compile(rb'"metadata":(\{[^{}]*\})')
 
 
-def list_meta(raw: bytes) -> JSON:
-    """The ListMeta of a raw list response (resourceVersion, continue) without decoding the
-    items: the API server writes ``metadata`` before ``items``. Anything unexpected falls
-    back to decoding the whole body."""
-    head = raw[:4096]
+def _head_meta(head: bytes) -> JSON | None:
+    """The ListMeta in the first bytes of a list response, if it comes before the items
+    (the API server writes ``metadata`` first); None when they do not show it."""
     m = _LIST_META.search(head)
     items_at = head.find(b'"items":')
-    if m is not None and (items_at < 0 or m.start() < items_at):
-        md = orjson.loads(m.group(1))
-    else:
+    if m is None or 0 <= items_at < m.start():
+        return None
+    md = orjson.loads(m.group(1))
+    return md if isinstance(md, dict) else {}
+
+
+def list_meta(raw: bytes) -> JSON:
+    """The ListMeta of a raw list response (resourceVersion, continue) without decoding the
+    items. Anything unexpected falls back to decoding the whole body."""
+    md = _head_meta(raw[:4096])
+    if md is None:
         md = orjson.loads(raw).get("metadata") or {}
     return md if isinstance(md, dict) else {}
 
@@ -284,12 +290,10 @@ def _read_head(resp: Any) -> _Head:
             resp.release_conn()
             return _Head(data, None, True)
         data += chunk
-        m = _LIST_META.search(data)
-        items_at = data.find(b'"items":')
-        if m is not None and (items_at < 0 or m.start() < items_at):
-            md = orjson.loads(m.group(1))
-            return _Head(data, md if isinstance(md, dict) else {}, False)
-        if items_at >= 0:  # items first (not what the API server writes): decode it all
+        meta = _head_meta(data)
+        if meta is not None:
+            return _Head(data, meta, False)
+        if b'"items":' in data:  # items first (not what the API server writes): read it all
             break
     return _Head(data, None, False)
 
@@ -410,26 +414,20 @@ class KubeClient:
         timeout_s: float | None = None,
     ) -> bytes:
         """The response body undecoded; an error status raises :class:`ApiError`."""
-        headers = dict(self._headers)
+        headers: dict[str, str] = {}
         data: bytes | None = None
         if body is not None:
             data = body if isinstance(body, bytes) else orjson.dumps(body)
             headers["Content-Type"] = content_type
+        resp = self._open(method, path, params, body=data, headers=headers, timeout_s=timeout_s)
         try:
-            resp = self._pool.request(
-                method,
-                self._url(path, params),
-                body=data,
-                headers=headers,
-                timeout=urllib3.Timeout(total=timeout_s or self.timeout_s),
-            )
+            return bytes(resp.read())
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise Unreachable(
                 f"{method} {path}: API server {self.server} unreachable: {exc}"
             ) from None
-        if resp.status >= 400:
-            _raise_status(resp.status, resp.reason, resp.data, method, path)
-        return bytes(resp.data)
+        finally:
+            resp.release_conn()
 
     # -- verbs ------------------------------------------------------------------------------
 
@@ -527,9 +525,9 @@ class KubeClient:
                         page.done(head.data)
                     else:
                         readers.submit(page.read_rest, resp, head.data, path)
-                    cont = head.meta.get("continue") if head.meta is not None else None
-                    if head.meta is None:  # no metadata in the head: wait for the whole page
-                        cont = list_meta(page.wait()).get("continue")
+                    # no metadata in the head: the whole page tells
+                    meta = head.meta if head.meta is not None else list_meta(page.wait())
+                    cont = meta.get("continue")
                     del page, head  # the consumer holds the only reference to the page now
                     if not cont:
                         return
@@ -556,16 +554,26 @@ class KubeClient:
         finally:
             stop.set()
 
-    def _open(self, method: str, path: str, params: Mapping[str, Any]) -> Any:
+    def _open(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, Any] | None,
+        *,
+        body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+    ) -> Any:
         """Send a request and return the response with its body unread; an error status
         raises :class:`ApiError` (its body read), an unreachable server ``Unreachable``."""
         try:
             resp = self._pool.request(
                 method,
                 self._url(path, params),
-                headers=self._headers,
+                body=body,
+                headers={**self._headers, **(headers or {})},
                 preload_content=False,
-                timeout=urllib3.Timeout(total=self.timeout_s),
+                timeout=urllib3.Timeout(total=timeout_s or self.timeout_s),
             )
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise Unreachable(
