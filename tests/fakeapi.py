@@ -610,33 +610,30 @@ class _Handler(BaseHTTPRequestHandler):
             "type": "ERROR",
             "object": _status(410, "Expired", "too old resource version"),
         }
-        with api._cond:
-            too_old = 0 < start_rv < api.compacted_rv
-        if too_old and api.gone_mode == "http":
-            self._send(410, gone["object"])
-            return
-        self._start_chunks()
         stream = _Stream(resource)
-        if not too_old:
-            with api._cond:
-                # checked again with the stream registered at once: the history may have
-                # been trimmed since; from now on the changes this stream needs are kept
-                too_old = 0 < start_rv < api.compacted_rv
-                if not too_old:
-                    if start_rv == 0:
-                        start_rv = api.rv
-                    stream.pos = api.log_base + bisect.bisect_right(
-                        api.log, start_rv, key=lambda e: e[0]
-                    )
-                    api._streams.add(stream)
-                    api._cond.notify_all()
+        with api._cond:
+            # checked and registered at once: from then on the changes it needs are kept
+            too_old = 0 < start_rv < api.compacted_rv
+            if not too_old:
+                if start_rv == 0:
+                    start_rv = api.rv
+                stream.pos = api.log_base + bisect.bisect_right(
+                    api.log, start_rv, key=lambda e: e[0]
+                )
+                api._streams.add(stream)
+                api._cond.notify_all()
         if too_old:
-            self._chunk(orjson.dumps(gone) + b"\n")
-            self._chunk(b"")
+            if api.gone_mode == "http":
+                self._send(410, gone["object"])
+            else:
+                self._start_chunks()
+                self._chunk(orjson.dumps(gone) + b"\n")
+                self._chunk(b"")
             return
         deadline = time.monotonic() + timeout
         next_bookmark = time.monotonic() + (api.bookmark_interval_s or 1e9)
         try:
+            self._start_chunks()
             while True:
                 with api._cond:
                     while True:
