@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 cache="${POWERCUT_CACHE:-$HOME/.cache/powercut}"
 py="${PYTHON:-python3}"
 key=$( { "$py" -c 'import sys; print(sys.version)'; cat requirements/lock.txt; } | sha256sum | cut -c1-16)
-venv="$cache/venv/$key"
+# POWERCUT_VENV: a virtualenv of its own (several checkouts side by side: each editable
+# install points at one checkout).
+venv="${POWERCUT_VENV:-$cache/venv/$key}"
 if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
   echo "bootstrap: creating virtualenv $venv"
   rm -rf "$venv"
