@@ -49,6 +49,7 @@ from pydantic import (
 
 from harness import budgets as _budgets
 from harness.errors import ConfigError
+from harness.slo import config as _slo
 
 __all__ = [
     "POWER_EXTRA_OPTIONS",
@@ -758,6 +759,14 @@ class Inventory(_Model):
     workloads: list[WorkloadSpec] = Field(default_factory=list)
     budgets: BudgetsSpec = Field(default_factory=BudgetsSpec)
     safety: SafetySpec = Field(default_factory=SafetySpec)
+    prometheus: _slo.PrometheusSpec | None = Field(
+        default=None, description="the Prometheus HTTP API the SLOs and alerts are read from"
+    )
+    slos: list[_slo.SloSpec] = Field(default_factory=list, description="service-level objectives")
+    alerts: list[_slo.AlertSpec] = Field(default_factory=list, description="must not fire")
+    stop_conditions: list[_slo.StopConditionSpec] = Field(
+        default_factory=list, description="SLOs or alerts that abort a scenario on breach"
+    )
 
     _source: Path | None = PrivateAttr(default=None)
 
@@ -794,6 +803,11 @@ class Inventory(_Model):
                     f"unknown rack {node.rack!r}; must be one of: {', '.join(seen_racks)} "
                     "(declared under racks)",
                 )
+        problem = _slo.check_references(
+            self.prometheus, self.slos, self.alerts, self.stop_conditions
+        )
+        if problem is not None:
+            raise _FieldError(*problem)
         return self
 
     # -- queries ----------------------------------------------------------------------------

@@ -28,6 +28,7 @@ fi
 need=()
 command -v haproxy >/dev/null || need+=(haproxy)
 command -v ipmitool >/dev/null || need+=(ipmitool)
+command -v prometheus >/dev/null || need+=(prometheus)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "bootstrap: installing Debian packages: ${need[*]}"
   if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi

@@ -1,0 +1,267 @@
+"""SLOs and alerts evaluated over a window with range queries.
+
+An SLO *held* over a window when, at every evaluation step, every series its expression
+returns meets the objective (``value <comparison> threshold``), apart from breaches shorter
+than its ``for``. A query that returns no series at all is an error (:class:`NoSeries`),
+never a pass: an expression with a typo in a label would otherwise "hold" forever.
+
+An alert *fired* when ``ALERTS{alertstate="firing", ...}`` has a sample in the window. An
+alert given by name must be an alerting rule Prometheus knows (:class:`UnknownAlert`),
+for the same reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.errors import PermanentError
+from harness.slo.client import PrometheusClient, QueryRejected, Series
+from harness.slo.config import AlertSpec, SloSpec
+
+__all__ = [
+    "AlertResult",
+    "Breach",
+    "NoSeries",
+    "SloResult",
+    "UnknownAlert",
+    "breaches",
+    "evaluate_alert",
+    "evaluate_slo",
+    "worst_value",
+]
+
+
+class NoSeries(PermanentError):
+    """The SLO's expression returned no series over the window: nothing to judge."""
+
+    def __init__(self, slo: str, expr: str, start: float, end: float) -> None:
+        self.slo = slo
+        self.expr = expr
+        self.start = start
+        self.end = end
+        super().__init__(
+            f"SLO {slo}: {expr!r} returned no series over the {end - start:.0f} s window: "
+            "check the metric and label names, and that Prometheus scrapes the target "
+            "(an SLO with no data is never taken as held)"
+        )
+
+
+class UnknownAlert(PermanentError):
+    """An alert named in the inventory is not an alerting rule of this Prometheus."""
+
+    def __init__(self, name: str, known: Iterable[str]) -> None:
+        self.name = name
+        names = sorted(known)
+        self.known = names
+        valid = ", ".join(names) if names else "(none: no alerting rules are loaded)"
+        super().__init__(f"Prometheus has no alerting rule {name!r}; it has: {valid}")
+
+
+class SloQueryRejected(PermanentError):
+    """An SLO's expression was refused by Prometheus (its own message attached)."""
+
+    def __init__(self, slo: str, exc: QueryRejected) -> None:
+        self.slo = slo
+        self.expr = exc.expr
+        self.server_message = exc.server_message
+        super().__init__(
+            f"SLO {slo}: Prometheus rejected the expression {exc.expr!r}: {exc.server_message}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Breach:
+    """One stretch of a series outside its objective (unix times of its first and last
+    bad points; ``worst`` the value furthest from the objective)."""
+
+    series: str
+    start: float
+    end: float
+    worst: float
+
+    @property
+    def duration_s(self) -> float:
+        return self.end - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class SloResult:
+    """An SLO over a window: its series, its breaches and its worst value."""
+
+    slo: SloSpec
+    start: float
+    end: float
+    series: tuple[Series, ...]
+    breaches: tuple[Breach, ...]
+
+    @property
+    def held(self) -> bool:
+        return not self.breaches
+
+    @property
+    def worst(self) -> float | None:
+        return worst_value(self.slo, (v for s in self.series for _, v in s.points))
+
+    def message(self) -> str:
+        """What happened, in one paragraph (for a failure or the report)."""
+        window = f"{self.end - self.start:.0f} s"
+        worst = self.worst
+        worst_text = f"; worst {worst:g}" if worst is not None else ""
+        if self.held:
+            return (
+                f"SLO {self.slo.name} held over {window} ({self.slo.objective}{worst_text}, "
+                f"{len(self.series)} series)"
+            )
+        first = self.breaches[0]
+        more = f" and {len(self.breaches) - 1} more" if len(self.breaches) > 1 else ""
+        for_ = f" for {self.slo.for_:g} s or longer" if self.slo.for_ else ""
+        return (
+            f"SLO {self.slo.name} breached{for_}: {self.slo.expr} must keep "
+            f"{self.slo.objective}; {first.series} was {first.worst:g} from "
+            f"+{first.start - self.start:.0f} s to +{first.end - self.start:.0f} s of the "
+            f"{window} window{more}{worst_text}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.slo.name,
+            "expr": self.slo.expr,
+            "comparison": self.slo.comparison,
+            "threshold": self.slo.threshold,
+            "for_s": self.slo.for_,
+            "start": self.start,
+            "end": self.end,
+            "held": self.held,
+            "worst": _json_number(self.worst),
+            "breaches": [
+                {"series": b.series, "start": b.start, "end": b.end, "worst": _json_number(b.worst)}
+                for b in self.breaches
+            ],
+            "series": [
+                {"labels": dict(s.labels), "points": [[t, _json_number(v)] for t, v in s.points]}
+                for s in self.series
+            ],
+        }
+
+
+def _json_number(value: float | None) -> float | str | None:
+    if value is None or math.isfinite(value):
+        return value
+    return str(value)  # "nan", "inf", "-inf": JSON has no spelling for them
+
+
+@dataclass(frozen=True, slots=True)
+class AlertResult:
+    """An alert spec over a window: the alerts that fired (name, labels, first, last)."""
+
+    alert: AlertSpec
+    start: float
+    end: float
+    fired: tuple[tuple[str, Mapping[str, str], float, float], ...]
+
+    @property
+    def held(self) -> bool:
+        return not self.fired
+
+    def message(self) -> str:
+        if self.held:
+            return f"alert {self.alert.label} did not fire over {self.end - self.start:.0f} s"
+        parts = []
+        for name, labels, first, last in self.fired:
+            extra = ",".join(
+                f'{k}="{v}"' for k, v in sorted(labels.items()) if k not in ("alertname",)
+            )
+            parts.append(
+                f"{name}{{{extra}}} from +{first - self.start:.0f} s to +{last - self.start:.0f} s"
+            )
+        return f"alert {self.alert.label} fired: " + "; ".join(parts)
+
+
+def worst_value(slo: SloSpec, values: Iterable[float]) -> float | None:
+    """The value furthest on the wrong side: the highest for ``<``/``<=``, the lowest for
+    ``>``/``>=``; for ``==``/``!=`` the first that misses (None if none does). NaN counts as
+    missing the objective but is never the worst when a number missed too."""
+    vals = list(values)
+    if not vals:
+        return None
+    numbers = [v for v in vals if not math.isnan(v)]
+    if slo.comparison in ("<", "<="):
+        return max(numbers) if numbers else math.nan
+    if slo.comparison in (">", ">="):
+        return min(numbers) if numbers else math.nan
+    missed = [v for v in vals if not slo.holds(v)]
+    return missed[0] if missed else None
+
+
+def breaches(slo: SloSpec, series: Sequence[Series], step: float) -> list[Breach]:
+    """The stretches where a series missed the objective, at least ``for`` long. A gap of
+    more than 1.5 steps without points ends a stretch."""
+    out: list[Breach] = []
+    for s in series:
+        run: list[tuple[float, float]] = []
+
+        def close(run: list[tuple[float, float]], name: str) -> None:
+            if not run:
+                return
+            first, last = run[0][0], run[-1][0]
+            if slo.for_ is None or last - first >= slo.for_:
+                worst = worst_value(slo, (v for _, v in run))
+                out.append(Breach(name, first, last, worst if worst is not None else math.nan))
+
+        previous: float | None = None
+        for t, v in s.points:
+            gap = previous is not None and t - previous > 1.5 * step
+            if gap or slo.holds(v):
+                close(run, s.name)
+                run = []
+            if not slo.holds(v):
+                run.append((t, v))
+            previous = t
+        close(run, s.name)
+    out.sort(key=lambda b: b.start)
+    return out
+
+
+def evaluate_slo(
+    client: PrometheusClient, slo: SloSpec, start: float, end: float, *, step: float | None = None
+) -> SloResult:
+    """The SLO over [start, end] (unix seconds). Raises :class:`NoSeries` when the
+    expression returns nothing and :class:`SloQueryRejected` when Prometheus refuses it."""
+    step = step or slo.step
+    try:
+        series = client.query_range(slo.expr, start, end, step)
+    except QueryRejected as exc:
+        raise SloQueryRejected(slo.name, exc) from None
+    series = [s for s in series if s.points]
+    if not series:
+        raise NoSeries(slo.name, slo.expr, start, end)
+    return SloResult(slo, start, end, tuple(series), tuple(breaches(slo, series, step)))
+
+
+def evaluate_alert(
+    client: PrometheusClient,
+    alert: AlertSpec,
+    start: float,
+    end: float,
+    *,
+    step: float = 5.0,
+    rules: Mapping[str, object] | None = None,
+) -> AlertResult:
+    """Whether ``alert`` fired over [start, end]. An alert given by name must be one of
+    Prometheus's alerting rules (``rules``, fetched when not given)."""
+    if alert.name is not None:
+        known = rules if rules is not None else client.alert_rules()
+        if alert.name not in known:
+            raise UnknownAlert(alert.name, known)
+    series = client.query_range(f"ALERTS{{{alert.selector}}}", start, end, step)
+    fired = []
+    for s in series:
+        if not s.points:
+            continue
+        labels = {k: v for k, v in s.labels.items() if k not in ("__name__", "alertstate")}
+        fired.append((labels.get("alertname", "?"), labels, s.points[0][0], s.points[-1][0]))
+    fired.sort(key=lambda f: f[2])
+    return AlertResult(alert, start, end, tuple(fired))
