@@ -114,6 +114,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     bins = build.obtain(_say)
     spec.binaries = {k: str(v) for k, v in bins.paths.items()}
     spec.services = ["web", "quorum", "registry"] if spec.workloads else []
+    # Debian's prometheus (`make venv` installs it): the SLOs, alerts and stop conditions.
+    spec.prometheus = shutil.which("prometheus") or ""
+    if not spec.prometheus:
+        _say("lab: prometheus is not installed (apt-get install prometheus): no SLOs")
     t0 = time.monotonic()
     (root / "logs").mkdir(parents=True)
     root.chmod(0o700)

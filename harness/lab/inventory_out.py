@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 from harness.lab.bmc.creds import BMC_USER
+from harness.lab.prometheus import lab_slo_sections
 from harness.lab.spec import LAB_NAMESPACE, LabSpec, NodeSpec
 from harness.lab.workloads import SERVICES
 
@@ -80,7 +81,7 @@ def inventory_doc(spec: LabSpec) -> dict[str, Any]:
                 "min_available": 0,
             }
         )
-    return {
+    doc: dict[str, Any] = {
         "name": "lab",
         "timings": spec.timings,
         "cluster": {"kubeconfig": str(spec.root / "kubeconfig"), "context": "powercut-lab"},
@@ -95,6 +96,9 @@ def inventory_doc(spec: LabSpec) -> dict[str, Any]:
             )
         },
     }
+    if spec.prometheus:
+        doc.update(lab_slo_sections(spec))
+    return doc
 
 
 def write_inventory(spec: LabSpec, path: Path) -> None:

@@ -22,8 +22,10 @@ from typing import Any
 
 import yaml
 
+from harness.budgets import profile
 from harness.errors import PermanentError
 from harness.lab.procs import Proc
+from harness.lab.spec import LabSpec, NodeSpec
 
 __all__ = [
     "LAB_RULES",
@@ -73,24 +75,36 @@ def find_prometheus() -> str:
 
 @dataclass(frozen=True)
 class ScrapeJob:
-    """One scrape job: targets ``host:port`` over http or https (with a client cert)."""
+    """One scrape job: targets ``host:port`` (each with labels of its own) over http or
+    https (with a client certificate); every ``interval_s`` (the server's by default)."""
 
     name: str
-    targets: Sequence[str]
+    targets: Sequence[str] | Mapping[str, Mapping[str, str]]
     scheme: str = "http"
     metrics_path: str = "/metrics"
     ca_file: Path | None = None
     cert_file: Path | None = None
     key_file: Path | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    interval_s: float | None = None
 
     def config(self) -> dict[str, Any]:
+        if isinstance(self.targets, Mapping):
+            static = [
+                {"targets": [t], "labels": {**self.labels, **own}}
+                for t, own in self.targets.items()
+            ]
+        else:
+            static = [{"targets": list(self.targets), "labels": dict(self.labels)}]
         job: dict[str, Any] = {
             "job_name": self.name,
             "scheme": self.scheme,
             "metrics_path": self.metrics_path,
-            "static_configs": [{"targets": list(self.targets), "labels": dict(self.labels)}],
+            "static_configs": static,
         }
+        if self.interval_s is not None:
+            job["scrape_interval"] = f"{self.interval_s:g}s"
+            job["scrape_timeout"] = f"{max(1.0, self.interval_s - 1):g}s"
         if self.scheme == "https":
             tls: dict[str, str] = {}
             if self.ca_file:
@@ -265,3 +279,138 @@ class LabExporter:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+# -- the lab's Prometheus --------------------------------------------------------------------
+
+#: Services whose loss the lab's alerting rule and SLOs count (``registry`` is a singleton
+#: that is down by design while its node is lost).
+CRITICAL_SERVICES = ("web", "quorum")
+
+
+def lab_rules(spec: LabSpec) -> list[dict[str, Any]]:
+    """The lab's alerting rules; a service may be down for the profile's service-outage
+    budget before ``LabServiceDown`` fires, as the features allow."""
+    outage = profile(spec.timings).service_outage
+    rules = [dict(r) for r in LAB_RULES]
+    for rule in rules:
+        if rule["alert"] == "LabServiceDown":
+            rule["for"] = f"{outage:g}s"
+    return rules
+
+
+def lab_prometheus(spec: LabSpec, log_dir: Path) -> PrometheusServer:
+    """Prometheus scraping every API server (admin client certificate, every 5 s: their
+    pages are large) and the lab's exporter (every second)."""
+    p = spec.ports
+    pki = spec.root / "pki"
+    apiservers = {
+        f"127.0.0.1:{p.apiserver(n.cp_index)}": {"node": n.name}
+        for n in spec.nodes()
+        if n.cp_index is not None
+    }
+    jobs = [
+        ScrapeJob(
+            "apiserver",
+            apiservers,
+            scheme="https",
+            ca_file=pki / "ca.crt",
+            cert_file=pki / "admin.crt",
+            key_file=pki / "admin.key",
+            interval_s=5.0,
+        ),
+        ScrapeJob("lab", [f"127.0.0.1:{p.metrics}"]),
+    ]
+    return PrometheusServer(
+        spec.root / "prometheus",
+        p.prometheus,
+        jobs,
+        rules=lab_rules(spec),
+        binary=spec.prometheus,
+        log_dir=log_dir,
+    )
+
+
+Families = dict[str, tuple[str, list[tuple[Mapping[str, str], float]]]]
+
+
+def lab_metrics(
+    nodes: Sequence[NodeSpec],
+    is_on: Callable[[str], bool],
+    ready_endpoints: Callable[[str], int] | None,
+    services: Sequence[str],
+) -> Families:
+    """What the lab's exporter serves: each node's power and each Service's probe."""
+    out: Families = {
+        "powercut_lab_node_power_on": (
+            "1 while the lab node is powered on (its BMCs read On)",
+            [
+                ({"node": n.name, "role": n.role, "rack": n.rack}, 1.0 if is_on(n.name) else 0.0)
+                for n in nodes
+            ],
+        )
+    }
+    if ready_endpoints is not None:
+        ready = {svc: ready_endpoints(svc) for svc in services}
+        critical = {svc: "true" if svc in CRITICAL_SERVICES else "false" for svc in services}
+        out["powercut_service_up"] = (
+            "1 while the Service's health endpoint answers 200 (it has a ready endpoint)",
+            [
+                ({"service": s, "critical": critical[s]}, 1.0 if n > 0 else 0.0)
+                for s, n in ready.items()
+            ],
+        )
+        out["powercut_service_ready_endpoints"] = (
+            "ready endpoints of the Service",
+            [({"service": s}, float(n)) for s, n in ready.items()],
+        )
+    return out
+
+
+def lab_slo_sections(spec: LabSpec) -> dict[str, Any]:
+    """The inventory sections for the lab's Prometheus: its URL, SLOs, alerts and a stop
+    condition (losing the API servers' majority), as ``lab up`` writes them."""
+    cps = spec.control_planes
+    majority = cps // 2 + 1
+    outage = profile(spec.timings).service_outage
+    slos: list[dict[str, Any]] = [
+        {
+            "name": "api-available",
+            "description": "a majority of the API servers answer their scrape",
+            "expr": 'sum(up{job="apiserver"})',
+            "comparison": ">=",
+            "threshold": majority,
+            "step": "5s",
+        },
+        {
+            "name": "api-error-ratio",
+            "description": "the share of API requests answered with a 5xx, over 30 s",
+            "expr": '(sum(rate(apiserver_request_total{code=~"5.."}[30s])) or vector(0))'
+            " / sum(rate(apiserver_request_total[30s]))",
+            "comparison": "<=",
+            "threshold": 0.05,
+            "step": "5s",
+        },
+    ]
+    if spec.workloads:
+        for svc in CRITICAL_SERVICES:
+            slos.append(
+                {
+                    "name": f"{svc}-available",
+                    "description": f"the {svc} Service has a ready endpoint "
+                    "(outages up to the service-outage budget allowed)",
+                    "expr": f'min(powercut_service_up{{service="{svc}"}})',
+                    "comparison": ">=",
+                    "threshold": 1,
+                    "step": "1s",
+                    "for": f"{outage:g}s",
+                }
+            )
+    doc: dict[str, Any] = {
+        "prometheus": {"url": f"http://127.0.0.1:{spec.ports.prometheus}"},
+        "slos": slos,
+        "alerts": [{"name": "LabAPIQuorumLost"}, {"name": "LabServiceDown"}],
+    }
+    if cps >= 3:
+        doc["stop_conditions"] = [{"slo": "api-available"}]
+    return doc

@@ -101,6 +101,14 @@ class Ports:
     def health(self, i: int) -> int:
         return self.base + 100 + i
 
+    @property
+    def metrics(self) -> int:  # the lab's exporter: service probes and power as metrics
+        return self.base + 120
+
+    @property
+    def prometheus(self) -> int:
+        return self.base + 121
+
     def ipmi(self, node: int) -> int:
         return self.base + 200 + node
 
@@ -119,6 +127,7 @@ class LabSpec:
     workloads: bool = False
     binaries: dict[str, str] = field(default_factory=dict)
     services: list[str] = field(default_factory=list)
+    prometheus: str = ""  # the prometheus binary, when the lab runs one
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, bool, str]] = [
@@ -201,6 +210,8 @@ class LabSpec:
             out[p.ssh(n.index)] = f"SSH of {n.name}"
         for i in range(8):
             out[p.health(i)] = "service health endpoint"
+        out[p.metrics] = "lab metrics exporter"
+        out[p.prometheus] = "Prometheus"
         return out
 
     def save(self) -> None:

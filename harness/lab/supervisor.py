@@ -29,6 +29,7 @@ from harness.kube.client import Credentials, KubeClient
 from harness.lab import controlplane as cpl
 from harness.lab import workloads as wl
 from harness.lab.procs import Proc, write_identity
+from harness.lab.prometheus import LabExporter, PrometheusServer, lab_metrics, lab_prometheus
 from harness.lab.resync import Resync
 from harness.lab.services import HealthEndpoints
 from harness.lab.spec import LAB_NAMESPACE, LabSpec, NodeSpec
@@ -120,6 +121,8 @@ class Lab:
         self.resync: Resync | None = None
         self.health: HealthEndpoints | None = None
         self.bmcs: list[Any] = []
+        self.exporter: LabExporter | None = None
+        self.prometheus: PrometheusServer | None = None
         self.started_mono = time.monotonic()
 
     # -- progress and state files ---------------------------------------------------------
@@ -250,7 +253,24 @@ class Lab:
             self.health.start()
         self.progress("starting BMCs (Redfish, IPMI, SSH)")
         self._start_bmcs()
+        if spec.prometheus:
+            self.progress("starting Prometheus (API servers, service probes, power)")
+            self._start_prometheus()
         self.write_state("ready")
+
+    def _start_prometheus(self) -> None:
+        health = self.health
+        self.exporter = LabExporter(
+            self.spec.ports.metrics,
+            lambda: lab_metrics(
+                self.nodes,
+                self.is_on,
+                health.ready_count if health else None,
+                self.spec.services,
+            ),
+        ).start()
+        self.prometheus = lab_prometheus(self.spec, self.logs)
+        self.prometheus.start()
 
     def _create(self, path: str, obj: dict[str, Any]) -> None:
         assert self.client is not None
@@ -394,6 +414,8 @@ class Lab:
             ]
             if self.haproxy:
                 procs.append(self.haproxy)
+            if self.prometheus:
+                procs.append(self.prometheus.proc)
             now = time.monotonic()
             for proc in procs:
                 if proc.pid is None or proc.alive():
@@ -437,6 +459,8 @@ class Lab:
                 bmc.stop()
             except Exception:
                 log.exception("stopping %s", bmc)
+        if self.exporter:
+            self.exporter.stop()
         if self.health:
             self.health.stop()
         if self.resync:
@@ -448,6 +472,8 @@ class Lab:
         procs = list(self.kwok.values()) + [p for ps in self.cp_procs.values() for p in ps]
         if self.haproxy:
             procs.append(self.haproxy)
+        if self.prometheus:
+            procs.append(self.prometheus.proc)
         threads = [
             threading.Thread(target=p.stop, kwargs={"force": True, "timeout_s": 5}) for p in procs
         ]
