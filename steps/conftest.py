@@ -51,6 +51,7 @@ from harness.kube.timeline import ACTION, Timeline, Transition, match
 from harness.power.factory import available_protocols
 from harness.report.allure_env import prepare_results
 from harness.session import Session
+from steps.slo_steps import *  # noqa: F403 - the SLO steps (Prometheus), for every feature
 from steps.support import labels, phases, report, steady
 from steps.support import lost as L
 from steps.support import targets as choose

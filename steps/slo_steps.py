@@ -1,0 +1,163 @@
+"""Gherkin steps for service-level objectives read from Prometheus.
+
+``Then the web-available SLO held throughout``, ``Then every SLO held throughout`` and
+``Then no alert fired`` evaluate the inventory's ``slos`` and ``alerts`` with range queries
+over the scenario's window: from the moment the cluster was found healthy (the baseline) to
+the step. A breach fails the scenario and says which series, how far and when; an SLO whose
+expression Prometheus rejects or that returns no series, an alert name Prometheus does not
+know, or an unreachable Prometheus break it (a harness error, not a product failure).
+
+Each SLO is its own Allure step, with its series and the scenario's actions attached as
+JSON and drawn as a chart beside the threshold.
+
+The inventory's ``stop_conditions`` need no step: the session watches them during every
+scenario (see ``harness.slo.watch``).
+
+``steps/conftest.py`` imports this module, so every feature can use the steps.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import allure
+import orjson
+import pytest
+from pytest_bdd import parsers, then
+
+from harness.errors import ConfigError
+from harness.inventory import Inventory
+from harness.kube.timeline import ACTION, Timeline
+from harness.report.slo_chart import slo_chart_svg
+from harness.slo.client import PrometheusClient
+from harness.slo.config import slo_by_name
+from harness.slo.evaluate import AlertResult, SloResult, evaluate_alert, evaluate_slo
+from steps.support.steady import Baseline
+
+__all__ = ["alerts_quiet", "every_slo_held", "prometheus", "slo_held"]
+
+
+class SloBreached(AssertionError):
+    """An SLO missed its objective, or an alert fired, during the scenario."""
+
+
+@pytest.fixture(scope="session")
+def prometheus(inventory: Inventory) -> Iterator[PrometheusClient]:
+    """The inventory's Prometheus; a harness error when it has none."""
+    if inventory.prometheus is None:
+        raise ConfigError(
+            "this step needs the inventory's prometheus section (url and credentials), "
+            "and slos or alerts to check",
+            source=str(inventory.source or ""),
+            field="prometheus",
+        )
+    with PrometheusClient(inventory.prometheus) as client:
+        yield client
+
+
+def scenario_window(timeline: Timeline, baseline: Baseline) -> tuple[float, float]:
+    """Unix times from the moment the cluster was found healthy to now."""
+    start = timeline.start_wall + (baseline.at_mono - timeline.start_mono)
+    return start, time.time()
+
+
+def actions(timeline: Timeline) -> list[dict[str, Any]]:
+    """The harness's own actions (power-off sent, ...), for the chart's phase markers."""
+    return [
+        {"wall": t.wall, "name": t.name, "transition": t.transition}
+        for t in timeline.all(ACTION)
+        if t.transition
+    ]
+
+
+def _attach(result: SloResult, timeline: Timeline) -> None:
+    doc = {**result.to_json(), "actions": actions(timeline)}
+    name = result.slo.name
+    allure.attach(
+        orjson.dumps(doc, option=orjson.OPT_INDENT_2),
+        name=f"slo-{name}.json",
+        attachment_type=allure.attachment_type.JSON,
+    )
+    allure.attach(
+        slo_chart_svg(doc), name=f"slo-{name}.svg", attachment_type=allure.attachment_type.SVG
+    )
+
+
+def _check(
+    client: PrometheusClient,
+    names: list[str],
+    inventory: Inventory,
+    timeline: Timeline,
+    baseline: Baseline,
+) -> None:
+    start, end = scenario_window(timeline, baseline)
+    missed: list[SloResult] = []
+    for name in names:
+        slo = slo_by_name(inventory.slos, name)
+        with allure.step(f"SLO {name}: {slo.expr} {slo.comparison} {slo.threshold:g}"):
+            result = evaluate_slo(client, slo, start, end)
+            _attach(result, timeline)
+            if not result.held:
+                missed.append(result)
+                with allure.step(result.message()):
+                    pass
+    if missed:
+        raise SloBreached("\n".join(r.message() for r in missed))
+
+
+@then(parsers.parse("the {name} SLO held throughout"))
+def slo_held(
+    name: str,
+    prometheus: PrometheusClient,
+    inventory: Inventory,
+    timeline: Timeline,
+    baseline: Baseline,
+) -> None:
+    """The SLO ``name`` met its objective at every step of the scenario's window."""
+    slo_by_name(inventory.slos, name)  # an unknown name: a harness error naming the valid
+    _check(prometheus, [name], inventory, timeline, baseline)
+
+
+@then("every SLO held throughout")
+def every_slo_held(
+    prometheus: PrometheusClient,
+    inventory: Inventory,
+    timeline: Timeline,
+    baseline: Baseline,
+) -> None:
+    """Every SLO of the inventory met its objective at every step of the scenario's window."""
+    if not inventory.slos:
+        raise ConfigError(
+            "the inventory has no slos to check", source=str(inventory.source or ""), field="slos"
+        )
+    _check(prometheus, [s.name for s in inventory.slos], inventory, timeline, baseline)
+
+
+@then("no alert fired")
+def alerts_quiet(
+    prometheus: PrometheusClient,
+    inventory: Inventory,
+    timeline: Timeline,
+    baseline: Baseline,
+) -> None:
+    """None of the inventory's ``alerts`` fired during the scenario's window."""
+    if not inventory.alerts:
+        raise ConfigError(
+            "the inventory has no alerts to check",
+            source=str(inventory.source or ""),
+            field="alerts",
+        )
+    start, end = scenario_window(timeline, baseline)
+    rules = prometheus.alert_rules()
+    fired: list[AlertResult] = []
+    for alert in inventory.alerts:
+        with allure.step(f"alert {alert.label} must not fire"):
+            result = evaluate_alert(prometheus, alert, start, end, step=1.0, rules=rules)
+            if not result.held:
+                fired.append(result)
+                with allure.step(result.message()):
+                    pass
+    if fired:
+        raise SloBreached("\n".join(r.message() for r in fired))
