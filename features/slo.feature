@@ -1,4 +1,4 @@
-@epic:service-level-objectives @disruptive @needs_bmc @serial
+@epic:node-failure @story:service-level-objectives @disruptive @needs_bmc @serial
 Feature: Service-level objectives hold while a worker is lost
   The release manager's question: did our SLOs hold? Prometheus records them all scenario
   long: the API servers' availability and error ratio, each critical Service's probe. A

@@ -24,6 +24,7 @@ EXIT_FAILED = 1  # scenario failures (the cluster did not behave within its budg
 EXIT_HARNESS = 2  # harness or infrastructure error (bad inventory, BMC down, broken step)
 EXIT_INTERRUPTED = 3  # interrupted, and the cluster was restored
 EXIT_RESTORE_FAILED = 4  # something is still disrupted: run `powercut recover`
+EXIT_STOPPED = 5  # a stop condition (SLO or alert) breached: stopped, cluster restored
 
 EPILOG = """exit codes:
   0  all scenarios passed (skipped ones too, unless --fail-on-skip)
@@ -32,6 +33,8 @@ EPILOG = """exit codes:
   2  harness or infrastructure error (inventory, BMC, API unreachable, broken step)
   3  interrupted (Ctrl-C, SIGINT, SIGTERM, SIGHUP) with the cluster restored
   4  restore failed: some disruption is still in place; run `powercut recover -i INVENTORY`
+  5  stopped by a stop condition of the inventory (an SLO or alert breached), with the
+     cluster restored; the scenario says which condition and what it saw
 """
 
 
@@ -131,6 +134,17 @@ def _skipped(results: Path, junit: Path) -> list[tuple[str, str]]:
         for s in summary.scenarios
         if s.verdict == "skipped"
     ]
+
+
+def _stopped(results: Path) -> str | None:
+    """The message of a scenario a stop condition stopped (``StoppedByCondition``), if any."""
+    from harness.report.allure_env import STOPPED, classify
+    from harness.report.summary import load_allure_results
+
+    for s in load_allure_results(results).scenarios:
+        if classify(s.verdict, s.message) == STOPPED:
+            return s.message.splitlines()[0].split(": ", 1)[-1]
+    return None
 
 
 #: What ``powercut run`` passes on to the pytest child. SIGHUP (the terminal went away)
@@ -289,6 +303,10 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_RESTORE_FAILED
+    stopped = _stopped(results)
+    if stopped:
+        print(f"powercut: {stopped}", file=sys.stderr)
+        return EXIT_STOPPED
     if rc == 2 or interrupted:  # pytest: interrupted
         return EXIT_INTERRUPTED
     if rc in (3, 4, 5) or counts.get("broken"):

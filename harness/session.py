@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -20,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 from harness.errors import PermanentError, PowercutError
 from harness.inventory import Inventory
@@ -39,9 +40,31 @@ from harness.kube.timeline import Timeline
 from harness.power.base import PowerDriver, PowerState
 from harness.power.factory import driver_for
 from harness.safety import Plan, plan_disruption
+from harness.slo.watch import watcher_for
 
 log = logging.getLogger(__name__)
 Say = Callable[[str], None]
+
+#: The signal a session sends its own main thread when a stop condition breached, so that a
+#: step blocked in a wait or a socket read stops at once (a real signal interrupts both).
+STOP_SIGNAL = signal.SIGUSR2
+
+
+class StoppedByCondition(PowercutError):
+    """A stop condition breached: the scenario was stopped and its disruptions undone.
+
+    Neither a product failure nor a harness error: the run stopped because the inventory
+    said to stop when this happened (``powercut run`` exits 5).
+    """
+
+    def __init__(self, condition: str, detail: str) -> None:
+        self.condition = condition
+        self.detail = detail
+        super().__init__(f"stopped by {condition}: {detail}")
+
+
+class Watcher(Protocol):
+    def stop(self) -> None: ...
 
 
 def state_dir() -> Path:
@@ -223,6 +246,11 @@ class Session:
         self._restore_signals: Callable[[], None] | None = None
         self.journal: Journal | None = None
         self.undo: UndoStack | None = None
+        self.stopped_by: StoppedByCondition | None = None  # a stop condition breached
+        self._stop_raised = False
+        self._stop_armed = False
+        self._watchers: list[Watcher] = []
+        self._restore_stop_signal: Callable[[], None] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -249,10 +277,68 @@ class Session:
             if self.use_lock:
                 self._lock = ClusterLock(self.client)
                 self._lock.acquire()
+            if self.undo_on_exit and self.inventory.stop_conditions:
+                self._watch_stop_conditions()
         except BaseException:
             self._close()
             raise
         return self
+
+    # -- stop conditions --------------------------------------------------------------------
+
+    def _watch_stop_conditions(self) -> None:
+        """Watch the inventory's stop conditions until the session ends."""
+        inv = self.inventory
+        assert inv.prometheus is not None  # the inventory refuses stop conditions without
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(STOP_SIGNAL, self._on_stop_signal)
+
+            def restore() -> None:
+                signal.signal(STOP_SIGNAL, previous)
+
+            self._restore_stop_signal = restore
+        self._stop_armed = True
+        watcher = watcher_for(
+            inv.prometheus,
+            inv.stop_conditions,
+            inv.slos,
+            inv.alerts,
+            self.request_stop,
+            say=self.say,
+        )
+        self._watchers.append(watcher.start())
+        self.say(f"watching {len(inv.stop_conditions)} stop condition(s)")
+
+    def request_stop(self, condition: str, detail: str) -> None:
+        """Stop the scenario: a stop condition breached (callable from any thread). The main
+        thread raises :class:`StoppedByCondition` at once (blocked or not); a session used
+        from another thread raises it before its next disruption. Its undos then run, even
+        with ``keep_on_failure``."""
+        if not self._stop_armed or self.stopped_by is not None:
+            return
+        self.stopped_by = StoppedByCondition(condition, detail)
+        self.timeline.action("stop-condition", "breached", condition=condition, detail=detail)
+        self.say(f"STOP: {self.stopped_by}; undoing the scenario's disruptions")
+        if self._restore_stop_signal is not None:
+            signal.pthread_kill(threading.main_thread().ident or 0, STOP_SIGNAL)
+
+    def _on_stop_signal(self, signum: int, frame: object) -> None:
+        self.check_stop()
+
+    def check_stop(self) -> None:
+        """Raise :class:`StoppedByCondition` (once) if a stop condition breached."""
+        if self._stop_armed and self.stopped_by is not None and not self._stop_raised:
+            self._stop_raised = True
+            raise self.stopped_by
+
+    def _stop_watching(self) -> None:
+        self._stop_armed = False  # from here on a breach is no longer raised
+        for watcher in self._watchers:
+            watcher.stop()
+        self._watchers.clear()
+        if self._restore_stop_signal is not None:
+            self._restore_stop_signal()
+            self._restore_stop_signal = None
 
     def __exit__(
         self,
@@ -261,12 +347,16 @@ class Session:
         tb: TracebackType | None,
     ) -> None:
         try:
+            self._stop_watching()
             if self.undo is not None and self.undo_on_exit:
+                if self.stopped_by is not None:
+                    self.undo.keep_on_failure = False  # stopped: put everything back now
                 self.undo.__exit__(exc_type, exc, tb)
         finally:
             self._close()
 
     def _close(self) -> None:
+        self._stop_watching()
         for d in self._drivers.values():
             try:
                 d.close()
@@ -297,6 +387,7 @@ class Session:
         self, action: str, target: str, undo: UndoSpec, fn: Callable[[], object]
     ) -> None:
         assert self.undo is not None and self.journal is not None
+        self.check_stop()
         with self.undo.disruption(action, target, undo=undo) as entry:
             self._entries[(action, target)] = entry.id
             fn()

@@ -11,7 +11,9 @@ Each SLO is its own Allure step, with its series and the scenario's actions atta
 JSON and drawn as a chart beside the threshold.
 
 The inventory's ``stop_conditions`` need no step: the session watches them during every
-scenario (see ``harness.slo.watch``).
+scenario (see ``harness.slo.watch``). A breach raises ``StoppedByCondition`` in the step
+that is running; the session undoes the disruptions and the run stops after that scenario
+(Allure category "Stopped by a stop condition", ``powercut run`` exit code 5).
 
 ``steps/conftest.py`` imports this module, so every feature can use the steps.
 """
@@ -31,16 +33,33 @@ from harness.errors import ConfigError
 from harness.inventory import Inventory
 from harness.kube.timeline import ACTION, Timeline
 from harness.report.slo_chart import slo_chart_svg
+from harness.session import StoppedByCondition
 from harness.slo.client import PrometheusClient
 from harness.slo.config import slo_by_name
 from harness.slo.evaluate import AlertResult, SloResult, evaluate_alert, evaluate_slo
 from steps.support.steady import Baseline
 
-__all__ = ["alerts_quiet", "every_slo_held", "prometheus", "slo_held"]
+__all__ = [
+    "alerts_quiet",
+    "every_slo_held",
+    "prometheus",
+    "pytest_exception_interact",
+    "slo_held",
+]
 
 
 class SloBreached(AssertionError):
     """An SLO missed its objective, or an alert fired, during the scenario."""
+
+
+def pytest_exception_interact(
+    node: pytest.Item | pytest.Collector, call: pytest.CallInfo[Any], report: pytest.TestReport
+) -> None:
+    """A scenario stopped by a stop condition ends the run: the next scenario would hurt
+    what the condition protects again (``powercut run`` then exits 5)."""
+    exc = call.excinfo.value if call.excinfo is not None else None
+    if isinstance(exc, StoppedByCondition):
+        node.session.shouldstop = str(exc)
 
 
 @pytest.fixture(scope="session")

@@ -50,6 +50,7 @@ HISTORY_FILE = "history.jsonl"
 HARNESS_ERRORS = "Harness or infrastructure errors"
 BUDGET_OVERRUNS = "Budget overruns"
 PRODUCT_FAILURES = "Product failures"
+STOPPED = "Stopped by a stop condition"
 
 #: Exception class names (as they start an Allure status message: ``module.Class: text``)
 #: that mean the harness, its configuration, a BMC or the network failed, not the product.
@@ -156,8 +157,19 @@ class Category:
         return out
 
 
+# harness.session.StoppedByCondition: the inventory's stop condition breached and the
+# scenario was stopped (and restored); neither a product failure nor a harness error.
+_STOPPED_RE = _QUALIFIED + r"StoppedByCondition\b[\s\S]*"
+
 #: The rules, in evaluation order: the first matching rule decides.
 CATEGORIES: tuple[Category, ...] = (
+    Category(
+        STOPPED,
+        ("failed", "broken"),
+        _STOPPED_RE,
+        "A stop condition of the inventory (an SLO or an alert) breached: the scenario was "
+        "stopped at once and its disruptions undone, and the run ended there.",
+    ),
     Category(
         HARNESS_ERRORS,
         ("failed", "broken"),

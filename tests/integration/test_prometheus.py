@@ -35,6 +35,7 @@ from harness.slo.evaluate import (
     evaluate_alert,
     evaluate_slo,
 )
+from harness.slo.watch import Condition, StopWatcher
 
 pytestmark = pytest.mark.slow
 
@@ -261,3 +262,64 @@ def test_a_missing_credential_names_its_variable(secured: tuple[PrometheusServer
 def test_nan_values_are_kept_as_nan(client: PrometheusClient) -> None:
     [series] = client.query("vector(0) / 0")
     assert math.isnan(series.points[0][1])
+
+
+# -- the stop-condition watcher ---------------------------------------------------------------
+
+
+def test_the_watcher_reports_a_breach_once_and_only_when_it_happens(
+    client: PrometheusClient, gauge: Gauge
+) -> None:
+    wait_until("the first scrape", gauge_recorded(client, 1.0))
+    breaches: list[tuple[str, str]] = []
+    condition = Condition("SLO demo-up", slo=slo(**{"for": "1s"}))
+    watcher = StopWatcher(client, [condition], lambda c, d: breaches.append((c, d)), interval_s=0.5)
+    with watcher:
+        time.sleep(3)
+        assert breaches == [] and watcher.evaluations >= 3
+        gauge.value = 0.0
+        wait_until("the breach reported", lambda: bool(breaches), timeout_s=20)
+        gauge.value = 1.0
+    [(label, detail)] = breaches
+    assert label == "SLO demo-up"
+    assert 'min(test_gauge{app="demo"}) = 0' in detail and "objective value >= 1" in detail
+    wait_until("the recovery recorded", gauge_recorded(client, 1.0))
+
+
+def test_the_watcher_sees_an_alert_fire(client: PrometheusClient, gauge: Gauge) -> None:
+    wait_until("the gauge back to 1", gauge_recorded(client, 1.0))
+    wait_until(
+        "the alert resolved",
+        lambda: not client.query('ALERTS{alertname="TestGaugeZero",alertstate="firing"}'),
+    )
+    breaches: list[tuple[str, str]] = []
+    cond = Condition("alert TestGaugeZero", alert=AlertSpec(name="TestGaugeZero"))
+    with StopWatcher(client, [cond], lambda c, d: breaches.append((c, d)), interval_s=0.5):
+        time.sleep(1.5)
+        assert breaches == []
+        gauge.value = 0.0
+        wait_until("the alert reported", lambda: bool(breaches), timeout_s=20)
+        gauge.value = 1.0
+    assert breaches == [("alert TestGaugeZero", "alert firing: TestGaugeZero")]
+
+
+def test_the_watcher_refuses_an_unknown_alert_and_survives_an_unreachable_server(
+    client: PrometheusClient,
+) -> None:
+    cond = Condition("alert Nope", alert=AlertSpec(name="Nope"))
+    with pytest.raises(UnknownAlert):
+        StopWatcher(client, [cond], lambda c, d: None).start()
+    said: list[str] = []
+    spec = PrometheusSpec(url=f"http://127.0.0.1:{free_port()}", timeout=1)
+    with PrometheusClient(spec) as down:
+        watcher = StopWatcher(
+            down,
+            [Condition("SLO demo-up", slo=slo())],
+            lambda c, d: pytest.fail("a server that does not answer is no breach"),
+            interval_s=0.2,
+            say=said.append,
+        )
+        with watcher:
+            time.sleep(1.5)
+    assert len(said) == 1  # said once, not every tick
+    assert said[0].startswith("stop condition SLO demo-up not evaluated: Prometheus at")
