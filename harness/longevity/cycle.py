@@ -68,6 +68,8 @@ from harness.longevity.measure import (
 from harness.longevity.records import CycleRecord, PhaseBudgets
 from harness.safety import NO_RACK
 from harness.session import Session
+from harness.slo.client import PrometheusClient
+from harness.slo.evaluate import window_verdicts
 
 __all__ = ["KeepTimelines", "LiveRunner", "resolve_probes"]
 
@@ -211,6 +213,7 @@ class LiveRunner:
         self.namespaces = sorted({w.namespace for w in inventory.workloads}) or None
         self.racks = {n.name: n.rack or NO_RACK for n in inventory.nodes}
         self._observer: Observer | None = None
+        self._slo_client: PrometheusClient | None = None
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -234,6 +237,18 @@ class LiveRunner:
         if self._observer is not None:
             self._observer.stop()
             self._observer = None
+        if self._slo_client is not None:
+            self._slo_client.close()
+            self._slo_client = None
+
+    def _slo_verdicts(self, start: float, end: float) -> dict[str, dict[str, Any]] | None:
+        """The inventory's SLOs over one cycle (None when it has none)."""
+        prometheus, slos = self.inventory.prometheus, self.inventory.slos
+        if prometheus is None or not slos:
+            return None
+        if self._slo_client is None:
+            self._slo_client = PrometheusClient(prometheus)
+        return window_verdicts(self._slo_client, slos, start, end)
 
     def _session(self, tl: Timeline) -> Session:
         return Session(
@@ -447,6 +462,9 @@ class LiveRunner:
             "remediation": remediation,
             "violations": measured.violations,
         }
+        slos = self._slo_verdicts(started, ended)
+        if slos is not None:
+            detail["slos"] = slos
         record = CycleRecord(
             cycle=cycle,
             group=group.name,

@@ -173,6 +173,28 @@ def _cycle_steps(c: CycleRecord) -> list[dict[str, Any]]:
                 "attachments": [],
             }
         )
+    for name, v in (c.detail.get("slos") or {}).items():
+        held = v.get("held")
+        objective = f"{v.get('comparison')} {v.get('threshold')}"
+        if held is None:
+            title, status = f"SLO {name}: not evaluated ({v.get('error')})", "broken"
+        else:
+            verdict = "held" if held else f"BREACHED {v.get('breaches')} time(s)"
+            title = f"SLO {name} ({objective}): {verdict}, worst {v.get('worst')}"
+            status = "passed" if held else "failed"
+        steps.append(
+            {
+                "name": title,
+                "status": status,
+                "stage": "finished",
+                "start": _ms(c.started_at),
+                "stop": _ms(c.ended_at),
+                "statusDetails": {},
+                "parameters": [_param(f"SLO {name} worst", str(v.get("worst")))],
+                "steps": [],
+                "attachments": [],
+            }
+        )
     return steps
 
 

@@ -168,7 +168,53 @@ def compute_stats(log: RunLog) -> dict[str, Any]:
         ),
         "services": _breakdown(cycles, "services", "longest_outage_s", "service_outage"),
         "volumes": _breakdown(cycles, "volumes", "reattach_s", "volume_reattach"),
+        "slos": slo_stats(cycles),
     }
+
+
+def _slo_worse(comparison: str, a: float, b: float) -> bool:
+    """Whether ``a`` is further than ``b`` on the wrong side of an objective."""
+    if comparison in ("<", "<="):
+        return a > b
+    if comparison in (">", ">="):
+        return a < b
+    return False
+
+
+def slo_stats(cycles: Sequence[CycleRecord]) -> dict[str, Any]:
+    """Per SLO (from each cycle's ``detail.slos``): cycles evaluated, held and breached (by
+    number), the worst value of each cycle and of the run, and cycles not evaluated."""
+    out: dict[str, dict[str, Any]] = {}
+    for c in sorted(cycles, key=lambda c: c.cycle):
+        for name, v in (c.detail.get("slos") or {}).items():
+            s = out.setdefault(
+                name,
+                {
+                    "comparison": v.get("comparison"),
+                    "threshold": v.get("threshold"),
+                    "cycles": 0,
+                    "held": 0,
+                    "breached_cycles": [],
+                    "not_evaluated": [],
+                    "worst": None,
+                    "worst_cycle": None,
+                    "worst_per_cycle": {},
+                },
+            )
+            if v.get("held") is None:
+                s["not_evaluated"].append(c.cycle)
+                continue
+            s["cycles"] += 1
+            s["held"] += 1 if v["held"] else 0
+            if not v["held"]:
+                s["breached_cycles"].append(c.cycle)
+            worst = v.get("worst")
+            s["worst_per_cycle"][str(c.cycle)] = worst
+            if isinstance(worst, int | float) and (
+                s["worst"] is None or _slo_worse(str(s["comparison"]), worst, s["worst"])
+            ):
+                s["worst"], s["worst_cycle"] = worst, c.cycle
+    return out
 
 
 def phase_table(stats: Mapping[str, Any]) -> list[str]:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import PermanentError
+from harness.errors import PermanentError, PowercutError
 from harness.slo.client import PrometheusClient, QueryRejected, Series
 from harness.slo.config import AlertSpec, SloSpec
 
@@ -30,6 +30,7 @@ __all__ = [
     "breaches",
     "evaluate_alert",
     "evaluate_slo",
+    "window_verdicts",
     "worst_value",
 ]
 
@@ -265,3 +266,26 @@ def evaluate_alert(
         fired.append((labels.get("alertname", "?"), labels, s.points[0][0], s.points[-1][0]))
     fired.sort(key=lambda f: f[2])
     return AlertResult(alert, start, end, tuple(fired))
+
+
+def window_verdicts(
+    client: PrometheusClient, slos: Sequence[SloSpec], start: float, end: float
+) -> dict[str, dict[str, Any]]:
+    """Each SLO over [start, end] in the form a longevity cycle records: ``held``, ``worst``
+    (a number, or ``"nan"``/``"inf"``), ``breaches`` (how many) and the objective; an SLO
+    that could not be evaluated gets ``held: None`` and its ``error``."""
+    out: dict[str, dict[str, Any]] = {}
+    for slo in slos:
+        entry: dict[str, Any] = {"comparison": slo.comparison, "threshold": slo.threshold}
+        try:
+            result = evaluate_slo(client, slo, start, end)
+        except PowercutError as exc:
+            entry.update(held=None, worst=None, breaches=0, error=str(exc))
+        else:
+            entry.update(
+                held=result.held,
+                worst=_json_number(result.worst),
+                breaches=len(result.breaches),
+            )
+        out[slo.name] = entry
+    return out

@@ -34,6 +34,7 @@ from harness.slo.evaluate import (
     UnknownAlert,
     evaluate_alert,
     evaluate_slo,
+    window_verdicts,
 )
 from harness.slo.watch import Condition, StopWatcher
 
@@ -323,3 +324,13 @@ def test_the_watcher_refuses_an_unknown_alert_and_survives_an_unreachable_server
             time.sleep(1.5)
     assert len(said) == 1  # said once, not every tick
     assert said[0].startswith("stop condition SLO demo-up not evaluated: Prometheus at")
+
+
+def test_window_verdicts_record_each_slo_or_why_not(client: PrometheusClient) -> None:
+    wait_until("the first scrape", gauge_recorded(client, 1.0))
+    time.sleep(1.5)
+    end = time.time()
+    out = window_verdicts(client, [slo(), slo(name="typo", expr="no_such_metric")], end - 1, end)
+    assert out["demo-up"]["held"] is True and out["demo-up"]["breaches"] == 0
+    assert out["demo-up"]["worst"] == 1.0 and out["demo-up"]["comparison"] == ">="
+    assert out["typo"]["held"] is None and "returned no series" in out["typo"]["error"]
