@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from harness.budgets import parse_duration
 from harness.errors import ConfigError
 from harness.journal import UndoFailed
+from harness.session import StoppedByCondition
 
 if TYPE_CHECKING:
     from harness.longevity.report import ReportFiles
@@ -22,6 +23,7 @@ EXIT_FAILED = 1  # cycles missed budgets, or the cluster did not come back to st
 EXIT_HARNESS = 2  # harness or infrastructure error
 EXIT_INTERRUPTED = 3  # stopped by SIGINT/SIGTERM, cluster restored
 EXIT_RESTORE_FAILED = 4  # something is still disrupted: run `powercut recover`
+EXIT_STOPPED = 5  # a stop condition (SLO or alert) breached: stopped, cluster restored
 
 EPILOG = """stopping:
   --cycles N, --duration 8h, the stop file (DIR/STOP: `touch DIR/STOP`), or SIGINT/SIGTERM.
@@ -41,6 +43,7 @@ exit codes:
   0  every cycle passed          1  a cycle missed a budget or the cluster did not recover
   2  harness or infrastructure error   3  interrupted (cluster restored)
   4  restore failed: run `powercut recover -i INVENTORY`
+  5  stopped by a stop condition of the inventory (an SLO or alert breached; restored)
 """
 
 
@@ -231,6 +234,14 @@ def cmd_longevity(args: argparse.Namespace) -> int:
     except UndoFailed as exc:
         print(f"powercut: error: {exc}", file=sys.stderr)
         return EXIT_RESTORE_FAILED
+    except StoppedByCondition as exc:
+        print(
+            f"powercut: {exc}; the cycle's nodes were powered back on and that cycle is not "
+            f"recorded. Continue, once it holds again, with: powercut longevity --resume "
+            f"{opts.out}",
+            file=sys.stderr,
+        )
+        return EXIT_STOPPED
     except KeyboardInterrupt:
         print(
             "powercut: interrupted: the nodes of the cycle in progress were powered back on; "
