@@ -376,11 +376,13 @@ def lab_slo_sections(spec: LabSpec) -> dict[str, Any]:
     slos: list[dict[str, Any]] = [
         {
             "name": "api-available",
-            "description": "a majority of the API servers answer their scrape",
+            "description": "a majority of the API servers answer their scrape "
+            "(a scrape that times out once is forgiven)",
             "expr": 'sum(up{job="apiserver"})',
             "comparison": ">=",
             "threshold": majority,
             "step": "5s",
+            "for": "15s",
         },
         {
             "name": "api-error-ratio",
