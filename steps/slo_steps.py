@@ -15,11 +15,14 @@ scenario (see ``harness.slo.watch``). A breach raises ``StoppedByCondition`` in 
 that is running; the session undoes the disruptions and the run stops after that scenario
 (Allure category "Stopped by a stop condition", ``powercut run`` exit code 5).
 
-``steps/conftest.py`` imports this module, so every feature can use the steps.
+``steps/conftest.py`` imports everything from this module (``import *``: the step
+definitions are fixtures whose generated names must come along, and the hook that ends the
+run), so every feature can use the steps.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -38,14 +41,6 @@ from harness.slo.client import PrometheusClient
 from harness.slo.config import slo_by_name
 from harness.slo.evaluate import AlertResult, SloResult, evaluate_alert, evaluate_slo
 from steps.support.steady import Baseline
-
-__all__ = [
-    "alerts_quiet",
-    "every_slo_held",
-    "prometheus",
-    "pytest_exception_interact",
-    "slo_held",
-]
 
 
 class SloBreached(AssertionError):
@@ -115,13 +110,15 @@ def _check(
     missed: list[SloResult] = []
     for name in names:
         slo = slo_by_name(inventory.slos, name)
-        with allure.step(f"SLO {name}: {slo.expr} {slo.comparison} {slo.threshold:g}"):
+        # One Allure step per SLO, failed when it breached; every SLO is evaluated first.
+        with contextlib.suppress(SloBreached), allure.step(f"SLO {name}: {slo.objective_text}"):
             result = evaluate_slo(client, slo, start, end)
             _attach(result, timeline)
             if not result.held:
                 missed.append(result)
-                with allure.step(result.message()):
-                    pass
+                raise SloBreached(result.message())
+            with allure.step(result.message()):
+                pass
     if missed:
         raise SloBreached("\n".join(r.message() for r in missed))
 
@@ -172,11 +169,10 @@ def alerts_quiet(
     rules = prometheus.alert_rules()
     fired: list[AlertResult] = []
     for alert in inventory.alerts:
-        with allure.step(f"alert {alert.label} must not fire"):
+        with contextlib.suppress(SloBreached), allure.step(f"alert {alert.label} must not fire"):
             result = evaluate_alert(prometheus, alert, start, end, step=1.0, rules=rules)
             if not result.held:
                 fired.append(result)
-                with allure.step(result.message()):
-                    pass
+                raise SloBreached(result.message())
     if fired:
         raise SloBreached("\n".join(r.message() for r in fired))

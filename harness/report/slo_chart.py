@@ -56,7 +56,7 @@ def _ticks(lo: float, hi: float, count: int = 5) -> list[float]:
 
 def _series_label(labels: Mapping[str, str]) -> str:
     inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()) if k != "__name__")
-    return "{" + inner + "}"
+    return "{" + inner + "}" if inner else "value"
 
 
 def _phases(actions: Sequence[Mapping[str, Any]], end: float) -> list[tuple[str, float, float]]:
@@ -98,18 +98,19 @@ def slo_chart_svg(doc: Mapping[str, Any]) -> str:
 
     verdict = "held" if held else "BREACHED"
     colour = "#16a34a" if held else "#dc2626"
-    title = (
-        f"SLO {doc.get('name')}: {doc.get('expr')} {doc.get('comparison')} {_fmt(threshold)}"
-        f" - {verdict}"
-    )
+    title = f"SLO {doc.get('name')}: {verdict}"
+    subtitle = f"{doc.get('expr')} {doc.get('comparison')} {_fmt(threshold)}"
     if doc.get("for_s"):
-        title += f" (breaches shorter than {_fmt(float(doc['for_s']))} s allowed)"
+        subtitle += f"  (breaches shorter than {_fmt(float(doc['for_s']))} s allowed)"
+    if len(subtitle) > 120:
+        subtitle = subtitle[:117] + "..."
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
         f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="{FONT}" font-size="11">',
         f'<rect width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>',
-        f'<text x="{LEFT}" y="16" font-size="12" font-weight="bold" fill="{colour}">'
-        f"{escape(title[:120])}</text>",
+        f'<text x="{LEFT}" y="14" font-size="12" font-weight="bold" fill="{colour}">'
+        f"{escape(title)}</text>",
+        f'<text x="{LEFT}" y="29" fill="#374151">{escape(subtitle)}</text>',
     ]
     # disruption phases: shaded bands, then the action markers
     for i, (node, since, until) in enumerate(_phases(doc.get("actions") or [], end)):

@@ -217,6 +217,11 @@ class SloSpec(_Model):
         return value.strip()
 
     @property
+    def objective_text(self) -> str:
+        """``min(up) >= 1``, for step titles."""
+        return f"{self.expr} {self.comparison} {self.threshold:g}"
+
+    @property
     def objective(self) -> str:
         """``value >= 1``, for messages."""
         return f"value {self.comparison} {self.threshold:g}"

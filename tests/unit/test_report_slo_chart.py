@@ -48,7 +48,8 @@ def test_the_chart_is_valid_svg_with_threshold_breach_and_phase() -> None:
     assert "w-a1 down" in titles
     assert any("power-off sent at +10.0 s" in t for t in titles)
     texts = [t.text or "" for t in root.iter(f"{NS}text")]
-    assert texts[0].endswith("BREACHED")
+    assert texts[0] == "SLO web-available: BREACHED"
+    assert texts[1] == 'min(powercut_service_up{service="web"}) >= 1'
     assert '{service="<b>&"}' in texts  # escaped in the markup, intact once parsed
     assert len(list(root.iter(f"{NS}polyline"))) == 1  # the NaN point splits nothing else
     assert slo_chart_svg(doc()) == svg  # deterministic
@@ -64,5 +65,5 @@ def test_a_held_slo_and_a_node_still_down_at_the_end() -> None:
     )
     root = ET.fromstring(svg)  # noqa: S314 - our own output
     texts = [t.text or "" for t in root.iter(f"{NS}text")]
-    assert texts[0].endswith("held")
+    assert texts[0] == "SLO web-available: held"
     assert "w-b2 down" in [t.text for t in root.iter(f"{NS}title")]
