@@ -32,7 +32,7 @@ import orjson
 import pytest
 from pytest_bdd import parsers, then
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, PowercutError
 from harness.inventory import Inventory
 from harness.kube.timeline import ACTION, Timeline
 from harness.report.slo_chart import slo_chart_svg
@@ -108,19 +108,30 @@ def _check(
 ) -> None:
     start, end = scenario_window(timeline, baseline)
     missed: list[SloResult] = []
+    errors: list[PowercutError] = []
     for name in names:
         slo = slo_by_name(inventory.slos, name)
-        # One Allure step per SLO, failed when it breached; every SLO is evaluated first.
-        with contextlib.suppress(SloBreached), allure.step(f"SLO {name}: {slo.objective_text}"):
-            result = evaluate_slo(client, slo, start, end)
-            _attach(result, timeline)
-            if not result.held:
-                missed.append(result)
-                raise SloBreached(result.message())
-            with allure.step(result.message()):
-                pass
+        # One Allure step per SLO (failed when it breached, broken when it could not be
+        # evaluated); every SLO is evaluated before the step fails.
+        try:
+            with allure.step(f"SLO {name}: {slo.objective_text}"):
+                result = evaluate_slo(client, slo, start, end)
+                _attach(result, timeline)
+                if not result.held:
+                    missed.append(result)
+                    raise SloBreached(result.message())
+                with allure.step(result.message()):
+                    pass
+        except SloBreached:
+            continue
+        except PowercutError as exc:
+            errors.append(exc)
     if missed:
-        raise SloBreached("\n".join(r.message() for r in missed))
+        lines = [r.message() for r in missed]
+        lines.extend(f"also not evaluated: {e}" for e in errors)
+        raise SloBreached("\n".join(lines))
+    if errors:
+        raise errors[0]
 
 
 @then(parsers.parse("the {name} SLO held throughout"))
