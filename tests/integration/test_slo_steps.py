@@ -52,8 +52,7 @@ from pytest_bdd import given, parsers, scenarios
 
 from harness.kube.timeline import Timeline
 from harness.slo.client import PrometheusClient
-from steps.slo_steps import *  # noqa: F403
-from steps.support.steady import Baseline
+from harness.bdd.support.steady import Baseline
 
 GAUGE = Path(os.environ["GAUGE_FILE"])
 
@@ -79,20 +78,20 @@ def _recorded(client, value):
 
 
 @given(parsers.parse("the gauge stays at 1 for {seconds:d} seconds"))
-def stays(seconds, timeline, baseline, prometheus: PrometheusClient):
-    _recorded(prometheus, 1.0)
+def stays(seconds, timeline, baseline, prometheus_client: PrometheusClient):
+    _recorded(prometheus_client, 1.0)
     time.sleep(seconds)
 
 
 @given(parsers.parse("the gauge dips to 0 for {seconds:d} seconds"))
-def dips(seconds, timeline, baseline, prometheus: PrometheusClient):
+def dips(seconds, timeline, baseline, prometheus_client: PrometheusClient):
     time.sleep(1.5)
     timeline.action("w1", "power-off acknowledged")
     GAUGE.write_text("0")
-    _recorded(prometheus, 0.0)
+    _recorded(prometheus_client, 0.0)
     time.sleep(seconds)
     GAUGE.write_text("1")
-    _recorded(prometheus, 1.0)
+    _recorded(prometheus_client, 1.0)
     timeline.action("w1", "power-on acknowledged")
     time.sleep(1.5)
 """

@@ -15,9 +15,9 @@ scenario (see ``harness.slo.watch``). A breach raises ``StoppedByCondition`` in 
 that is running; the session undoes the disruptions and the run stops after that scenario
 (Allure category "Stopped by a stop condition", ``powercut run`` exit code 5).
 
-``steps/conftest.py`` imports everything from this module (``import *``: the step
-definitions are fixtures whose generated names must come along, and the hook that ends the
-run), so every feature can use the steps.
+:mod:`harness.bdd.plugin` loads this module as a pytest plugin (its steps, its
+``prometheus_client`` fixture and the hook that ends the run), so every feature can use the
+steps.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import orjson
 import pytest
 from pytest_bdd import parsers, then
 
+from harness.bdd.support.steady import Baseline
 from harness.errors import ConfigError, PowercutError
 from harness.inventory import Inventory
 from harness.kube.timeline import ACTION, Timeline
@@ -40,7 +41,6 @@ from harness.session import StoppedByCondition
 from harness.slo.client import PrometheusClient
 from harness.slo.config import slo_by_name
 from harness.slo.evaluate import AlertResult, SloResult, evaluate_alert, evaluate_slo
-from steps.support.steady import Baseline
 
 
 class SloBreached(AssertionError):
@@ -58,7 +58,7 @@ def pytest_exception_interact(
 
 
 @pytest.fixture(scope="session")
-def prometheus(inventory: Inventory) -> Iterator[PrometheusClient]:
+def prometheus_client(inventory: Inventory) -> Iterator[PrometheusClient]:
     """The inventory's Prometheus; a harness error when it has none."""
     if inventory.prometheus is None:
         raise ConfigError(
@@ -137,19 +137,19 @@ def _check(
 @then(parsers.parse("the {name} SLO held throughout"))
 def slo_held(
     name: str,
-    prometheus: PrometheusClient,
+    prometheus_client: PrometheusClient,
     inventory: Inventory,
     timeline: Timeline,
     baseline: Baseline,
 ) -> None:
     """The SLO ``name`` met its objective at every step of the scenario's window."""
     slo_by_name(inventory.slos, name)  # an unknown name: a harness error naming the valid
-    _check(prometheus, [name], inventory, timeline, baseline)
+    _check(prometheus_client, [name], inventory, timeline, baseline)
 
 
 @then("every SLO held throughout")
 def every_slo_held(
-    prometheus: PrometheusClient,
+    prometheus_client: PrometheusClient,
     inventory: Inventory,
     timeline: Timeline,
     baseline: Baseline,
@@ -159,12 +159,12 @@ def every_slo_held(
         raise ConfigError(
             "the inventory has no slos to check", source=str(inventory.source or ""), field="slos"
         )
-    _check(prometheus, [s.name for s in inventory.slos], inventory, timeline, baseline)
+    _check(prometheus_client, [s.name for s in inventory.slos], inventory, timeline, baseline)
 
 
 @then("no alert fired")
 def alerts_quiet(
-    prometheus: PrometheusClient,
+    prometheus_client: PrometheusClient,
     inventory: Inventory,
     timeline: Timeline,
     baseline: Baseline,
@@ -177,11 +177,11 @@ def alerts_quiet(
             field="alerts",
         )
     start, end = scenario_window(timeline, baseline)
-    rules = prometheus.alert_rules()
+    rules = prometheus_client.alert_rules()
     fired: list[AlertResult] = []
     for alert in inventory.alerts:
         with contextlib.suppress(SloBreached), allure.step(f"alert {alert.label} must not fire"):
-            result = evaluate_alert(prometheus, alert, start, end, step=1.0, rules=rules)
+            result = evaluate_alert(prometheus_client, alert, start, end, step=1.0, rules=rules)
             if not result.held:
                 fired.append(result)
                 raise SloBreached(result.message())
