@@ -223,6 +223,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     print(f"lab running (supervisor pid {pid}), timings {spec.timings}, API {api}")
     print(f"kubeconfig: {root / 'kubeconfig'}")
+    if spec.prometheus:
+        print(f"prometheus: http://127.0.0.1:{spec.ports.prometheus}")
     print("components:")
     for name, c_ in sorted((state.get("components") or {}).items()):
         print(f"  {name:40} {c_['state']}")

@@ -136,6 +136,8 @@ class Lab:
         procs = [p for ps in self.cp_procs.values() for p in ps] + list(self.kwok.values())
         if self.haproxy:
             procs.append(self.haproxy)
+        if self.prometheus:
+            procs.append(self.prometheus.proc)
         state = {
             "status": status,
             "supervisor_pid": os.getpid(),
