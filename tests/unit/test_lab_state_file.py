@@ -18,6 +18,7 @@ def test_concurrent_state_writes_neither_fail_nor_tear(tmp_path: Path) -> None:
         cp_procs={},
         kwok={},
         haproxy=None,
+        prometheus=None,
         power={f"w{i}": True for i in range(20)},
         _state_lock=threading.Lock(),
     )
