@@ -3,11 +3,16 @@ cycles where the SLO could not be evaluated; and the SLO steps of each cycle's r
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from harness.longevity.records import CycleRecord
+import pytest
+
+from harness.longevity.records import CYCLES_FILE, CycleRecord, read_log
 from harness.longevity.report import _cycle_steps
 from harness.longevity.stats import slo_stats
+from harness.session import StoppedByCondition
+from tests.unit.test_longevity_engine import FakeRunner, engine
 
 
 def cycle(n: int, slos: dict[str, Any]) -> CycleRecord:
@@ -82,3 +87,24 @@ def test_each_cycle_result_has_a_step_per_slo() -> None:
         "SLO web (>= 1.0): BREACHED 2 time(s), worst 0.0": "failed",
         "SLO errors: not evaluated (no series)": "broken",
     }
+
+
+def test_a_stop_condition_ends_the_run_and_says_why(tmp_path: Path) -> None:
+    """The cycle's session raised StoppedByCondition (its nodes already back on): the run
+    stops, the stop record says which condition, and the error reaches the CLI (exit 5)."""
+    runner = FakeRunner()
+
+    def breach() -> None:
+        raise StoppedByCondition("SLO api-available", 'sum(up{job="apiserver"}) = 1 on {}')
+
+    runner.hooks[2] = breach
+    eng, log, _ = engine(tmp_path, runner, cycles=5)
+    with pytest.raises(StoppedByCondition):
+        eng.run()
+    log.close()
+    assert [c for c, _ in runner.ran] == [1, 2]
+    run_log = read_log(tmp_path / CYCLES_FILE)
+    assert [c.cycle for c in run_log.cycles] == [1]  # the stopped cycle is not recorded
+    stop = run_log.last_stop
+    assert stop is not None
+    assert "stopped by SLO api-available" in stop["reason"]
