@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.cli_longevity import add_parsers as add_longevity
 
     add_longevity(sub)
+    from harness.cli_init import add_parsers as add_init
+
+    add_init(sub)
     return ap
 
 
