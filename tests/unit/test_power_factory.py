@@ -144,13 +144,14 @@ NOT_A_PLUGIN = object()
 
 
 def _with_entry_point(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    from collections.abc import Mapping
     from importlib.metadata import EntryPoint
 
     from harness import driver_registry
 
     real = driver_registry._entry_points
 
-    def patched() -> dict[str, EntryPoint]:
+    def patched() -> Mapping[str, EntryPoint]:
         return {**real(), name: EntryPoint(name, value, driver_registry.ENTRY_POINT_GROUP)}
 
     monkeypatch.setattr(driver_registry, "_entry_points", patched)
