@@ -141,6 +141,7 @@ class RichRenderer:
         self._live: object | None = None
 
     def __call__(self, event: Event) -> None:
+        line = ""
         with self._lock:
             s = self._state
             if event.kind == "scenario":
@@ -149,7 +150,7 @@ class RichRenderer:
                 colour = {"passed": "green", "failed": "red", "skipped": "yellow"}.get(
                     event.outcome, "magenta"
                 )
-                self.console.print(f"[{colour}]{event.outcome:8}[/] {event.text}")
+                line = f"[{colour}]{event.outcome:8}[/] {event.text}"
             elif event.kind == "step":
                 s.step = event.text
             elif event.kind == "wait":
@@ -159,9 +160,13 @@ class RichRenderer:
             elif event.kind == "cycle":
                 s.cycle, s.stats = event.text, dict(event.stats)
                 if event.text.endswith(("passed", "missed", "failed")):
-                    self.console.print(event.text)
+                    line = event.text
             elif event.kind == "note":
-                self.console.print(f"  {event.text}")
+                line = f"  {event.text}"
+        if line:
+            # Outside our lock: printing takes the live display's lock, whose refresh
+            # thread takes ours to render (the other order would deadlock).
+            self.console.print(line)
 
     def render(self) -> RenderableType:
         from rich.console import Group
@@ -212,7 +217,14 @@ class RichRenderer:
             def __rich__(self) -> RenderableType:
                 return self.renderer.render()
 
-        live = Live(_View(self), console=self.console, refresh_per_second=4, transient=True)
+        live = Live(
+            _View(self),
+            console=self.console,
+            refresh_per_second=4,
+            transient=True,
+            redirect_stdout=False,  # pytest owns them (its capture, its terminal writer)
+            redirect_stderr=False,
+        )
         live.start()
         self._live = live
 

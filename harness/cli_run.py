@@ -201,7 +201,7 @@ def _run_pytest(
     if log is not None:
         # pytest's output (and every library's warnings) to the log; the progress display
         # to this process's stderr, handed over as a file descriptor of its own.
-        terminal = sys.stderr.fileno()
+        terminal = os.dup(sys.stderr.fileno())  # not fd 2: the child's fd 2 is the log
         env["POWERCUT_PROGRESS_FD"] = str(terminal)
         pass_fds = (terminal,)
         sink = log.open("wb")
@@ -223,6 +223,7 @@ def _run_pytest(
             signal.signal(signum, handler)
         if sink is not None:
             sink.close()
+            os.close(pass_fds[0])
     return rc, interrupted
 
 

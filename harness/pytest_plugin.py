@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,16 @@ MARKERS = {
 }
 
 
+#: The terminal's stderr, kept before pytest captures file descriptors 1 and 2 (this hook
+#: runs when the plugin is registered, before capturing starts): the progress display
+#: writes there while a test runs.
+_TERMINAL: list[int] = []
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
+    if not _TERMINAL:
+        with contextlib.suppress(OSError):  # no stderr at all: no display either
+            _TERMINAL.append(os.dup(2))
     group = parser.getgroup("powercut")
     group.addoption(
         "--inventory",
@@ -70,9 +79,13 @@ def _start_progress(config: pytest.Config) -> None:
         return
     from harness.cli_progress import choose_mode, renderer_for
 
-    fd = os.environ.get("POWERCUT_PROGRESS_FD")
-    stream = os.fdopen(int(fd), "w", buffering=1, closefd=False) if fd else sys.__stderr__
-    if stream is None:
+    given = os.environ.get("POWERCUT_PROGRESS_FD")
+    fd = int(given) if given else (_TERMINAL[0] if _TERMINAL else None)
+    if fd is None:
+        return
+    try:
+        stream = os.fdopen(fd, "w", buffering=1, closefd=False)
+    except OSError:
         return
     renderer = renderer_for(choose_mode(requested, stream), stream)
     if renderer is None:
@@ -90,9 +103,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         listening.__exit__(None, None, None)
 
 
+_SCENARIOS: dict[str, str] = {}  # test node id -> "Feature: Scenario", for its verdict
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_bdd_before_scenario(request: Any, feature: Any, scenario: Any) -> None:
-    progress.scenario(f"{feature.name}: {scenario.name}")
+    name = f"{feature.name}: {scenario.name}"
+    _SCENARIOS[request.node.nodeid] = name
+    progress.scenario(name)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -118,7 +136,7 @@ def pytest_bdd_step_error(
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """A scenario's verdict, once: its call, or the setup that failed or skipped it."""
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-        name = report.head_line or report.nodeid
+        name = _SCENARIOS.pop(report.nodeid, None) or report.head_line or report.nodeid
         progress.scenario_end(name, report.outcome)
 
 

@@ -163,3 +163,25 @@ def test_verbose_shows_the_libraries_on_the_terminal(
     assert "Reusing existing session" in terminal.getvalue()
     assert "kex algos" in terminal.getvalue()
     assert not (tmp_path / "x.log").exists()
+
+
+def test_the_live_panel_prints_a_verdict_while_it_refreshes_and_stops() -> None:
+    """A verdict is printed above the running panel; printing takes the display's lock,
+    whose refresh takes the renderer's: done in the wrong order this hung pytest."""
+    import threading
+
+    out = io.StringIO()
+    live = RichRenderer(out)
+    live.start()
+    done = threading.Event()
+
+    def emit() -> None:
+        for i in range(50):
+            live(Event("wait", f"wait {i}", budget_s=9, key=i, at=0.0))
+            live(Event("scenario-end", f"scenario {i}", outcome="passed"))
+        live.stop()
+        done.set()
+
+    threading.Thread(target=emit, daemon=True).start()
+    assert done.wait(20), "the live display deadlocked"
+    assert "scenario 49" in out.getvalue()
