@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.budgets import parse_duration
+from harness.driver_registry import installed_drivers
 from harness.errors import ConfigError
 from harness.journal import UndoFailed
 
@@ -103,7 +104,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument(
         "--protocol",
-        choices=("ipmi", "redfish", "ssh", "inventory"),
+        choices=(*installed_drivers(), "inventory"),
         default=None,
         help="power through this endpoint of each node (default: the inventory's driver)",
     )
