@@ -25,15 +25,16 @@ Credentials are left as references to fill in: ``password_env`` variables per BM
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit
 
 import yaml
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, TemporaryError
 from harness.kube.client import KubeClient
 
 __all__ = [
@@ -53,6 +54,8 @@ CONTROL_PLANE_LABELS: Final = (
     "node-role.kubernetes.io/master",
 )
 BMH_PATH: Final = "/apis/metal3.io/v1alpha1/baremetalhosts"
+RETRY_S: Final = 30.0
+T = TypeVar("T")
 FILL_IN: Final = "FILL-IN"
 PASSWORD_ENV: Final = "BMC_PASSWORD"  # noqa: S105 - a variable name, not a password
 
@@ -164,10 +167,25 @@ def _from_bmh(host: Mapping[str, Any]) -> Bmc:
     )
 
 
+def _retrying(call: Callable[[], T], what: str, timeout_s: float = RETRY_S) -> T:
+    """``call()``, retried on what may pass (429, 5xx, an unreachable server) until
+    ``timeout_s``: a CRD just installed answers 429 while each API server initialises it."""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.2
+    while True:
+        try:
+            return call()
+        except TemporaryError as exc:
+            if time.monotonic() + pause > deadline:
+                raise TemporaryError(f"could not {what} within {timeout_s:.0f}s: {exc}") from None
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
+
 def discover(client: KubeClient, *, rack_label: str = ZONE_LABEL) -> list[DiscoveredNode]:
     """The cluster's nodes, sorted by role (control planes first) and name."""
-    nodes, _ = client.list("/api/v1/nodes")
-    hosts_doc = client.get_or_none(BMH_PATH)
+    nodes, _ = _retrying(lambda: client.list("/api/v1/nodes"), "list the nodes")
+    hosts_doc = _retrying(lambda: client.get_or_none(BMH_PATH), "list the BareMetalHosts")
     hosts = list((hosts_doc or {}).get("items") or []) if isinstance(hosts_doc, dict) else []
     index = _bmh_index(hosts)
     found: list[DiscoveredNode] = []

@@ -76,8 +76,18 @@ def metal3(lab: LabHandle) -> Iterator[tuple[str, str]]:
                 },
             },
         }
-        # The Node names its host the way Metal3's provider ID does.
         wait_for("the host to be created", lambda: client.create(BMH_PATH, host), 30)
+
+        def served_by_every_api_server() -> bool:
+            # Behind the load balancer each API server initialises the CRD's storage on
+            # its own (429 meanwhile): several lists in a row must all see the host.
+            for _ in range(6):
+                items = client.get("/apis/metal3.io/v1alpha1/baremetalhosts")["items"]
+                if by_host not in [i["metadata"]["name"] for i in items]:
+                    return False
+            return True
+
+        wait_for("every API server to serve the host", served_by_every_api_server, 60)
         client.patch(
             f"/api/v1/nodes/{by_annotation}",
             {"metadata": {"annotations": {ANNOTATION: "ipmi://127.0.0.1:6230"}}},
