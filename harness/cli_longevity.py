@@ -108,6 +108,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default=None,
         help="power through this endpoint of each node (default: the inventory's driver)",
     )
+    p.add_argument(
+        "--progress",
+        choices=("auto", "rich", "plain", "off"),
+        default="auto",
+        help="show the cycle, the wait in progress against its budget and the running "
+        "statistics per phase: live (rich), as lines (plain), auto: rich on a terminal",
+    )
     p.add_argument("--out", type=Path, default=None, help="run directory (default reports/...)")
     p.add_argument("--resume", type=Path, default=None, metavar="DIR", help="continue a run")
     p.add_argument(
@@ -222,13 +229,16 @@ def cmd_longevity(args: argparse.Namespace) -> int:
         opts = dataclasses.replace(opts, protocol=protocol)
     if args.no_report:
         opts = dataclasses.replace(opts, report=False)
+    from harness.cli_progress import showing
+
     try:
-        outcome = run_longevity(
-            opts,
-            resume=resume,
-            previous=previous,
-            duration_given=args.duration is not None,
-        )
+        with showing(args.progress, sys.stderr):
+            outcome = run_longevity(
+                opts,
+                resume=resume,
+                previous=previous,
+                duration_given=args.duration is not None,
+            )
     except UndoFailed as exc:
         print(f"powercut: error: {exc}", file=sys.stderr)
         return EXIT_RESTORE_FAILED

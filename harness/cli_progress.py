@@ -10,18 +10,28 @@ lasted :data:`ANNOUNCE_AFTER_S` (so every long wait says what it waits for), aga
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Final, Literal
 
+from harness import progress
 from harness.progress import Event
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-__all__ = ["ANNOUNCE_AFTER_S", "PlainRenderer", "RichRenderer", "choose_mode", "renderer_for"]
+__all__ = [
+    "ANNOUNCE_AFTER_S",
+    "PlainRenderer",
+    "RichRenderer",
+    "choose_mode",
+    "renderer_for",
+    "showing",
+]
 
 #: A plain-mode wait is announced once it has lasted this long.
 ANNOUNCE_AFTER_S: Final = 3.0
@@ -132,10 +142,11 @@ class PlainRenderer:
 class RichRenderer:
     """A live panel on a terminal (rich), redrawn four times a second."""
 
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: IO[str], *, redirect: bool = False) -> None:
         from rich.console import Console
 
         self.console = Console(file=stream, force_terminal=True, highlight=False)
+        self.redirect = redirect
         self._lock = threading.Lock()
         self._state = _State()
         self._live: object | None = None
@@ -222,8 +233,10 @@ class RichRenderer:
             console=self.console,
             refresh_per_second=4,
             transient=True,
-            redirect_stdout=False,  # pytest owns them (its capture, its terminal writer)
-            redirect_stderr=False,
+            # Under pytest, never: it owns them (its capture, its terminal writer). In the
+            # CLI's own process, prints then scroll above the panel.
+            redirect_stdout=self.redirect,
+            redirect_stderr=self.redirect,
         )
         live.start()
         self._live = live
@@ -235,9 +248,27 @@ class RichRenderer:
             self._live = None
 
 
-def renderer_for(mode: Mode, stream: IO[str]) -> PlainRenderer | RichRenderer | None:
+def renderer_for(
+    mode: Mode, stream: IO[str], *, redirect: bool = False
+) -> PlainRenderer | RichRenderer | None:
     if mode == "rich":
-        return RichRenderer(stream)
+        return RichRenderer(stream, redirect=redirect)
     if mode == "plain":
         return PlainRenderer(stream)
     return None
+
+
+@contextlib.contextmanager
+def showing(requested: str, stream: IO[str]) -> Iterator[None]:
+    """Show the progress events of the block (a command running in this process:
+    ``powercut longevity``); what it prints scrolls above a live panel."""
+    renderer = renderer_for(choose_mode(requested, stream), stream, redirect=True)
+    if renderer is None:
+        yield
+        return
+    with progress.listen(renderer):
+        renderer.start()
+        try:
+            yield
+        finally:
+            renderer.stop()
