@@ -62,8 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     from harness.cli_logging import configure_logging
 
     configure_logging(bool(args.verbose))
+    from harness.cli_progress import showing
+
+    # Commands that wait on BMCs in this process say what they wait for (run and
+    # longevity show their own progress).
+    waits = "auto" if args.command in ("power", "recover", "preflight") else "off"
     try:
-        rc: int = args.func(args, extra) if args.command == "run" else args.func(args)
+        with showing(waits, sys.stderr):
+            rc: int = args.func(args, extra) if args.command == "run" else args.func(args)
     except PowercutError as exc:
         # One clear line, no traceback: the error names what was wrong and what is valid.
         print(f"powercut: error: {exc}", file=sys.stderr)
