@@ -12,8 +12,8 @@ report-tools:
 	@bash scripts/install-report-tools.sh >/dev/null
 
 lint: venv
-	$(PY) -m ruff check harness tests bench steps scripts
-	$(PY) -m ruff format --check harness tests bench steps scripts
+	$(PY) -m ruff check harness tests bench scripts
+	$(PY) -m ruff format --check harness tests bench scripts
 
 types: venv
 	$(PY) -m mypy

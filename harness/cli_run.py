@@ -37,7 +37,11 @@ EPILOG = """exit codes:
 
 
 def default_steps_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "steps"
+    """The installed step grammar's package: its test modules bind the built-in features
+    and the ``--features`` directories."""
+    from harness.bdd import PACKAGE_DIR
+
+    return PACKAGE_DIR
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -72,7 +76,25 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "(undo later with `powercut recover`)",
     )
     run.add_argument(
-        "--steps", type=Path, default=None, help="directory of step modules (default: steps/)"
+        "--features",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a directory of your own .feature files (searched recursively), run with "
+        "powercut's step vocabulary next to the built-in features; repeatable",
+    )
+    run.add_argument(
+        "--no-builtin",
+        action="store_true",
+        help="run only the --features directories, not the built-in features",
+    )
+    run.add_argument(
+        "--steps",
+        type=Path,
+        default=None,
+        help="a directory of pytest test modules to run instead of the built-in bindings "
+        "(default: the installed harness/bdd package)",
     )
     run.add_argument(
         "--previous",
@@ -240,11 +262,29 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     steps = (args.steps or default_steps_dir()).resolve()
     if not steps.is_dir():
         raise ConfigError("no step definitions here; pass --steps DIR", source=str(steps))
-    pytest_args = list(extra or [])
-    if pytest_args[:1] == ["--"]:
+    if args.no_builtin and not args.features:
+        raise ConfigError(
+            "--no-builtin leaves nothing to run: add --features DIR", field="--no-builtin"
+        )
+    feature_args: list[str] = []
+    for d in args.features:
+        if not d.is_dir():
+            raise ConfigError(
+                "not a directory of .feature files", source=str(d), field="--features"
+            )
+        if not any(d.rglob("*.feature")):
+            raise ConfigError(
+                "no .feature file in this directory", source=str(d), field="--features"
+            )
+        feature_args += ["--features", str(d.resolve())]
+    if args.no_builtin:
+        feature_args.append("--no-builtin")
+    extra = list(extra or [])
+    if extra[:1] == ["--"]:
         # `powercut run -i X -- -k rack`: the separator is ours; pytest would read every
         # argument after a `--` as a file name.
-        pytest_args = pytest_args[1:]
+        extra = extra[1:]
+    pytest_args = [*feature_args, *extra]
     if args.dry_run:
         out = subprocess.run(
             [

@@ -12,13 +12,16 @@ import pytest
 from harness import progress
 from harness.inventory import Inventory, load_inventory
 
+#: The step grammar and its fixtures (harness/bdd), visible to every test module.
+pytest_plugins = ("harness.bdd.plugin",)
+
 MARKERS = {
     "lab": "needs the embedded lab cluster",
     "disruptive": "powers nodes off or otherwise disturbs the cluster",
     "slow": "takes more than a few seconds",
     "needs_bmc": "needs BMC endpoints (real or the lab's)",
     "serial": "must not run in parallel with other disruptive tests",
-    # Allure severities, written as feature tags (@critical); steps/conftest.py also turns
+    # Allure severities, written as feature tags (@critical); harness/bdd/steps.py also turns
     # them into the Allure severity label.
     "blocker": "severity: the cluster cannot be released if this fails",
     "critical": "severity: a critical failure case",

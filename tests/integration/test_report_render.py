@@ -164,10 +164,6 @@ EXPECTED_CATEGORIES = {
     BUDGET_OVERRUNS: {"Evacuation of w3 exceeds its budget"},
     HARNESS_ERRORS: {"The BMC of w4 refuses the connection"},
 }
-# the features' hooks: severity, epic and story labels
-CONFTEST = """\
-from steps.support.labels import pytest_bdd_apply_tag, pytest_bdd_before_scenario
-"""
 REPO = Path(__file__).resolve().parents[2]
 
 ENVIRONMENT = {
@@ -211,7 +207,8 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rendered]:
     project.mkdir()
     (project / "power.feature").write_text(FEATURE)
     (project / "test_power.py").write_text(STEPS)
-    (project / "conftest.py").write_text(CONFTEST)
+    # no conftest: the features' hooks (severity, epic and story labels) come from
+    # powercut's pytest plugin
     results = base / "allure-results"
     write_environment(results, ENVIRONMENT)
     write_categories(results)

@@ -250,3 +250,56 @@ def test_pytest_arguments_after_a_double_dash_reach_pytest(
     # Selecting nothing is a usage error, not a pass.
     assert run(tmp_path / "b", env, "pass", "--dry-run", "--", "-k", "no_such") == EXIT_HARNESS
     assert "test_the_outcome_is_pass" not in capfd.readouterr().out
+
+
+USER_FEATURE = """\
+Feature: My own failure case
+  Scenario: My rack goes dark
+    Given the cluster is in steady state
+    When the nodes lose power at once
+"""
+
+
+def _user_features(tmp_path: Path) -> Path:
+    mine = tmp_path / "my-repo" / "features" / "racks"
+    mine.mkdir(parents=True)
+    (mine / "dark.feature").write_text(USER_FEATURE)
+    return mine.parent
+
+
+def test_own_features_run_from_any_directory_with_or_without_the_builtins(
+    tmp_path: Path, env: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--features DIR` binds a user's feature files (found recursively) to the installed
+    vocabulary, from a directory that holds neither steps nor features; `--no-builtin`
+    leaves the built-in features out."""
+    mine = _user_features(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(empty)
+    base = ["run", "-i", str(env), "--dry-run", "--features", str(mine)]
+    assert main([*base, "--no-builtin"]) == EXIT_PASSED
+    out = capfd.readouterr().out
+    assert "test_my_rack_goes_dark" in out
+    assert "rack" in out and "test_chaos" not in out and "test_longevity" not in out
+    listed = [line for line in out.splitlines() if "::" in line]
+    assert len(listed) == 1, listed
+    assert main(base) == EXIT_PASSED
+    listed = [line for line in capfd.readouterr().out.splitlines() if "::" in line]
+    assert any("test_my_rack_goes_dark" in line for line in listed)
+    assert any("test_chaos.py::" in line for line in listed)
+    assert len(listed) > 10, listed  # the built-in features too
+
+
+def test_own_features_that_do_not_exist_are_a_clear_error(
+    tmp_path: Path, env: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "nothing-here"
+    empty.mkdir()
+    for given in (tmp_path / "no-such-dir", empty):
+        argv = ["run", "-i", str(env), "--dry-run", "--features", str(given)]
+        assert main(argv) == EXIT_HARNESS
+        err = capfd.readouterr().err
+        assert str(given) in err and "--features" in err
+    assert main(["run", "-i", str(env), "--dry-run", "--no-builtin"]) == EXIT_HARNESS
+    assert "--no-builtin leaves nothing to run" in capfd.readouterr().err

@@ -146,7 +146,7 @@ def test_the_run_and_the_features_write_the_same_inventory_keys(tmp_path: Path) 
     """What `powercut run` writes (inventory_environment) is what the features' fixture
     writes besides the Kubernetes version and tool versions: no duplicate keys in another
     spelling, and the run's values agree with the fixture's."""
-    from steps.support.report import environment
+    from harness.bdd.support.report import environment
 
     inv_file = tmp_path / "inv.yaml"
     inv_file.write_text(
@@ -232,7 +232,11 @@ CASES: list[tuple[str, str | None, str | None]] = [
         BUDGET_OVERRUNS,
     ),
     ("failed", "CheckFailed: over budget: expected x; seen y\nsecond line", BUDGET_OVERRUNS),
-    ("failed", "steps.longevity_steps.CyclesMissed: longevity: over budget: x", BUDGET_OVERRUNS),
+    (
+        "failed",
+        "harness.bdd.longevity_steps.CyclesMissed: longevity: over budget: x",
+        BUDGET_OVERRUNS,
+    ),
     # merely mentioning a budget is not an overrun: the thing did not happen in time
     (
         "failed",

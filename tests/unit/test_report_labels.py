@@ -1,4 +1,4 @@
-"""Allure epic, story and severity labels from Gherkin tags (steps/support/labels.py)."""
+"""Allure epic, story and severity labels from Gherkin tags (harness/bdd/support/labels.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from pytest_bdd.parser import FeatureParser
 
-from steps.support.labels import EPIC_TAG, EPICS, epic_of, story_of
+from harness.bdd.support.labels import EPIC_TAG, EPICS, epic_of, story_of
 
 REPO = Path(__file__).resolve().parents[2]
-FEATURES = sorted((REPO / "features").rglob("*.feature"))
+FEATURES = sorted((REPO / "harness" / "bdd" / "features").rglob("*.feature"))
 
 FEATURE = """\
 @epic:node-failure @disruptive
@@ -53,10 +53,6 @@ def fine():
     pass
 """
 
-CONFTEST = """\
-from steps.support.labels import pytest_bdd_apply_tag, pytest_bdd_before_scenario
-"""
-
 
 def test_epic_from_its_tag() -> None:
     assert epic_of({"disruptive", "epic:node-failure"}) == "Node failure"
@@ -85,12 +81,12 @@ def labels(result: dict[str, Any], name: str) -> list[str]:
 
 
 def test_allure_results_carry_epic_story_feature_and_severity(tmp_path: Path) -> None:
-    """A real pytest-bdd run under allure-pytest-bdd, with the hooks in its conftest."""
+    """A real pytest-bdd run under allure-pytest-bdd: the hooks come from powercut's pytest
+    plugin (harness/bdd), with no conftest of the project's own."""
     project = tmp_path / "project"
     project.mkdir()
     (project / "power.feature").write_text(FEATURE)
     (project / "test_power.py").write_text(STEPS)
-    (project / "conftest.py").write_text(CONFTEST)
     results = tmp_path / "allure-results"
     env = {
         **os.environ,

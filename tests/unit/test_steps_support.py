@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
+from harness.bdd.support import lost, phases
+from harness.bdd.support.limits import parse_limit
+from harness.bdd.support.report import Measurements
+from harness.bdd.support.targets import Outage, Targets
+from harness.bdd.support.workloads import PodInfo, selector_matches
 from harness.budgets import PROFILES
 from harness.checks import CheckFailed
 from harness.errors import ConfigError
 from harness.kube.timeline import ACTION, FakeClock, Timeline, Transition
-from steps.support import lost, phases
-from steps.support.limits import parse_limit
-from steps.support.report import Measurements
-from steps.support.targets import Outage, Targets
-from steps.support.workloads import PodInfo, selector_matches
 
 UNREACHABLE = "node.kubernetes.io/unreachable:NoExecute"
 
@@ -142,8 +142,8 @@ def test_third_of_workers_prefers_a_set_that_loses_replaceable_stateless_pods() 
     "every lost stateless pod is replaced" had nothing to check and failed."""
     from types import SimpleNamespace
 
-    from steps.support.targets import third_of_workers
-    from steps.support.workloads import Workload
+    from harness.bdd.support.targets import third_of_workers
+    from harness.bdd.support.workloads import Workload
 
     workers = [
         SimpleNamespace(name=f"w-{r}{i}", rack=f"rack-{r}", role="worker")

@@ -9,7 +9,7 @@ groups by epic, then feature, then story, so each scenario also gets:
   outline's name as written, so all its examples are one story);
 * **severity** from ``@blocker`` ... ``@trivial``, which also stay (registered) markers.
 
-``steps/conftest.py`` exposes the two hooks below; any conftest can import them.
+:mod:`harness.bdd.steps` exposes the two hooks below (through the plugin, to every test).
 """
 
 from __future__ import annotations
@@ -73,8 +73,11 @@ def pytest_bdd_before_scenario(request: pytest.FixtureRequest, feature: Any, sce
     """Label the running scenario with its epic and story."""
     rule = getattr(scenario, "rule", None)
     tags = set(scenario.tags) | set(feature.tags) | (set(rule.tags) if rule else set())
-    template = scenario_wrapper_template_registry.get(getattr(request.node, "function", None))
+    function = getattr(request.node, "function", None)
+    template = scenario_wrapper_template_registry.get(function) if function else None
+    label = cast(Callable[[str], None], allure.dynamic.epic)
     epic = epic_of(tags)
     if epic:
-        allure.dynamic.epic(epic)
-    allure.dynamic.story(story_of(tags, template.name if template else scenario.name))
+        label(epic)
+    label = cast(Callable[[str], None], allure.dynamic.story)
+    label(story_of(tags, template.name if template else scenario.name))

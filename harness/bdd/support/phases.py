@@ -1,8 +1,8 @@
 """The phases a step measures: each waits on the timeline (up to a deadline), records what
-it measured in :class:`~steps.support.report.Measurements` and raises
+it measured in :class:`~harness.bdd.support.report.Measurements` and raises
 :class:`~harness.checks.CheckFailed` naming every node, pod or volume that missed its limit.
 
-The step definitions in ``steps/conftest.py`` only parse the sentence, resolve the limit to
+The step definitions in :mod:`harness.bdd.steps` only parse the sentence, resolve the limit to
 seconds and call one of these inside ``allure.step``.
 """
 
@@ -13,6 +13,10 @@ from collections.abc import Sequence
 
 import allure
 
+from harness.bdd.support import lost as L
+from harness.bdd.support.report import Measurements
+from harness.bdd.support.targets import Outage, PoweredOn, Targets
+from harness.bdd.support.workloads import PodInfo, Workload
 from harness.budgets import Budgets
 from harness.checks import (
     UNREACHABLE_NO_EXECUTE,
@@ -28,10 +32,6 @@ from harness.errors import WaitTimeout
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT, Observer
 from harness.kube.timeline import ACTION, Predicate, Timeline, Transition, match
 from harness.session import Session
-from steps.support import lost as L
-from steps.support.report import Measurements
-from steps.support.targets import Outage, PoweredOn, Targets
-from steps.support.workloads import PodInfo, Workload
 
 _FREED = frozenset({"detached", "deleted"})
 

@@ -13,7 +13,7 @@ Steps pass state on only through fixtures (``target_fixture``): ``targets`` (the
 nodes and their pods), ``outage`` (the power-off), ``powered_on``, ``drained`` and
 ``resolution`` (the operator action that freed the stuck pods). Every limit is a named
 budget or a literal number of seconds (``{limit:Limit}``); the phases themselves live in
-:mod:`steps.support.phases`.
+:mod:`harness.bdd.support.phases`.
 
 ``docs/steps.md`` is generated from this module: run ``scripts/gen_steps_doc.py`` after
 changing a step.
@@ -32,6 +32,15 @@ from pytest_bdd import given, parsers, then, when
 from pytest_bdd.parsers import StepParser
 from pytest_bdd.scenario import scenario_wrapper_template_registry
 
+from harness.bdd.support import labels, phases, report, steady
+from harness.bdd.support import lost as L
+from harness.bdd.support import targets as choose
+from harness.bdd.support.apiprobe import API_PROBE, ETCD_PROBE, ApiProber
+from harness.bdd.support.limits import TYPES, Limit
+from harness.bdd.support.report import Measurements
+from harness.bdd.support.steady import Baseline
+from harness.bdd.support.targets import Outage, PodFilter, PoweredOn, Targets
+from harness.bdd.support.workloads import PodInfo, Workload, resolve_workloads, workload_pods
 from harness.budgets import Budgets
 from harness.checks import (
     CheckFailed,
@@ -51,15 +60,6 @@ from harness.kube.timeline import ACTION, Timeline, Transition, match
 from harness.power.factory import available_protocols
 from harness.report.allure_env import prepare_results
 from harness.session import Session
-from steps.support import labels, phases, report, steady
-from steps.support import lost as L
-from steps.support import targets as choose
-from steps.support.apiprobe import API_PROBE, ETCD_PROBE, ApiProber
-from steps.support.limits import TYPES, Limit
-from steps.support.report import Measurements
-from steps.support.steady import Baseline
-from steps.support.targets import Outage, PodFilter, PoweredOn, Targets
-from steps.support.workloads import PodInfo, Workload, resolve_workloads, workload_pods
 
 #: How long after the API showed a change its watch event may still be on its way.
 OBSERVER_LAG_S = 5.0
@@ -76,7 +76,7 @@ def _p(text: str) -> StepParser:
 
 
 # Tags to Allure labels: severity (@critical, also a marker), epic (@epic:node-failure) and
-# story (@story:..., else the scenario's name); see steps/support/labels.py.
+# story (@story:..., else the scenario's name); see harness/bdd/support/labels.py.
 pytest_bdd_apply_tag = labels.pytest_bdd_apply_tag
 pytest_bdd_before_scenario = labels.pytest_bdd_before_scenario
 
@@ -304,7 +304,7 @@ def _worker_running(
     also: PodFilter | None = None,
     prefer_busy: bool = True,
 ) -> Targets:
-    """The worker :func:`~steps.support.targets.one_node` picks among the pods of the
+    """The worker :func:`~harness.bdd.support.targets.one_node` picks among the pods of the
     inventory's workloads (``subject``, ``also``, ``why`` and ``prefer_busy`` as there)."""
     return _chosen(
         choose.one_node(

@@ -13,9 +13,8 @@ interrupts the pytest session, as the signal would have.
 ``Then the experiment left no disruption behind`` checks the powercut journal: every
 disruption the experiment journaled has been undone by its rollbacks.
 
-This module only defines the steps; ``steps/test_chaos.py`` binds ``features/chaos.feature``
-to them (so ``powercut run`` and ``pytest steps --inventory INVENTORY`` run it). To use the
-steps from another test module, import them: ``from steps.chaos_steps import *``.
+This module only defines the steps (loaded by :mod:`harness.bdd.plugin`, so every feature
+can use them); ``harness/bdd/test_chaos.py`` binds the built-in ``features/chaos.feature``.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ import allure
 import pytest
 from pytest_bdd import parsers, then, when
 
+from harness.bdd import BUILTIN_FEATURES
 from harness.chaos.runner import Outcome, judge, run_experiment_file
 from harness.errors import ConfigError, PermanentError
 from harness.inventory import Inventory
@@ -58,10 +58,12 @@ class ChaosRun:
 
 
 def experiment_path(file: str, rootdir: Path) -> Path:
-    """``file`` as given, else relative to the rootdir, else under ``experiments/``."""
+    """``file`` as given, else relative to the rootdir, else under ``experiments/``, else
+    one of the built-in features' experiments (``harness/bdd/features/experiments/``)."""
     given = Path(file).expanduser()
     tries = [given] if given.is_absolute() else [given, rootdir / given]
     tries.append(rootdir / "experiments" / given.name)
+    tries.append(BUILTIN_FEATURES / "experiments" / given.name)
     for path in tries:
         if path.is_file():
             return path.resolve()

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from harness.bdd.support.workloads import PodInfo, Workload
 from harness.inventory import Inventory, NodeSpec
 from harness.kube.observer import Observer
 from harness.kube.timeline import Transition
-from steps.support.workloads import PodInfo, Workload
 
 PodFilter = Callable[[PodInfo], bool]
 

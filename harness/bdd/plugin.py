@@ -1,0 +1,94 @@
+"""The step grammar as a pytest plugin, and the options that choose which features run.
+
+Loaded by :mod:`harness.pytest_plugin` (powercut's ``pytest11`` entry point), so the steps,
+fixtures and hooks below are visible to every test module, wherever it lives: the built-in
+features' bindings in this package and a user's own one-line module alike.
+
+Options (``powercut run`` passes its own ``--features`` / ``--no-builtin`` on):
+
+- ``--features DIR`` (repeatable): bind every ``*.feature`` under DIR (recursively) to the
+  vocabulary, next to the built-in features.
+- ``--no-builtin``: bind only the ``--features`` directories.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.bdd import BUILTIN_FEATURES
+from harness.errors import ConfigError
+
+pytest_plugins = (
+    "harness.bdd.steps",
+    "harness.bdd.chaos_steps",
+    "harness.bdd.longevity_steps",
+)
+
+_config: pytest.Config | None = None
+_dirs: list[Path] = []
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("powercut")
+    group.addoption(
+        "--features",
+        dest="powercut_features",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a directory of your own .feature files to run with powercut's steps "
+        "(repeatable; searched recursively)",
+    )
+    group.addoption(
+        "--no-builtin",
+        dest="powercut_no_builtin",
+        action="store_true",
+        default=False,
+        help="run only the --features directories, not powercut's built-in features",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _config, _dirs
+    try:
+        _dirs = feature_dirs(config.getoption("powercut_features") or [])
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    _config = config
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _config, _dirs
+    if _config is config:
+        _config, _dirs = None, []
+
+
+def feature_dirs(given_dirs: list[str]) -> list[Path]:
+    """The ``--features`` directories, resolved; a missing or empty one is a clear error."""
+    dirs = []
+    for given in given_dirs:
+        path = Path(given).expanduser().resolve()
+        if not path.is_dir():
+            raise ConfigError(
+                f"--features {given}: not a directory of .feature files", field="--features"
+            )
+        if not any(path.rglob("*.feature")):
+            raise ConfigError(f"--features {given}: no .feature file in it", field="--features")
+        dirs.append(path)
+    return dirs
+
+
+def user_feature_dirs() -> list[Path]:
+    """The ``--features`` directories of the running pytest session."""
+    return list(_dirs)
+
+
+def builtin_enabled(config: pytest.Config | None = None) -> bool:
+    config = config or _config
+    return not (config is not None and config.getoption("powercut_no_builtin"))
+
+
+def builtin_feature(*parts: str) -> Path:
+    return BUILTIN_FEATURES.joinpath(*parts)
