@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -97,6 +98,9 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ).stdout.strip()
     ours = sysconfig.get_paths()["purelib"]
     Path(site, "powercut-env.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
+    # Built from a copy: setuptools writes build/ and *.egg-info next to the sources.
+    source = root.parent / "src"
+    shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
     subprocess.run(
         [
             str(python),
@@ -108,7 +112,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--no-deps",
             "--no-build-isolation",
             "--no-index",
-            str(EXAMPLE),
+            str(source),
         ],
         check=True,
         cwd=root.parent,
