@@ -4,8 +4,11 @@
 file raises one ``ConfigError`` whose message names the file, the YAML path of the bad value
 (``nodes[2].power.driver``), the value, what would have been valid and the line, e.g.::
 
-    lab.yaml:nodes[2].power.driver: 'ipmii' is not valid; must be one of: ipmi, redfish,
-    ssh, kind (node 'w3', line 31)
+    lab.yaml:nodes[2].power.driver: 'ipmii' is not an installed power driver (did you mean
+    'ipmi'?); installed: ipmi, kind, redfish, ssh (node 'w3', line 31)
+
+A node's ``power.driver`` is any installed power driver (:mod:`harness.driver_registry`);
+the driver's plugin checks the fields it reads and, with its options model, ``extra``.
 
 Credentials are never stored in the models as plain strings: a node's BMC password is a
 :class:`Secret` that reads its environment variable or file only when a driver asks for it,
@@ -78,6 +81,8 @@ class NodeRole(enum.StrEnum):
 
 
 class Driver(enum.StrEnum):
+    """The built-in power drivers' names (any installed plugin's name is valid too)."""
+
     IPMI = "ipmi"
     REDFISH = "redfish"
     SSH = "ssh"
