@@ -12,11 +12,13 @@ report-tools:
 	@bash scripts/install-report-tools.sh >/dev/null
 
 lint: venv
-	$(PY) -m ruff check harness tests bench scripts
-	$(PY) -m ruff format --check harness tests bench scripts
+	$(PY) -m ruff check harness tests bench scripts examples
+	$(PY) -m ruff format --check harness tests bench scripts examples
 
 types: venv
 	$(PY) -m mypy
+	MYPYPATH=examples/powercut-driver-example/src $(PY) -m mypy --strict \
+	  examples/powercut-driver-example/src/powercut_driver_example
 
 layers: venv
 	.venv/bin/lint-imports
