@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_FLAGS ?=
 
-.PHONY: venv report-tools lint types layers unit check lab-bin lab-test integration features test demo bench clean
+.PHONY: venv report-tools lint types layers unit check lab-bin lab-test integration features wheel-test test demo bench clean
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -12,11 +12,13 @@ report-tools:
 	@bash scripts/install-report-tools.sh >/dev/null
 
 lint: venv
-	$(PY) -m ruff check harness tests bench scripts
-	$(PY) -m ruff format --check harness tests bench scripts
+	$(PY) -m ruff check harness tests bench scripts examples
+	$(PY) -m ruff format --check harness tests bench scripts examples
 
 types: venv
 	$(PY) -m mypy
+	MYPYPATH=examples/powercut-driver-example/src $(PY) -m mypy --strict \
+	  examples/powercut-driver-example/src/powercut_driver_example
 
 layers: venv
 	.venv/bin/lint-imports
@@ -42,8 +44,13 @@ integration: venv report-tools
 features: lab-bin report-tools
 	bash scripts/features.sh
 
+## wheel-test: the built wheel in a fresh virtualenv outside the repo, run from an empty
+## directory: one built-in scenario and a `powercut init` project's feature, report checked
+wheel-test: lab-bin report-tools
+	bash scripts/wheel-test.sh
+
 ## test: everything the project checks
-test: check integration lab-test features
+test: check integration lab-test features wheel-test
 
 ## demo: bring the lab up, run the features against it, write the HTML report
 demo: lab-bin report-tools

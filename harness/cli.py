@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import NoReturn, cast
 
@@ -25,7 +24,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Prove a Kubernetes cluster survives the loss of its failure domains.",
     )
     ap.add_argument("--version", action="version", version=f"powercut {__version__}")
-    ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    ap.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="debug logging, and every library's warnings on the terminal (by default they "
+        "go to the log: ~/.cache/powercut/log/powercut.log or $POWERCUT_LOG; `run`: DIR/run.log)",
+    )
     # Subcommand parsers are OneLineParsers at run time; the helpers are typed for the base.
     sub = cast(
         "argparse._SubParsersAction[argparse.ArgumentParser]",
@@ -43,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.cli_longevity import add_parsers as add_longevity
 
     add_longevity(sub)
+    from harness.cli_init import add_parsers as add_init
+
+    add_init(sub)
     return ap
 
 
@@ -51,12 +59,17 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = ap.parse_known_args(argv)
     if extra and getattr(args, "command", None) != "run":
         ap.error(f"unrecognized arguments: {' '.join(extra)}")
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    from harness.cli_logging import configure_logging
+
+    configure_logging(bool(args.verbose))
+    from harness.cli_progress import showing
+
+    # Commands that wait on BMCs in this process say what they wait for (run and
+    # longevity show their own progress).
+    waits = "auto" if args.command in ("power", "recover", "preflight") else "off"
     try:
-        rc: int = args.func(args, extra) if args.command == "run" else args.func(args)
+        with showing(waits, sys.stderr):
+            rc: int = args.func(args, extra) if args.command == "run" else args.func(args)
     except PowercutError as exc:
         # One clear line, no traceback: the error names what was wrong and what is valid.
         print(f"powercut: error: {exc}", file=sys.stderr)

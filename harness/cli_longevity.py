@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.budgets import parse_duration
+from harness.driver_registry import installed_drivers
 from harness.errors import ConfigError
 from harness.journal import UndoFailed
 from harness.session import StoppedByCondition
@@ -106,9 +107,16 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument(
         "--protocol",
-        choices=("ipmi", "redfish", "ssh", "inventory"),
+        choices=(*installed_drivers(), "inventory"),
         default=None,
         help="power through this endpoint of each node (default: the inventory's driver)",
+    )
+    p.add_argument(
+        "--progress",
+        choices=("auto", "rich", "plain", "off"),
+        default="auto",
+        help="show the cycle, the wait in progress against its budget and the running "
+        "statistics per phase: live (rich), as lines (plain), auto: rich on a terminal",
     )
     p.add_argument("--out", type=Path, default=None, help="run directory (default reports/...)")
     p.add_argument("--resume", type=Path, default=None, metavar="DIR", help="continue a run")
@@ -224,13 +232,16 @@ def cmd_longevity(args: argparse.Namespace) -> int:
         opts = dataclasses.replace(opts, protocol=protocol)
     if args.no_report:
         opts = dataclasses.replace(opts, report=False)
+    from harness.cli_progress import showing
+
     try:
-        outcome = run_longevity(
-            opts,
-            resume=resume,
-            previous=previous,
-            duration_given=args.duration is not None,
-        )
+        with showing(args.progress, sys.stderr):
+            outcome = run_longevity(
+                opts,
+                resume=resume,
+                previous=previous,
+                duration_given=args.duration is not None,
+            )
     except UndoFailed as exc:
         print(f"powercut: error: {exc}", file=sys.stderr)
         return EXIT_RESTORE_FAILED

@@ -7,6 +7,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from harness.driver_registry import installed_drivers
 from harness.errors import PowercutError
 from harness.inventory import Inventory, load_inventory
 from harness.journal import Journal, UndoResult, recover
@@ -15,14 +16,12 @@ from harness.power.factory import driver_for
 from harness.preflight import PreflightFailed, preflight
 from harness.session import ClusterExecutor, Session, journal_path_for
 
-PROTOCOLS = ("ipmi", "redfish", "ssh")
-
 
 def _inventory_and_protocol(p: argparse.ArgumentParser, protocol_help: str) -> None:
     p.add_argument("--inventory", "-i", required=True, type=Path, help="inventory YAML")
     p.add_argument(
         "--protocol",
-        choices=PROTOCOLS,
+        choices=installed_drivers(),
         default=None,
         help=f"{protocol_help} (default: the inventory's power driver)",
     )

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import IO
 
 from harness import __version__
 from harness.errors import ConfigError, PowercutError
@@ -106,6 +107,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     run.add_argument("--no-html", action="store_true", help="skip the HTML report")
     run.add_argument(
+        "--progress",
+        choices=("auto", "rich", "plain", "off"),
+        default="auto",
+        help="what the terminal shows while the scenarios run: the scenario, its step and "
+        "each wait against its budget, live (rich) or as lines (plain, for CI logs); auto: "
+        "rich on a terminal, else plain. pytest's own output and third-party warnings go to "
+        "DIR/run.log (with `powercut -v run` to the terminal, with plain progress)",
+    )
+    run.add_argument(
         "--fail-on-skip",
         action="store_true",
         help="count a skipped scenario (nothing in the cluster fits it, a protocol missing) "
@@ -190,7 +200,9 @@ def _own_group_and_die_with(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _run_pytest(cmd: list[str]) -> tuple[int, bool]:
+def _run_pytest(
+    cmd: list[str], *, log: Path | None = None, progress_mode: str = "off"
+) -> tuple[int, bool]:
     """Run the pytest child to its end; return its exit code and whether it was interrupted.
 
     The child runs in a process group of its own, so a Ctrl-C at the terminal reaches only
@@ -219,16 +231,44 @@ def _run_pytest(cmd: list[str]) -> tuple[int, bool]:
                 child.send_signal(sig)
 
     previous = {s: signal.signal(s, forward) for s in FORWARDED}
+    env = {**os.environ, "POWERCUT_PROGRESS": progress_mode}
+    pass_fds: tuple[int, ...] = ()
+    sink: IO[bytes] | None = None
+    if log is not None:
+        # pytest's output (and every library's warnings) to the log; the progress display
+        # to this process's stderr, handed over as a file descriptor of its own.
+        terminal = os.dup(sys.stderr.fileno())  # not fd 2: the child's fd 2 is the log
+        env["POWERCUT_PROGRESS_FD"] = str(terminal)
+        pass_fds = (terminal,)
+        sink = log.open("wb")
     try:
         parent = os.getpid()
-        child = subprocess.Popen(cmd, preexec_fn=lambda: _own_group_and_die_with(parent))
+        child = subprocess.Popen(
+            cmd,
+            preexec_fn=lambda: _own_group_and_die_with(parent),
+            env=env,
+            pass_fds=pass_fds,
+            stdout=sink,
+            stderr=subprocess.STDOUT if sink is not None else None,
+        )
         for sig in pending:
             child.send_signal(sig)
         rc = child.wait()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        if sink is not None:
+            sink.close()
+            os.close(pass_fds[0])
     return rc, interrupted
+
+
+def _tail(log: Path, lines: int = 15) -> str:
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
@@ -309,7 +349,22 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     if args.keep_on_failure:
         cmd.append("--keep-on-failure")
     print(f"powercut {__version__}: running {steps} against {args.inventory} -> {out_dir}")
-    rc, interrupted = _run_pytest([*cmd, *pytest_args])
+    verbose = bool(getattr(args, "verbose", False))
+    log = None if verbose else out_dir / "run.log"
+    from harness.cli_progress import choose_mode
+
+    mode = choose_mode(
+        "plain" if verbose and args.progress == "auto" else args.progress, sys.stderr
+    )
+    if verbose and mode == "rich":
+        mode = "plain"  # pytest writes to the same terminal: a live panel would garble it
+    sys.stdout.flush()
+    rc, interrupted = _run_pytest([*cmd, *pytest_args], log=log, progress_mode=mode)
+    if log is not None and rc in (3, 4, 5):
+        # pytest could not run the scenarios (internal error, usage, nothing collected):
+        # its own words are in the log; show their end.
+        print(f"powercut: pytest exited {rc}; the end of {log}:", file=sys.stderr)
+        print(_tail(log), file=sys.stderr)
     journal = journal_path_for(inv)
     owed = []
     if journal.exists():
@@ -336,6 +391,8 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     if html:
         print(f"report: {html}")
     print(f"junit:  {out_dir / 'junit.xml'}")
+    if log is not None:
+        print(f"log:    {log}")
     if owed:
         print(
             f"powercut: {len(owed)} disruption(s) still in place; run: powercut recover -i "

@@ -4,8 +4,11 @@
 file raises one ``ConfigError`` whose message names the file, the YAML path of the bad value
 (``nodes[2].power.driver``), the value, what would have been valid and the line, e.g.::
 
-    lab.yaml:nodes[2].power.driver: 'ipmii' is not valid; must be one of: ipmi, redfish,
-    ssh, kind (node 'w3', line 31)
+    lab.yaml:nodes[2].power.driver: 'ipmii' is not an installed power driver (did you mean
+    'ipmi'?); installed: ipmi, kind, redfish, ssh (node 'w3', line 31)
+
+A node's ``power.driver`` is any installed power driver (:mod:`harness.driver_registry`);
+the driver's plugin checks the fields it reads and, with its options model, ``extra``.
 
 Credentials are never stored in the models as plain strings: a node's BMC password is a
 :class:`Secret` that reads its environment variable or file only when a driver asks for it,
@@ -21,7 +24,6 @@ from __future__ import annotations
 import difflib
 import enum
 import ipaddress
-import math
 import os
 import re
 import types
@@ -48,11 +50,11 @@ from pydantic import (
 )
 
 from harness import budgets as _budgets
+from harness.driver_registry import FieldError, load_plugin
 from harness.errors import ConfigError
 from harness.slo import config as _slo
 
 __all__ = [
-    "POWER_EXTRA_OPTIONS",
     "BudgetsSpec",
     "ClusterSpec",
     "Driver",
@@ -80,6 +82,8 @@ class NodeRole(enum.StrEnum):
 
 
 class Driver(enum.StrEnum):
+    """The built-in power drivers' names (any installed plugin's name is valid too)."""
+
     IPMI = "ipmi"
     REDFISH = "redfish"
     SSH = "ssh"
@@ -87,43 +91,6 @@ class Driver(enum.StrEnum):
 
 
 IPMI_DEFAULT_PORT: Final = 623
-
-#: ``power.extra`` keys the built-in drivers accept, and the kind of value each takes:
-#: ``seconds`` (a positive number), ``whole seconds`` (a positive integer) or ``command`` (a
-#: shell command line run on the node). Each key is a keyword argument of the driver's
-#: constructor. Plugin drivers (``kind``) check their own keys when they are built.
-POWER_EXTRA_OPTIONS: Final[Mapping[str, Mapping[str, str]]] = {
-    "ipmi": {"timeout_s": "seconds", "poll_s": "seconds", "keepalive_s": "whole seconds"},
-    "redfish": {"timeout_s": "seconds", "poll_s": "seconds"},
-    "ssh": {
-        "timeout_s": "seconds",
-        "poll_s": "seconds",
-        "probe_timeout_s": "seconds",
-        "command_off": "command",
-        "command_off_forced": "command",
-        "command_reboot": "command",
-    },
-}
-
-
-def _extra_value(driver: str, key: str, value: object) -> float | int | str:
-    """A ``power.extra`` value of a built-in driver, checked and converted."""
-    kind = POWER_EXTRA_OPTIONS[driver][key]
-    if kind == "command":
-        if not isinstance(value, str) or not value.strip():
-            raise _FieldError(("extra", key), f"{value!r} is not valid; must be a command line")
-        return value.strip()
-    if kind == "whole seconds":
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise _FieldError(
-                ("extra", key), f"{value!r} is not valid; must be a positive whole number"
-            )
-        return value
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
-        raise _FieldError(
-            ("extra", key), f"{value!r} is not valid; must be a positive number of seconds"
-        )
-    return float(value)
 
 
 class InlinePasswordWarning(UserWarning):
@@ -224,17 +191,10 @@ class Secret:
 # --------------------------------------------------------------------------------------------
 
 
-class _FieldError(ValueError):
-    """A validation error that knows the sub-path of the bad value below the validated model.
-
-    Raised inside model validators so that the loader can report ``nodes[2].power.endpoint``
-    rather than ``nodes[2].power``.
-    """
-
-    def __init__(self, subpath: tuple[str | int, ...], message: str) -> None:
-        super().__init__(message)
-        self.subpath = subpath
-        self.message = message
+#: A validation error that knows the sub-path of the bad value below the validated model,
+#: raised inside model validators so that the loader can report ``nodes[2].power.endpoint``
+#: rather than ``nodes[2].power``.
+_FieldError = FieldError
 
 
 class HostPort(NamedTuple):
@@ -412,9 +372,16 @@ class SshSpec(_Model):
 
 
 class PowerSpec(_Model):
-    """How to switch the node's power: one driver and its endpoint and credentials."""
+    """How to switch the node's power: one driver, its endpoint, credentials and options.
 
-    driver: Literal["ipmi", "redfish", "ssh", "kind"]
+    ``driver`` is the name of an installed power driver (an entry point of the
+    ``powercut.power_drivers`` group, :mod:`harness.driver_registry`); the driver says which
+    of the other fields it reads and checks them, and its options model checks ``extra``.
+    """
+
+    driver: NonBlank = Field(
+        description="an installed power driver: ipmi, redfish, ssh, kind, or a plugin's name"
+    )
     endpoint: str | None = Field(
         default=None,
         description="ipmi: 'host:port' (port 623 by default); redfish: 'https://host:port' "
@@ -440,11 +407,22 @@ class PowerSpec(_Model):
     )
     extra: dict[str, Any] = Field(
         default_factory=dict,
-        description="driver options: for ipmi, redfish and ssh the keys of "
-        "POWER_EXTRA_OPTIONS; for a plugin driver, whatever it documents",
+        description="the driver's options, checked by its options model when the inventory "
+        "loads (docs/your-repo.md lists the built-in drivers' options)",
     )
 
     _owner: str = PrivateAttr(default="")
+    _options: BaseModel | None = PrivateAttr(default=None)
+
+    @field_validator("driver")
+    @classmethod
+    def _installed(cls, value: str) -> str:
+        try:
+            load_plugin(value)
+        except ConfigError as exc:
+            # Not installed: what is. Installed but broken: why it does not load.
+            raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("verify_tls", mode="after")
     @classmethod
@@ -464,59 +442,42 @@ class PowerSpec(_Model):
         return value
 
     @model_validator(mode="after")
-    def _check(self) -> Self:
+    def _check(self, info: ValidationInfo) -> Self:
         given = [k for k in ("password_env", "password_file", "password") if getattr(self, k)]
         if len(given) > 1:
             raise _FieldError(
                 (given[1],),
                 f"give only one of password_env, password_file, password; got {', '.join(given)}",
             )
-        if self.driver == "ipmi":
-            if not self.endpoint:
-                raise _FieldError(("endpoint",), "is required for driver ipmi ('host:port')")
-            try:
-                parse_host_port(self.endpoint, default_port=IPMI_DEFAULT_PORT)
-            except ValueError as exc:
-                raise _FieldError(("endpoint",), str(exc)) from None
-        elif self.interface is not None:
-            raise _FieldError(("interface",), f"applies only to driver ipmi, not {self.driver}")
-        if self.driver == "redfish":
-            if not self.endpoint:
-                raise _FieldError(
-                    ("endpoint",), "is required for driver redfish ('https://host:port')"
-                )
-            _check_redfish_url(self.endpoint)
-        elif self.auth is not None:
-            raise _FieldError(("auth",), f"applies only to driver redfish, not {self.driver}")
-        valid = POWER_EXTRA_OPTIONS.get(self.driver)
-        if valid is not None:
-            for key, value in self.extra.items():
-                if key not in valid:
-                    close = difflib.get_close_matches(str(key), valid, n=1)
-                    hint = f" (did you mean {close[0]!r}?)" if close else ""
-                    raise _FieldError(
-                        ("extra", str(key)),
-                        f"unknown option {key!r} for driver {self.driver}{hint}; "
-                        f"valid keys: {', '.join(valid)}",
-                    )
-                _extra_value(self.driver, key, value)
-        if self.driver in ("ipmi", "redfish"):
-            if not self.username:
-                raise _FieldError(("username",), f"is required for driver {self.driver}")
-            if not given:
-                raise _FieldError(
-                    ("password_env",),
-                    f"driver {self.driver} needs a password: set password_env (an environment "
-                    "variable) or password_file",
-                )
+        plugin = load_plugin(self.driver)
+        for name in sorted(self.model_fields_set):
+            common = "password" if name in ("password_env", "password_file") else name
+            if common in ("driver", "extra") or common in plugin.fields:
+                continue
+            if name == "verify_tls" and self.verify_tls is True:
+                continue  # the default, written out
+            uses = ", ".join(sorted(plugin.fields)) or "none of them"
+            raise _FieldError(
+                (name,), f"does not apply to driver {self.driver} (it reads: {uses}, extra)"
+            )
+        plugin.check(self)
+        try:
+            self._options = plugin.options.model_validate(self.extra, context=info.context)
+        except ValidationError as exc:
+            raise _options_error(self.driver, plugin.options, self.extra, exc) from None
         return self
 
-    def driver_options(self) -> dict[str, float | int | str]:
-        """``extra`` as keyword arguments of a built-in driver (converted); ``{}`` for a
-        plugin driver, which reads ``extra`` itself."""
-        if self.driver not in POWER_EXTRA_OPTIONS:
-            return {}
-        return {key: _extra_value(self.driver, key, value) for key, value in self.extra.items()}
+    @property
+    def options(self) -> BaseModel:
+        """``extra`` as validated by the driver's options model."""
+        if self._options is None:  # pragma: no cover - set by the validator
+            raise ConfigError(f"{self._owner or 'power'}: options were not validated")
+        return self._options
+
+    def driver_options(self) -> dict[str, Any]:
+        """The options given in ``extra``, converted by the driver's options model (without
+        the defaults it fills in)."""
+        return self.options.model_dump(exclude_unset=True)
 
     @property
     def ipmi_interface(self) -> str:
@@ -544,6 +505,33 @@ class PowerSpec(_Model):
         if self.password is not None:
             return Secret(value=self.password.get_secret_value(), owner=owner)
         return None
+
+
+def _options_error(
+    driver: str, model: type[BaseModel], extra: Mapping[str, Any], exc: ValidationError
+) -> FieldError:
+    """The first problem in ``power.extra``, as the driver's options model found it."""
+    error = exc.errors(include_url=False, include_input=False)[0]
+    loc: tuple[str | int, ...] = ("extra", *error["loc"])
+    valid = [f.alias or n for n, f in model.model_fields.items()]
+    if error["type"] == "extra_forbidden":
+        key = str(error["loc"][-1])
+        close = difflib.get_close_matches(key, valid, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        keys = ", ".join(valid) or "none (the driver takes no options)"
+        message = f"unknown option {key!r} for driver {driver}{hint}; valid keys: {keys}"
+        return FieldError(loc, message)
+    if error["type"] == "missing":
+        return FieldError(loc, f"is required by driver {driver} but missing")
+    found, value = _walk(dict(extra), error["loc"])
+    cause = (error.get("ctx") or {}).get("error")
+    message = str(cause) if isinstance(cause, ValueError) else str(error["msg"])
+    message = message[0].lower() + message[1:] if message else message
+    if isinstance(cause, FieldError):
+        return FieldError(loc + cause.subpath, cause.message)
+    if not found or isinstance(value, dict | list) or any(_is_secret_key(p) for p in loc):
+        return FieldError(loc, message)
+    return FieldError(loc, f"{value!r} is not valid; {message}")
 
 
 def _check_redfish_url(url: str) -> None:

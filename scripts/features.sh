@@ -23,6 +23,8 @@ if [ "$status" -ne 0 ]; then
   # Keep what the lab saw, and show the lab's side of the story in the CI log.
   mkdir -p "$out" && cp -r "$state/logs" "$out/lab-logs" 2>/dev/null || true
   echo "features failed (exit $status); lab logs kept in $out/lab-logs"
+  echo "the end of pytest's output ($out/run.log):"
+  tail -60 "$out/run.log" 2>/dev/null || true
   $pc lab status --state-dir "$state" || true
   grep -h "nudging\|power o\|ERROR" "$state/logs/supervisor.log" 2>/dev/null | tail -40 || true
   exit "$status"

@@ -25,6 +25,7 @@ from typing import Any, Protocol, TypeVar
 
 import orjson
 
+from harness import progress
 from harness.errors import PermanentError, WaitTimeout
 
 T = TypeVar("T")
@@ -383,6 +384,18 @@ class Timeline:
         (default: the number of transitions examined).
         """
         started = self.clock.monotonic()
+        with progress.waiting(description, max(0.0, deadline - started)):
+            return self._wait_for(predicate, deadline, description, started, terminal, last_seen)
+
+    def _wait_for(
+        self,
+        predicate: Predicate,
+        deadline: float,
+        description: str,
+        started: float,
+        terminal: Predicate | None,
+        last_seen: Callable[[], str] | None,
+    ) -> Transition:
         scanned = 0
         while True:
             with self._cond:
@@ -423,6 +436,18 @@ class Timeline:
         appended (the observer does so), otherwise a change could be missed.
         """
         started = self.clock.monotonic()
+        with progress.waiting(description, max(0.0, deadline - started)):
+            return self._wait_until(check, deadline, description, started, last_seen, terminal)
+
+    def _wait_until(
+        self,
+        check: Callable[[], T | None],
+        deadline: float,
+        description: str,
+        started: float,
+        last_seen: Callable[[], str],
+        terminal: Callable[[], str | None] | None,
+    ) -> T:
         while True:
             with self._cond:
                 generation = len(self._items)

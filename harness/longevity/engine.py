@@ -35,6 +35,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
 
+from harness import progress
 from harness.errors import PermanentError, PowercutError
 from harness.journal import Terminated
 from harness.longevity.groups import Group, group_for_cycle
@@ -251,6 +252,7 @@ class Engine:
     def run(self) -> RunResult:
         result = RunResult("", self.first_cycle, self.first_cycle - 1)
         cycle = self.first_cycle
+        seen: dict[str, list[float]] = {}  # seconds per phase, for the live display
         try:
             while True:
                 reason = self._why_stop(cycle)
@@ -258,6 +260,7 @@ class Engine:
                     result.reason = reason
                     break
                 group = group_for_cycle(self.groups, cycle)
+                progress.cycle(f"cycle {cycle}: {group}", _running_stats(seen))
                 try:
                     record = self.runner.run_cycle(cycle, group)
                 except SteadyStateLost as exc:
@@ -272,6 +275,10 @@ class Engine:
                 result.last_cycle = cycle
                 result.statuses[record.status] = result.statuses.get(record.status, 0) + 1
                 self.say(_summary_line(record))
+                for phase, took in record.phases.items():
+                    if took is not None:
+                        seen.setdefault(phase, []).append(took)
+                progress.cycle(f"cycle {cycle}: {record.status}", _running_stats(seen))
                 if record.status == "failed":
                     result.reason = (
                         f"cycle {cycle} could not restore the steady state: {record.reason}"
@@ -315,3 +322,13 @@ class Engine:
             self.cycle_log.append(record)
         except OSError as exc:
             log.error("could not record why the run stopped: %s", exc)
+
+
+def _running_stats(seen: dict[str, list[float]]) -> dict[str, str]:
+    """``{"evacuation": "p50 41.2s  max 44.0s  (n=12)"}`` over the cycles so far."""
+    out: dict[str, str] = {}
+    for phase, values in seen.items():
+        ordered = sorted(values)
+        p50 = ordered[(len(ordered) - 1) // 2]
+        out[phase] = f"p50 {p50:.1f}s  max {ordered[-1]:.1f}s  (n={len(ordered)})"
+    return out

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Final, NoReturn, Protocol, TypeVar, final
 
+from harness import progress
 from harness.errors import TemporaryError, WaitTimeout
 
 T = TypeVar("T")
@@ -95,6 +96,19 @@ def wait_until(
     """
     if poll_s <= 0:
         raise ValueError(f"poll_s must be > 0, got {poll_s}")
+    with progress.waiting(expected, deadline.remaining()):
+        return _wait_until(probe, done, expected, deadline, poll_s, describe, max_backoff_s)
+
+
+def _wait_until(
+    probe: Callable[[], T],
+    done: Callable[[T], bool],
+    expected: str,
+    deadline: Deadline,
+    poll_s: float,
+    describe: Callable[[T], str],
+    max_backoff_s: float,
+) -> T:
     last_seen = "nothing (no attempt finished)"
     backoff = poll_s
     while True:

@@ -298,8 +298,8 @@ def test_bad_driver_names_file_path_value_and_valid_values(tmp_path: Path) -> No
     message = str(error)
     assert error.field == "nodes[3].power.driver"
     assert "nodes[3].power.driver" in message
-    assert "'ipmii'" in message
-    assert "must be one of: ipmi, redfish, ssh, kind" in message
+    assert "'ipmii' is not an installed power driver (did you mean 'ipmi'?)" in message
+    assert "installed: ipmi, kind, redfish, ssh" in message
     assert "node 'w3'" in message
     assert "line 26" in message
 
@@ -309,7 +309,9 @@ def test_there_is_no_lab_driver(tmp_path: Path) -> None:
     inventory must not accept one that would only fail later, in driver_for."""
     error = load_error(tmp_path, MINIMAL.replace("{driver: kind}", "{driver: lab}"))
     assert error.field == "nodes[0].power.driver"
-    assert "'lab' is not valid; must be one of: ipmi, redfish, ssh, kind" in str(error)
+    assert "'lab' is not an installed power driver; installed: ipmi, kind, redfish, ssh" in str(
+        error
+    )
 
 
 def test_power_extra_of_a_built_in_driver_is_checked_when_the_inventory_loads(
@@ -352,11 +354,16 @@ def test_power_extra_of_ssh_takes_the_commands(tmp_path: Path) -> None:
     assert "valid keys: timeout_s, poll_s, probe_timeout_s, command_off" in str(error)
 
 
-def test_power_extra_of_a_plugin_driver_is_left_to_the_plugin(tmp_path: Path) -> None:
+def test_power_extra_of_every_driver_is_checked_by_its_options_model(tmp_path: Path) -> None:
+    """kind is a plugin like any other: its options model checks extra when the file loads."""
     text = MINIMAL.replace("{driver: kind}", "{driver: kind, extra: {anything: 1}}")
+    error = load_error(tmp_path, text)
+    assert error.field == "nodes[0].power.extra.anything"
+    assert "unknown option 'anything' for driver kind" in str(error)
+    assert "valid keys: docker, stop_timeout_s, timeout_s, poll_s" in str(error)
+    text = MINIMAL.replace("{driver: kind}", "{driver: kind, extra: {stop_timeout_s: 5}}")
     inventory = load_inventory(write(tmp_path, text))
-    assert inventory.node("w1").power.extra == {"anything": 1}
-    assert inventory.node("w1").power.driver_options() == {}
+    assert inventory.node("w1").power.driver_options() == {"stop_timeout_s": 5}
 
 
 def test_unknown_top_level_key_suggests_and_lists_valid_keys(tmp_path: Path) -> None:
@@ -471,13 +478,13 @@ def test_shape_errors(tmp_path: Path, text: str, needle: str) -> None:
             "password_env: BMC_PW}",
             "password_env: BMC_PW, auth: basic}",
             "nodes[1].power.auth",
-            "applies only to driver redfish",
+            "does not apply to driver ipmi (it reads: endpoint, interface, password, username",
         ),
         (
             "password_file: secrets/w2",
             "password_file: s\n      interface: rmcpplus",
             "nodes[2].power.interface",
-            "applies only to driver ipmi",
+            "does not apply to driver redfish",
         ),
         (
             "password_file: secrets/w2",

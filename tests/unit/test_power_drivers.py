@@ -98,9 +98,8 @@ def test_every_driver_implements_the_protocol_and_hides_its_password() -> None:
 
 def test_entry_points_name_the_drivers() -> None:
     found = {ep.name: ep.value for ep in metadata.entry_points(group="powercut.power_drivers")}
-    assert found.get("ipmi") == "harness.power.ipmi:IpmiDriver"
-    assert found.get("redfish") == "harness.power.redfish:RedfishDriver"
-    assert found.get("ssh") == "harness.power.ssh:SshDriver"
+    for name in ("ipmi", "redfish", "ssh", "kind"):
+        assert found.get(name) == f"harness.power.builtin:{name.upper()}"
 
 
 def test_bad_arguments_are_permanent_errors() -> None:

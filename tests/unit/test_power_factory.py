@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness.budgets import profile
-from harness.inventory import POWER_EXTRA_OPTIONS, Inventory, parse_inventory
+from harness.driver_registry import installed_drivers, load_plugin
+from harness.inventory import Inventory, parse_inventory
 from harness.power.factory import driver_for
 from harness.power.ipmi import IpmiDriver
 from harness.power.kind import KindDriver
@@ -48,7 +49,7 @@ nodes:
     ssh: {host: 10.0.1.2, user: core, key_file: /k}
 """
 
-DRIVERS = {"ipmi": IpmiDriver, "redfish": RedfishDriver, "ssh": SshDriver}
+DRIVERS = {"ipmi": IpmiDriver, "redfish": RedfishDriver, "ssh": SshDriver, "kind": KindDriver}
 
 
 @pytest.fixture
@@ -57,10 +58,14 @@ def inventory(monkeypatch: pytest.MonkeyPatch) -> Inventory:
     return parse_inventory(INVENTORY, base_dir=Path("/"))
 
 
-@pytest.mark.parametrize("driver", sorted(POWER_EXTRA_OPTIONS))
+def test_the_built_in_drivers_come_through_the_entry_point() -> None:
+    assert set(DRIVERS) <= set(installed_drivers())
+
+
+@pytest.mark.parametrize("driver", sorted(DRIVERS))
 def test_every_extra_option_is_a_constructor_argument_of_its_driver(driver: str) -> None:
     parameters = inspect.signature(DRIVERS[driver]).parameters
-    for key in POWER_EXTRA_OPTIONS[driver]:
+    for key in load_plugin(driver).options.model_fields:
         assert key in parameters, f"{driver}: power.extra.{key} is not an argument"
         assert parameters[key].kind is inspect.Parameter.KEYWORD_ONLY
 
@@ -131,3 +136,55 @@ def test_a_plugin_driver_keeps_its_documented_deadline(inventory: Inventory) -> 
     kind = driver_for(inventory.node("k1"), budgets=profile("fast"))
     assert isinstance(kind, KindDriver)
     assert kind.timeout_s == 60  # docs/kind.md: extra.timeout_s, default 60
+
+
+# -- the registry: what a broken or foreign entry point gives ----------------------------------
+
+NOT_A_PLUGIN = object()
+
+
+def _with_entry_point(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    from collections.abc import Mapping
+    from importlib.metadata import EntryPoint
+
+    from harness import driver_registry
+
+    real = driver_registry._entry_points
+
+    def patched() -> Mapping[str, EntryPoint]:
+        return {**real(), name: EntryPoint(name, value, driver_registry.ENTRY_POINT_GROUP)}
+
+    monkeypatch.setattr(driver_registry, "_entry_points", patched)
+
+
+POWER_OF = "cluster: {{kubeconfig: k}}\nnodes: [{{name: w1, role: worker, power: {power}}}]\n"
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        ("no_such_package.driver:PLUGIN", "does not load: ModuleNotFoundError"),
+        ("tests.unit.test_power_factory:NOT_A_PLUGIN", "is not a powercut driver plugin"),
+    ],
+)
+def test_a_broken_driver_package_is_named_when_the_inventory_loads(
+    monkeypatch: pytest.MonkeyPatch, value: str, needle: str
+) -> None:
+    from harness.errors import ConfigError
+
+    _with_entry_point(monkeypatch, "broken", value)
+    with pytest.raises(ConfigError) as info:
+        parse_inventory(POWER_OF.format(power="{driver: broken}"), base_dir=Path("/"))
+    assert info.value.field == "nodes[0].power.driver"
+    assert f"power driver 'broken' ({value}) {needle}" in str(info.value)
+
+
+def test_a_field_the_driver_does_not_read_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.errors import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        parse_inventory(
+            POWER_OF.format(power="{driver: kind, username: admin}"), base_dir=Path("/")
+        )
+    assert info.value.field == "nodes[0].power.username"
+    assert "does not apply to driver kind (it reads: endpoint, extra)" in str(info.value)

@@ -55,6 +55,7 @@ def story_of(tags: Iterable[str], scenario_name: str) -> str:
     return _words(slugs[0]) if slugs else scenario_name
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-bdd's default, whichever plugin loads first
 def pytest_bdd_apply_tag(tag: str, function: object) -> bool | None:
     """Severity tags become their (registered) marker and the Allure severity label; epic and
     story tags are labels only (see :func:`pytest_bdd_before_scenario`), not markers."""

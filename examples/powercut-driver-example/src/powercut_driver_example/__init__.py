@@ -1,0 +1,1 @@
+"""An example powercut power driver (see driver.py)."""
