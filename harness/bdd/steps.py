@@ -13,7 +13,7 @@ Steps pass state on only through fixtures (``target_fixture``): ``targets`` (the
 nodes and their pods), ``outage`` (the power-off), ``powered_on``, ``drained`` and
 ``resolution`` (the operator action that freed the stuck pods). Every limit is a named
 budget or a literal number of seconds (``{limit:Limit}``); the phases themselves live in
-:mod:`harness.bdd.support.phases`.
+:mod:`harness.scenario.phases`.
 
 ``docs/steps.md`` is generated from this module: run ``scripts/gen_steps_doc.py`` after
 changing a step.
@@ -22,25 +22,24 @@ changing a step.
 from __future__ import annotations
 
 import contextlib
+import inspect
+import random
+import re
 import time
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import allure
 import pytest
 from pytest_bdd import given, parsers, then, when
 from pytest_bdd.parsers import StepParser
 from pytest_bdd.scenario import scenario_wrapper_template_registry
+from pytest_bdd.steps import step_function_context_registry
 
-from harness.bdd.support import labels, phases, report, steady
-from harness.bdd.support import lost as L
-from harness.bdd.support import targets as choose
-from harness.bdd.support.apiprobe import API_PROBE, ETCD_PROBE, ApiProber
+from harness.bdd.plugin import seed_of
+from harness.bdd.support import labels
 from harness.bdd.support.limits import TYPES, Limit
-from harness.bdd.support.report import Measurements
-from harness.bdd.support.steady import Baseline
-from harness.bdd.support.targets import Outage, PodFilter, PoweredOn, Targets
-from harness.bdd.support.workloads import PodInfo, Workload, resolve_workloads, workload_pods
 from harness.budgets import Budgets
 from harness.checks import (
     CheckFailed,
@@ -59,6 +58,16 @@ from harness.kube.observer import Observer
 from harness.kube.timeline import ACTION, Timeline, Transition, match
 from harness.power.factory import available_protocols
 from harness.report.allure_env import prepare_results
+from harness.scenario import lost as L
+from harness.scenario import phases, report, steady
+from harness.scenario import targets as choose
+from harness.scenario.apiprobe import API_PROBE, ETCD_PROBE, ApiProber
+from harness.scenario.errors import MissingStep, NotApplicable, NoTargets, NothingToMeasure
+from harness.scenario.report import Measurements
+from harness.scenario.select import Amount, parse_names, select_nodes
+from harness.scenario.steady import Baseline
+from harness.scenario.targets import Outage, PodFilter, PoweredOn, Targets
+from harness.scenario.workloads import PodInfo, Workload, resolve_workloads, workload_pods
 from harness.session import Session
 
 #: How long after the API showed a change its watch event may still be on its way.
@@ -77,7 +86,13 @@ def _p(text: str) -> StepParser:
 
 # Tags to Allure labels: severity (@critical, also a marker), epic (@epic:node-failure) and
 # story (@story:..., else the scenario's name); see harness/bdd/support/labels.py.
-pytest_bdd_apply_tag = labels.pytest_bdd_apply_tag
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-bdd's own, whatever order plugins load in
+def pytest_bdd_apply_tag(tag: str, function: object) -> bool | None:
+    return labels.pytest_bdd_apply_tag(tag, function)
+
+
 pytest_bdd_before_scenario = labels.pytest_bdd_before_scenario
 
 
@@ -89,6 +104,111 @@ def pytest_runtest_makereport(
     rep = yield
     item.stash.setdefault(_REPORTS, {})[rep.when] = rep
     return rep
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    """A fixture that finds nothing to act on skips the scenario, saying what is missing."""
+    try:
+        return (yield)
+    except NotApplicable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+    """A step that finds nothing to act on or to measure (no target, no lost pod, a driver
+    that cannot do the failure kind) skips the scenario, saying what is missing: a skip,
+    never a product failure."""
+    try:
+        return (yield)
+    except NotApplicable as exc:
+        pytest.skip(str(exc))
+
+
+_STEP = pytest.StashKey[str]()
+_FIELD = re.compile(r"\{(\w+)(?::[^}]*)?\}")
+
+
+_PROVIDED = pytest.StashKey[set[str]]()
+
+
+def _provided_by_steps() -> set[str]:
+    """Every fixture some step provides (``target_fixture``)."""
+    return {
+        ctx.target_fixture
+        for ctx in step_function_context_registry.values()
+        if ctx.target_fixture is not None
+    }
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_bdd_before_step(
+    request: pytest.FixtureRequest, feature: object, scenario: object, step: Any, step_func: Any
+) -> None:
+    """Before a step runs: remember it, and check that every fixture it needs from an
+    earlier step was provided. A step placed where its start cannot come (say, an eviction
+    expectation with no failure before it) is a harness error naming the steps that would
+    provide it, raised before anything waits or acts."""
+    request.node.stash[_STEP] = f"{step.keyword} {step.name}"
+    provided = request.node.stash.setdefault(_PROVIDED, set())
+    needs = [
+        name
+        for name in inspect.signature(step_func).parameters
+        if name in _provided_by_steps() and name not in provided
+    ]
+    if needs:
+        raise _missing(request, needs[0], _NEEDS.get(needs[0], f"the {needs[0]!r} of a step"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_bdd_after_step(
+    request: pytest.FixtureRequest,
+    feature: object,
+    scenario: object,
+    step: Any,
+    step_func: Any,
+    step_func_args: object,
+) -> None:
+    provided = request.node.stash.setdefault(_PROVIDED, set())
+    provided.update(
+        ctx.target_fixture
+        for ctx in step_function_context_registry.values()
+        if ctx.step_func is step_func and ctx.target_fixture is not None
+    )
+
+
+#: What each provided fixture stands for, in a step-order error.
+_NEEDS = {
+    "targets": "the nodes a Given chose",
+    "outage": "a failure of the nodes (power loss, shutdown)",
+    "powered_on": "the nodes' power-on",
+    "resolution": "an operator action that frees the stuck pods",
+    "drained": "a drain of the node",
+    "chaos_run": "a chaos experiment's run",
+    "longevity_run": "a longevity run",
+}
+
+
+def _providers(fixture: str) -> list[str]:
+    """The sentences of every step that provides ``fixture`` (``target_fixture``), as a
+    feature writes them (``{limit:Limit}`` shows as ``<limit>``)."""
+    order = {"given": 0, "when": 1, "then": 2}
+    found = {
+        (order.get(ctx.type or "", 3), (ctx.type or "").capitalize(), ctx.parser.name)
+        for ctx in step_function_context_registry.values()
+        if ctx.target_fixture == fixture
+    }
+    return [f"{kind} {_FIELD.sub(_as_placeholder, text)}" for _, kind, text in sorted(found)]
+
+
+def _as_placeholder(m: re.Match[str]) -> str:
+    return f"<{m.group(1)}>"
+
+
+def _missing(request: pytest.FixtureRequest, fixture: str, needs: str) -> MissingStep:
+    step = request.node.stash.get(_STEP, "this step")
+    return MissingStep(step, needs, _providers(fixture))
 
 
 def _failed(item: pytest.Item) -> bool:
@@ -122,7 +242,17 @@ def run_environment(pytestconfig: pytest.Config, kube: KubeClient, inventory: In
     """environment.properties and categories.json, once, when Allure results are written."""
     results = getattr(pytestconfig.option, "allure_report_dir", None)
     if results:
-        prepare_results(Path(results), environment=report.environment(kube, inventory))
+        environment = {**report.environment(kube, inventory), "Seed": seed_of(pytestconfig)}
+        prepare_results(Path(results), environment=environment)
+
+
+@pytest.fixture
+def rng(request: pytest.FixtureRequest) -> random.Random:
+    """The scenario's random generator: the run's seed and the scenario's name, so each
+    scenario draws its own targets and ``--seed`` replays them all."""
+    seed = seed_of(request.config)
+    allure.dynamic.parameter("seed", seed, excluded=True)
+    return random.Random(f"{seed}:{request.node.name}")
 
 
 @pytest.fixture
@@ -162,6 +292,35 @@ def api_probes(kube: KubeClient, timeline: Timeline) -> Iterator[list[ApiProber]
     yield running
     for p in running:
         p.stop()
+
+
+# What the steps provide (``target_fixture``). Asked for before any step provided it, each
+# is a harness error naming the steps that would: an expectation whose start cannot come.
+
+
+@pytest.fixture
+def targets(request: pytest.FixtureRequest) -> Targets:
+    raise _missing(request, "targets", _NEEDS["targets"])
+
+
+@pytest.fixture
+def outage(request: pytest.FixtureRequest) -> Outage:
+    raise _missing(request, "outage", _NEEDS["outage"])
+
+
+@pytest.fixture
+def powered_on(request: pytest.FixtureRequest) -> PoweredOn:
+    raise _missing(request, "powered_on", _NEEDS["powered_on"])
+
+
+@pytest.fixture
+def resolution(request: pytest.FixtureRequest) -> Transition:
+    raise _missing(request, "resolution", _NEEDS["resolution"])
+
+
+@pytest.fixture
+def drained(request: pytest.FixtureRequest) -> DrainResult:
+    raise _missing(request, "drained", _NEEDS["drained"])
 
 
 @pytest.fixture
@@ -290,7 +449,48 @@ def _workload(baseline: Baseline, pod: PodInfo) -> Workload:
 def _chosen(t: Targets) -> Targets:
     # excluded from the history id: the nodes chosen may differ from run to run
     allure.dynamic.parameter("nodes", ", ".join(t.nodes), excluded=True)
+    allure.dynamic.parameter("why these nodes", t.why, excluded=True)
     return t
+
+
+def _usable(observer: Observer) -> Callable[[str], bool]:
+    def usable(name: str) -> bool:
+        state = observer.node(name)
+        return state is not None and state.is_ready and not state.unschedulable
+
+    return usable
+
+
+def _labelled(kube: KubeClient) -> Callable[[str], set[str]]:
+    def labelled(selector: str) -> set[str]:
+        items, _ = kube.list("/api/v1/nodes", labelSelector=selector)
+        return {str(i["metadata"]["name"]) for i in items}
+
+    return labelled
+
+
+def _select(
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: tuple[Workload, ...],
+    rng: random.Random,
+    seed: int,
+    amount: Amount,
+    **filters: Any,
+) -> Targets:
+    chosen = select_nodes(
+        inventory,
+        amount=amount,
+        rng=rng,
+        seed=seed,
+        usable=_usable(observer),
+        labelled=_labelled(kube),
+        **filters,
+    )
+    if not chosen.nodes:
+        raise NoTargets(f"{chosen.why}: no node to fail")
+    return _chosen(choose.from_selection(inventory, chosen, workload_pods(kube, workloads)))
 
 
 def _worker_running(
@@ -304,7 +504,7 @@ def _worker_running(
     also: PodFilter | None = None,
     prefer_busy: bool = True,
 ) -> Targets:
-    """The worker :func:`~harness.bdd.support.targets.one_node` picks among the pods of the
+    """The worker :func:`~harness.scenario.targets.one_node` picks among the pods of the
     inventory's workloads (``subject``, ``also``, ``why`` and ``prefer_busy`` as there)."""
     return _chosen(
         choose.one_node(
@@ -466,6 +666,121 @@ def critical_spread(
             allure.dynamic.parameter(f"{w.ref} racks", m.detail.get("racks"), excluded=True)
 
 
+# -- Given: targets by count, fraction, range, name, role, rack, label -------------------------
+
+
+@given(_p("{amount:Amount} worker nodes"), target_fixture="targets")
+@given(_p("{amount:Amount} worker node"), target_fixture="targets")
+@given(_p("{amount:Amount} of the worker nodes"), target_fixture="targets")
+def some_workers(
+    amount: Amount,
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: tuple[Workload, ...],
+    rng: random.Random,
+    pytestconfig: pytest.Config,
+) -> Targets:
+    """Ready, schedulable workers: a count (``one``, ``2``), a fraction (``one-third``,
+    ``one-half``, ``all``, ``1/3``, rounded up) or a range (``1-2``, drawn from the seed),
+    spread over the racks."""
+    return _select(
+        inventory, observer, kube, workloads, rng, seed_of(pytestconfig), amount, role="worker"
+    )
+
+
+@given(_p("{amount:Amount} control-plane nodes"), target_fixture="targets")
+@given(_p("{amount:Amount} control-plane node"), target_fixture="targets")
+def some_control_planes(
+    amount: Amount,
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: tuple[Workload, ...],
+    rng: random.Random,
+    pytestconfig: pytest.Config,
+) -> Targets:
+    """Ready control-plane nodes, by count, fraction or range (see the worker form)."""
+    return _select(
+        inventory,
+        observer,
+        kube,
+        workloads,
+        rng,
+        seed_of(pytestconfig),
+        amount,
+        role="control-plane",
+    )
+
+
+@given(_p("{amount:Amount} nodes of rack {rack:w}"), target_fixture="targets")
+@given(_p("{amount:Amount} node of rack {rack:w}"), target_fixture="targets")
+def some_nodes_of_rack(
+    amount: Amount,
+    rack: str,
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: tuple[Workload, ...],
+    rng: random.Random,
+    pytestconfig: pytest.Config,
+) -> Targets:
+    """Ready nodes (any role) of the named rack (``every node of rack b``)."""
+    return _select(
+        inventory, observer, kube, workloads, rng, seed_of(pytestconfig), amount, rack=rack
+    )
+
+
+@given(_p("{amount:Amount} nodes labelled {selector}"), target_fixture="targets")
+@given(_p("{amount:Amount} node labelled {selector}"), target_fixture="targets")
+def some_labelled_nodes(
+    amount: Amount,
+    selector: str,
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: tuple[Workload, ...],
+    rng: random.Random,
+    pytestconfig: pytest.Config,
+) -> Targets:
+    """Ready inventory nodes that the label selector matches (the API server evaluates it:
+    ``disktype=ssd``, ``topology.kubernetes.io/zone in (a,b)``)."""
+    return _select(
+        inventory,
+        observer,
+        kube,
+        workloads,
+        rng,
+        seed_of(pytestconfig),
+        amount,
+        label_selector=selector.strip().strip('"'),
+    )
+
+
+@given(_p("the node {names}"), target_fixture="targets")
+@given(_p("the nodes {names}"), target_fixture="targets")
+def named_nodes(
+    names: str,
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: tuple[Workload, ...],
+    rng: random.Random,
+    pytestconfig: pytest.Config,
+) -> Targets:
+    """The inventory nodes named (``the nodes w-a1, w-b1 and w-c1``); each must be Ready."""
+    return _select(
+        inventory,
+        observer,
+        kube,
+        workloads,
+        rng,
+        seed_of(pytestconfig),
+        Amount.parse("all"),
+        names=parse_names(names),
+    )
+
+
 @given("the API is probed through the cluster endpoint")
 def api_is_probed(api_probes: list[ApiProber]) -> None:
     """GET /readyz and a quorum read (GET a namespace) through the kubeconfig's server, four
@@ -508,6 +823,7 @@ def lose_power_through(
 
 
 @when("the node is shut down gracefully", target_fixture="outage")
+@when("the nodes are shut down gracefully", target_fixture="outage")
 def shut_down_gracefully(
     session: Session,
     targets: Targets,
@@ -515,8 +831,9 @@ def shut_down_gracefully(
     budgets: Budgets,
     measurements: Measurements,
 ) -> Outage:
-    """Graceful shutdown (GracefulShutdown, ACPI soft-off) through the node's BMC."""
-    return phases.power_off(session, targets.only(), observer, budgets, measurements, graceful=True)
+    """Graceful shutdown (GracefulShutdown, ACPI soft-off) of every chosen node in parallel
+    through its BMC (a rack can be shut down gracefully)."""
+    return phases.power_off(session, targets, observer, budgets, measurements, graceful=True)
 
 
 @when("the node is powered on again", target_fixture="powered_on")
@@ -612,7 +929,7 @@ def nodes_tainted_unreachable(
     seconds = limit.seconds(budgets)
     most = seconds + phases.ZONE_TAINT_INTERVAL_S * (len(outage.nodes) - 1)
     with _waiting("unreachable taint: " + ", ".join(outage.nodes), most):
-        phases.nodes_tainted(timeline, outage, seconds, measurements)
+        phases.nodes_tainted(timeline, outage, seconds, measurements, budgets)
 
 
 @then(_p("the Node object is gone within {limit:Limit}"))
@@ -670,10 +987,10 @@ def pods_terminating(
     limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
 ) -> None:
     """Every non-DaemonSet pod on each lost node gets a deletionTimestamp, measured from the
-    node's unreachable NoExecute taint (their tolerations run out). At least one pod must
-    have been lost."""
+    node's unreachable NoExecute taint (their tolerations run out), which it waits for
+    first. Skipped when no pod of an inventory workload ran on the lost nodes."""
     with _within(limit, budgets, "pods Terminating on " + ", ".join(outage.nodes)) as seconds:
-        phases.pods_terminating(timeline, outage, seconds, measurements)
+        phases.pods_terminating(timeline, outage, seconds, measurements, budgets)
 
 
 @then(_p("the member is Terminating within {limit:Limit}"))
@@ -682,9 +999,9 @@ def subject_terminating(
     limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
 ) -> None:
     """The pod the scenario is about gets a deletionTimestamp, measured from its node's
-    unreachable NoExecute taint."""
+    unreachable NoExecute taint, which it waits for first."""
     with _within(limit, budgets, lambda: f"{outage.targets.subject.ref} Terminating") as seconds:
-        phases.subject_terminating(timeline, outage, seconds, measurements)
+        phases.subject_terminating(timeline, outage, seconds, measurements, budgets)
 
 
 @then(_p("the lost pods are deleted within {limit:Limit}"))
@@ -871,7 +1188,7 @@ def statefulset_quorum_kept(
     power-off until now."""
     members = [p for p in outage.subjects or outage.lost if p.kind == "StatefulSet"]
     if not members:
-        raise CheckFailed("a StatefulSet member among the lost pods", "none", 0.0)
+        raise NothingToMeasure("no StatefulSet member among the lost pods")
     w = _workload(baseline, members[0])
     now = timeline.clock.monotonic()
     m = quorum_kept(timeline, w.namespace, w.name, replicas=w.desired, start=outage.sent, end=now)
@@ -969,7 +1286,7 @@ def drain_evicted_all(drained: DrainResult, targets: Targets, timeline: Timeline
 def drain_left_daemon_pods(drained: DrainResult, targets: Targets, observer: Observer) -> None:
     """The drain skipped the node's DaemonSet pods, and they still run there."""
     if not targets.daemon_pods:
-        raise CheckFailed("a DaemonSet pod on the node", "none", 0.0)
+        raise NothingToMeasure(f"no DaemonSet pod ran on {', '.join(targets.nodes)}")
     for p in targets.daemon_pods:
         now = observer.pod(p.namespace, p.name)
         if drained.skipped.get(p.ref) != "DaemonSet pod":
@@ -990,7 +1307,7 @@ def drain_respected_pdbs(
     end = L.require_action(timeline, targets.node, "drain done")
     protected = [w for w in baseline.workloads if w.pdb_min_healthy is not None]
     if not protected:
-        raise CheckFailed("a workload with a PodDisruptionBudget", "none", 0.0)
+        raise NothingToMeasure("no inventory workload has a PodDisruptionBudget")
     for w in protected:
         assert w.pdb_min_healthy is not None
         m = available_throughout(
@@ -1018,7 +1335,9 @@ def services_available(
     seconds = limit.seconds(budgets)
     probed = [w for w in baseline.workloads if w.health is not None]
     if not any(w.critical for w in probed):
-        raise CheckFailed("a critical workload with a health endpoint", "none", 0.0)
+        raise NothingToMeasure(
+            "no critical inventory workload has a health endpoint (workloads[].health)"
+        )
     now = timeline.clock.monotonic()
     for w in probed:
         budget = seconds if w.critical else None

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from harness.budgets import Budgets, canonical_budget_name
+from harness.scenario.select import Amount
 
 #: What a limit looks like in a step: ``the <name> budget`` or ``<n> second(s)``.
 LIMIT_PATTERN: Final = r"the [a-z][a-z-]* budget|\d+(?:\.\d+)? seconds?"
@@ -53,5 +54,28 @@ class _LimitType:
 
 parse_limit: Final = _LimitType()
 
+#: What an amount looks like in a step: a count, a fraction or a range (see
+#: :mod:`harness.scenario.select`).
+AMOUNT_PATTERN: Final = (
+    r"\d+(?:\s*/\s*\d+|\s*-\s*\d+|%)?"
+    r"|(?:zero|no|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+    r"(?:[ -](?:half|halves|thirds?|quarters?|fourths?)|-(?:zero|one|two|three|four|five|six"
+    r"|seven|eight|nine|ten|eleven|twelve))?"
+    r"|all|every"
+)
+
+
+class _AmountType:
+    """Converter for ``{amount:Amount}``: ``one``, ``3``, ``one-third``, ``all``, ``1-2``."""
+
+    pattern: Final = AMOUNT_PATTERN
+    __name__ = "Amount"
+
+    def __call__(self, text: str) -> Amount:
+        return Amount.parse(text)
+
+
+parse_amount: Final = _AmountType()
+
 #: ``extra_types`` for :func:`pytest_bdd.parsers.parse`.
-TYPES: Final = {"Limit": parse_limit}
+TYPES: Final = {"Limit": parse_limit, "Amount": parse_amount}

@@ -1,6 +1,11 @@
 """The phases a step measures: each waits on the timeline (up to a deadline), records what
-it measured in :class:`~harness.bdd.support.report.Measurements` and raises
+it measured in :class:`~harness.scenario.report.Measurements` and raises
 :class:`~harness.checks.CheckFailed` naming every node, pod or volume that missed its limit.
+
+Each expectation waits, within its budget, for its own start event (the unreachable taint
+before eviction, NotReady before the taint) and then for its end event: none relies on an
+earlier step having waited. One that has nothing to judge (no pod on the lost nodes, no
+held volume, no DaemonSet pod) raises :class:`~harness.scenario.errors.NothingToMeasure`.
 
 The step definitions in :mod:`harness.bdd.steps` only parse the sentence, resolve the limit to
 seconds and call one of these inside ``allure.step``.
@@ -13,10 +18,6 @@ from collections.abc import Sequence
 
 import allure
 
-from harness.bdd.support import lost as L
-from harness.bdd.support.report import Measurements
-from harness.bdd.support.targets import Outage, PoweredOn, Targets
-from harness.bdd.support.workloads import PodInfo, Workload
 from harness.budgets import Budgets
 from harness.checks import (
     UNREACHABLE_NO_EXECUTE,
@@ -31,6 +32,11 @@ from harness.checks.replay import PodReplay
 from harness.errors import WaitTimeout
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT, Observer
 from harness.kube.timeline import ACTION, Predicate, Timeline, Transition, match
+from harness.scenario import lost as L
+from harness.scenario.errors import NothingToMeasure
+from harness.scenario.report import Measurements
+from harness.scenario.targets import Outage, PoweredOn, Targets
+from harness.scenario.workloads import PodInfo, Workload
 from harness.session import Session
 
 _FREED = frozenset({"detached", "deleted"})
@@ -50,6 +56,67 @@ def _fail_if(
     its limit (a budget overrun, not a product failure)."""
     if problems:
         raise CheckFailed(expected, "; ".join(problems), waited, check=check, late=late)
+
+
+def _not_ready_within(budgets: Budgets) -> float:
+    return max(budgets.node_not_ready, budgets.control_plane_node_not_ready)
+
+
+def wait_node_event(
+    tl: Timeline,
+    node: str,
+    transition: str,
+    *,
+    after: Transition,
+    within_s: float,
+    what: str,
+    check: str,
+    taint: str | None = None,
+) -> Transition:
+    """The start event of an expectation: ``node``'s first ``transition`` after ``after``,
+    already seen or waited for until ``within_s`` after it. Its absence by then is a
+    :class:`CheckFailed` (the cluster did not do what starts the phase)."""
+    found = L.node_event(tl, node, transition, after=after.mono, taint=taint)
+    if found is not None:
+        return found
+
+    def wanted(t: Transition) -> bool:
+        return taint is None or t.detail.get("taint") == taint
+
+    try:
+        return tl.wait_for(
+            match(NODE, node, transition, after=after, where=wanted),
+            after.mono + within_s,
+            what,
+        )
+    except WaitTimeout as exc:
+        raise CheckFailed(
+            f"{what} within {within_s:g}s of {after.transition}",
+            exc.last_seen,
+            within_s,
+            check=check,
+        ) from None
+
+
+def unreachable_taint(tl: Timeline, outage: Outage, node: str, budgets: Budgets) -> Transition:
+    """Where eviction starts: ``node``'s unreachable NoExecute taint after the outage, waited
+    for within the not-ready and taint budgets (plus the zone's rate limit for each other
+    lost node)."""
+    within = (
+        _not_ready_within(budgets)
+        + budgets.taint_applied
+        + ZONE_TAINT_INTERVAL_S * (len(outage.nodes) - 1)
+    )
+    return wait_node_event(
+        tl,
+        node,
+        "taint-added",
+        after=outage.acks.get(node, outage.sent),
+        within_s=within,
+        what=f"node {node} tainted unreachable (where eviction starts)",
+        check="taint-present",
+        taint=UNREACHABLE_NO_EXECUTE,
+    )
 
 
 # -- power ---------------------------------------------------------------------------------
@@ -156,7 +223,9 @@ def nodes_ready(tl: Timeline, powered_on: PoweredOn, seconds: float, ms: Measure
 ZONE_TAINT_INTERVAL_S = 10.0
 
 
-def nodes_tainted(tl: Timeline, outage: Outage, seconds: float, ms: Measurements) -> None:
+def nodes_tainted(
+    tl: Timeline, outage: Outage, seconds: float, ms: Measurements, budgets: Budgets
+) -> None:
     """Unreachable NoExecute taint within ``seconds`` of NotReady; the k-th node of a rack to
     be tainted gets ``seconds + ZONE_TAINT_INTERVAL_S * (k - 1)`` (tainting is rate-limited
     per zone)."""
@@ -171,9 +240,15 @@ def nodes_tainted(tl: Timeline, outage: Outage, seconds: float, ms: Measurements
     for nodes in by_rack.values():
         seen: list[tuple[float, str, float]] = []
         for node in nodes:
-            not_ready = L.node_event(tl, node, "not-ready", after=outage.acks[node].mono)
-            if not_ready is None:
-                raise CheckFailed(f"node {node} NotReady before its taint", "not NotReady", 0.0)
+            not_ready = wait_node_event(
+                tl,
+                node,
+                "not-ready",
+                after=outage.acks[node],
+                within_s=_not_ready_within(budgets),
+                what=f"node {node} NotReady (where its taint is measured from)",
+                check="node-not-ready",
+            )
             m = taint_present(
                 tl, node, UNREACHABLE_NO_EXECUTE, since=not_ready, budget_s=allowed(len(nodes))
             )
@@ -218,30 +293,31 @@ def out_of_service_removed(
 # -- pods ----------------------------------------------------------------------------------
 
 
-def pods_terminating(tl: Timeline, outage: Outage, seconds: float, ms: Measurements) -> None:
+def pods_terminating(
+    tl: Timeline, outage: Outage, seconds: float, ms: Measurements, budgets: Budgets
+) -> None:
     """Every non-DaemonSet pod of each lost node Terminating within ``seconds`` of the node's
-    unreachable taint; at least one pod must have been lost."""
+    unreachable taint (waited for first); nothing to measure without a lost pod."""
     if not outage.lost:
-        raise CheckFailed("at least one pod on the lost nodes", "none", 0.0, check="pods-evicted")
+        raise NothingToMeasure(
+            "no pod of an inventory workload (DaemonSets apart) ran on the lost nodes "
+            f"{', '.join(outage.nodes)}: nothing to evict"
+        )
     for node in outage.nodes:
         had = any(p.node == node for p in outage.lost)
-        taint = L.node_event(
-            tl, node, "taint-added", after=outage.sent.mono, taint=UNREACHABLE_NO_EXECUTE
-        )
-        if taint is None:
-            raise CheckFailed(f"node {node} tainted unreachable first", "no taint", 0.0)
+        taint = unreachable_taint(tl, outage, node, budgets)
         m = pods_evicted(tl, node, since=taint, budget_s=seconds, min_pods=int(had))
         if had:
             ms.check(f"{node} pods Terminating", m)
 
 
-def subject_terminating(tl: Timeline, outage: Outage, seconds: float, ms: Measurements) -> None:
+def subject_terminating(
+    tl: Timeline, outage: Outage, seconds: float, ms: Measurements, budgets: Budgets
+) -> None:
+    """The subject pod Terminating within ``seconds`` of its node's unreachable taint
+    (waited for first)."""
     pod = outage.targets.subject
-    taint = L.node_event(
-        tl, pod.node, "taint-added", after=outage.sent.mono, taint=UNREACHABLE_NO_EXECUTE
-    )
-    if taint is None:
-        raise CheckFailed(f"node {pod.node} tainted unreachable first", "no taint", 0.0)
+    taint = unreachable_taint(tl, outage, pod.node, budgets)
     (timed,) = L.wait_pod_transitions(
         tl,
         [pod],
@@ -382,10 +458,8 @@ def replacement_ready(
 def _held(tl: Timeline, pods: Sequence[PodInfo], outage: Outage) -> list[tuple[PodInfo, str]]:
     held = L.held_volumes(tl, pods, outage.sent.mono)
     if not held:
-        raise CheckFailed(
-            "a ReadWriteOnce volume of a lost pod attached to a lost node",
-            "none of the lost pods had one",
-            0.0,
+        raise NothingToMeasure(
+            "none of the lost pods had a ReadWriteOnce volume attached to a lost node"
         )
     return held
 
@@ -594,7 +668,7 @@ def daemon_pods_ready_again(
     tl: Timeline, outage: Outage, powered_on: PoweredOn, seconds: float, ms: Measurements
 ) -> None:
     if not outage.targets.daemon_pods:
-        raise CheckFailed("a DaemonSet pod on the node", "none", 0.0)
+        raise NothingToMeasure(f"no DaemonSet pod ran on {', '.join(outage.nodes)}")
     for p in outage.targets.daemon_pods:
         ack = powered_on.sent[p.node]
 
@@ -611,7 +685,7 @@ def daemon_pods_ready_again(
 
 def daemon_pods_kept(tl: Timeline, outage: Outage) -> None:
     if not outage.targets.daemon_pods:
-        raise CheckFailed("a DaemonSet pod on the node", "none", 0.0)
+        raise NothingToMeasure(f"no DaemonSet pod ran on {', '.join(outage.nodes)}")
     for p in outage.targets.daemon_pods:
         t = L.pod_event(tl, p, {"terminating", "deleted"})
         if t is not None:

@@ -2,7 +2,7 @@
 
 Everything here reads the scenario timeline (the observer's watch transitions and the
 harness's own actions); waits block on the timeline until a deadline, never poll. Each
-function takes the lost pods it is about (:class:`~harness.bdd.support.workloads.PodInfo`, from
+function takes the lost pods it is about (:class:`~harness.scenario.workloads.PodInfo`, from
 the ``Given`` step) and returns per-pod measurements, raising
 :class:`~harness.checks.CheckFailed` naming every pod that missed its limit.
 
@@ -22,12 +22,12 @@ import contextlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.bdd.support.workloads import PodInfo
 from harness.checks import CheckFailed
 from harness.checks.replay import pods_at
 from harness.errors import PermanentError, WaitTimeout
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
 from harness.kube.timeline import ACTION, Timeline, Transition
+from harness.scenario.workloads import PodInfo
 
 OUT_OF_SERVICE = "node.kubernetes.io/out-of-service:NoExecute"
 
