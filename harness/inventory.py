@@ -101,6 +101,10 @@ POWER_EXTRA_OPTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "command_off": "command",
         "command_off_forced": "command",
         "command_reboot": "command",
+        "command_partition": "command",
+        "command_heal": "command",
+        "command_kubelet_stop": "command",
+        "command_kubelet_start": "command",
     },
 }
 

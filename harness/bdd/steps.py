@@ -26,13 +26,14 @@ import inspect
 import random
 import re
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import allure
 import pytest
 from pytest_bdd import given, parsers, then, when
+from pytest_bdd.compat import inject_fixture
 from pytest_bdd.parsers import StepParser
 from pytest_bdd.scenario import scenario_wrapper_template_registry
 from pytest_bdd.steps import step_function_context_registry
@@ -56,6 +57,7 @@ from harness.kube.actions import DrainResult
 from harness.kube.client import KubeClient
 from harness.kube.observer import Observer
 from harness.kube.timeline import ACTION, Timeline, Transition, match
+from harness.power.base import FailureKind
 from harness.power.factory import available_protocols
 from harness.report.allure_env import prepare_results
 from harness.scenario import lost as L
@@ -64,7 +66,7 @@ from harness.scenario import targets as choose
 from harness.scenario.apiprobe import API_PROBE, ETCD_PROBE, ApiProber
 from harness.scenario.errors import MissingStep, NotApplicable, NoTargets, NothingToMeasure
 from harness.scenario.report import Measurements
-from harness.scenario.select import Amount, parse_names, select_nodes
+from harness.scenario.select import Amount, Selection, parse_names, select_nodes
 from harness.scenario.steady import Baseline
 from harness.scenario.targets import Outage, PodFilter, PoweredOn, Targets
 from harness.scenario.workloads import PodInfo, Workload, resolve_workloads, workload_pods
@@ -152,10 +154,16 @@ def pytest_bdd_before_step(
     provide it, raised before anything waits or acts."""
     request.node.stash[_STEP] = f"{step.keyword} {step.name}"
     provided = request.node.stash.setdefault(_PROVIDED, set())
+    parsed = {  # a sentence's own fields (``{outage:Limit}``) are not fixtures
+        m.group(1)
+        for ctx in step_function_context_registry.values()
+        if ctx.step_func is step_func
+        for m in _FIELD.finditer(str(ctx.parser.name))
+    }
     needs = [
         name
         for name in inspect.signature(step_func).parameters
-        if name in _provided_by_steps() and name not in provided
+        if name in _provided_by_steps() and name not in provided and name not in parsed
     ]
     if needs:
         raise _missing(request, needs[0], _NEEDS.get(needs[0], f"the {needs[0]!r} of a step"))
@@ -844,6 +852,154 @@ def power_on_again(
     """Power the chosen nodes on through their BMC (SSH cannot power on); a Node object
     deleted earlier is re-created if the node did not re-register it."""
     return phases.power_on(session, targets, budgets, measurements)
+
+
+# -- When: partition, kubelet stop, reboot ---------------------------------------------------
+
+
+@when(_p("the node is cut off from the network for {limit:Limit}"), target_fixture="outage")
+@when(_p("the nodes are cut off from the network for {limit:Limit}"), target_fixture="outage")
+def cut_off_network(
+    limit: Limit,
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    budgets: Budgets,
+) -> Outage:
+    """Network partition: every chosen node keeps running (its BMC reads On, its pods keep
+    running and writing) but is cut off from the API server. The heal is armed on the node
+    itself before the cut and runs after the limit at the latest (``recover`` heals too);
+    skips when the node's drivers cannot partition it (SSH can; IPMI and Redfish cannot)."""
+    return phases.cut(
+        session, targets, observer, FailureKind.PARTITION, undo_after_s=limit.seconds(budgets)
+    )
+
+
+@when(_p("the node's kubelet is stopped for {limit:Limit}"), target_fixture="outage")
+@when(_p("the nodes' kubelets are stopped for {limit:Limit}"), target_fixture="outage")
+def stop_kubelets(
+    limit: Limit,
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    budgets: Budgets,
+) -> Outage:
+    """The kubelet of every chosen node stops (containers keep running); its restart is
+    armed on the node first and runs after the limit at the latest. Skips when the node's
+    drivers cannot do it."""
+    return phases.cut(
+        session, targets, observer, FailureKind.KUBELET_STOP, undo_after_s=limit.seconds(budgets)
+    )
+
+
+@when("the node is reconnected", target_fixture="powered_on")
+@when("the nodes are reconnected", target_fixture="powered_on")
+@when("the node's kubelet is started again", target_fixture="powered_on")
+@when("the nodes' kubelets are started again", target_fixture="powered_on")
+def undo_cut(session: Session, outage: Outage) -> PoweredOn:
+    """Heal the partition (or start the kubelets) now, before the armed undo would; the
+    phases that follow (Ready again) measure from this request."""
+    return phases.uncut(session, outage)
+
+
+@when("the node is rebooted", target_fixture="powered_on")
+@when("the nodes are rebooted", target_fixture="powered_on")
+def reboot_nodes(session: Session, targets: Targets, measurements: Measurements) -> PoweredOn:
+    """Power-cycle every chosen node through its BMC (off, then on again), in parallel;
+    returns once each reads back as on. "Ready within" steps measure from the request."""
+    return phases.reboot(session, targets, measurements)
+
+
+# -- When: the generic failure step, in the spirit of Dell's resiliency suite ------------------
+
+
+@when(
+    _p(
+        "I fail {workers:Amount} worker nodes and {primary:Amount} primary nodes with "
+        "{failure:w} failure for {limit:Limit}"
+    ),
+    target_fixture="outage",
+)
+def fail_nodes(
+    workers: Amount,
+    primary: Amount,
+    failure: str,
+    limit: Limit,
+    request: pytest.FixtureRequest,
+    session: Session,
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: tuple[Workload, ...],
+    rng: random.Random,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> Outage:
+    """Draw the workers and the primary (control-plane) nodes (counts as words or digits,
+    fractions such as ``one-third``, ranges such as ``1-2`` drawn from the seed), fail them
+    all at once with ``power``, ``graceful``, ``reboot``, ``partition`` or ``kubelet``,
+    hold the failure for the limit, then bring them back (power on, heal, start the
+    kubelet; a reboot comes back by itself). Provides the chosen nodes, the failure and the
+    return, so every later step can follow it."""
+    kind = _failure_kind(failure)
+    seed = seed_of(request.config)
+    picks = [
+        select_nodes(
+            inventory, amount=amount, rng=rng, seed=seed, role=role, usable=_usable(observer)
+        )
+        for amount, role in ((workers, "worker"), (primary, "control-plane"))
+    ]
+    nodes = tuple(sorted({n for p in picks for n in p.nodes}))
+    if not nodes:
+        raise NoTargets(f"{workers.text} workers and {primary.text} primaries: no node to fail")
+    why = "; ".join(p.why for p in picks)
+    targets = _chosen(
+        choose.from_selection(
+            inventory, Selection(nodes, why, seed), workload_pods(kube, workloads)
+        )
+    )
+    hold_s = limit.seconds(budgets)
+    if kind in (FailureKind.POWER_OFF, FailureKind.GRACEFUL):
+        outage = phases.power_off(
+            session,
+            targets,
+            observer,
+            budgets,
+            measurements,
+            graceful=kind is FailureKind.GRACEFUL,
+        )
+        _hold(kind, nodes, hold_s)
+        back = phases.power_on(session, targets, budgets, measurements)
+    elif kind is FailureKind.REBOOT:
+        back = phases.reboot(session, targets, measurements)
+        outage = phases.outage_of_reboot(session.timeline, targets, back, observer)
+    else:
+        outage = phases.cut(
+            session, targets, observer, kind, undo_after_s=hold_s + budgets.recovery
+        )
+        _hold(kind, nodes, hold_s)
+        back = phases.uncut(session, outage)
+    _provide(request, "targets", targets)
+    _provide(request, "powered_on", back)
+    return outage
+
+
+def _failure_kind(text: str) -> FailureKind:
+    try:
+        return FailureKind.parse(text)
+    except ValueError as exc:
+        raise ConfigError(str(exc), field="failure") from None
+
+
+def _hold(kind: FailureKind, nodes: Sequence[str], seconds: float) -> None:
+    with allure.step(f"hold the {kind.value} failure of {', '.join(nodes)} for {seconds:g}s"):
+        time.sleep(seconds)
+
+
+def _provide(request: pytest.FixtureRequest, name: str, value: object) -> None:
+    """What a step provides besides its ``target_fixture``."""
+    inject_fixture(request, name, value)
+    request.node.stash.setdefault(_PROVIDED, set()).add(name)
 
 
 # -- When: operator actions ------------------------------------------------------------------

@@ -32,8 +32,9 @@ from harness.checks.replay import PodReplay
 from harness.errors import WaitTimeout
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT, Observer
 from harness.kube.timeline import ACTION, Predicate, Timeline, Transition, match
+from harness.power.base import FailureKind, UnsupportedFailure
 from harness.scenario import lost as L
-from harness.scenario.errors import NothingToMeasure
+from harness.scenario.errors import NothingToMeasure, UnsupportedKind
 from harness.scenario.report import Measurements
 from harness.scenario.targets import Outage, PoweredOn, Targets
 from harness.scenario.workloads import PodInfo, Workload
@@ -199,6 +200,97 @@ def power_on(
         late, f"every BMC to confirm the power-on within {limit:g}s", limit, "power-on", late=True
     )
     return PoweredOn(targets.nodes, sent, acks, tuple(restored))
+
+
+# -- failures beyond power: partition, kubelet stop, reboot -----------------------------------
+
+
+def _actions_since(timeline: Timeline, before: int, transition: str) -> dict[str, Transition]:
+    return {
+        t.name: t
+        for t in timeline.read_from(before)
+        if t.kind == ACTION and t.transition == transition
+    }
+
+
+def cut(
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    kind: FailureKind,
+    *,
+    undo_after_s: float,
+) -> Outage:
+    """Cut the targets off the network or stop their kubelets; they stay powered on and
+    their pods keep running. The undo is armed on each node first (back by itself after
+    ``undo_after_s``). A node whose drivers cannot do ``kind`` skips the scenario."""
+    for node in targets.nodes:
+        try:
+            session.failure_driver(node, kind)
+        except UnsupportedFailure as exc:
+            raise UnsupportedKind(str(exc)) from None
+    timeline = session.timeline
+    alive = {p.uid for p in observer.pods()}
+    before = len(timeline)
+    with allure.step(f"{kind.value}: {', '.join(targets.nodes)} (undone after {undo_after_s:g}s)"):
+        result = session.cut(targets.nodes, kind, undo_after_s=undo_after_s)
+    sent = _actions_since(timeline, before, f"{kind.value} sent")
+    acks = _actions_since(timeline, before, f"{kind.value} acknowledged")
+    return Outage(
+        targets,
+        tuple(p for p in targets.pods if p.uid in alive),
+        min(sent.values(), key=lambda t: t.mono),
+        acks,
+        "",
+        False,
+        result.skew_s,
+        kind,
+    )
+
+
+def uncut(session: Session, outage: Outage) -> PoweredOn:
+    """Undo a partition or a kubelet stop now; later phases measure from the request."""
+    timeline = session.timeline
+    before = len(timeline)
+    verb = "heal" if outage.kind is FailureKind.PARTITION else "kubelet-start"
+    with allure.step(f"{verb}: {', '.join(outage.nodes)}"):
+        session.uncut(outage.nodes, outage.kind)
+    sent = _actions_since(timeline, before, f"{verb} sent")
+    acks = _actions_since(timeline, before, f"{verb} acknowledged")
+    return PoweredOn(outage.nodes, sent, acks, ())
+
+
+def reboot(session: Session, targets: Targets, measurements: Measurements) -> PoweredOn:
+    """Power-cycle the targets through their BMCs; returns once each reads back as on.
+    Later phases (Ready again) measure from the cycle's request."""
+    timeline = session.timeline
+    before = len(timeline)
+    with allure.step(f"reboot (power cycle): {', '.join(targets.nodes)}"):
+        result = session.power_cycle(targets.nodes)
+    for node in targets.nodes:
+        measurements.record(
+            f"{node} power cycle confirmed", result.acknowledged[node] - result.sent[node], None
+        )
+    sent = _actions_since(timeline, before, "power-cycle sent")
+    acks = _actions_since(timeline, before, "power-cycle acknowledged")
+    return PoweredOn(targets.nodes, sent, acks, ())
+
+
+def outage_of_reboot(
+    timeline: Timeline, targets: Targets, back: PoweredOn, observer: Observer
+) -> Outage:
+    """A reboot as a failure: from the cycle's request to its acknowledgement."""
+    alive = {p.uid for p in observer.pods()}
+    return Outage(
+        targets,
+        tuple(p for p in targets.pods if p.uid in alive),
+        back.last_sent if len(back.sent) == 1 else min(back.sent.values(), key=lambda t: t.mono),
+        back.acks,
+        "",
+        False,
+        0.0,
+        FailureKind.REBOOT,
+    )
 
 
 # -- nodes ---------------------------------------------------------------------------------

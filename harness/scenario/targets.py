@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from harness.inventory import Inventory, NodeSpec
 from harness.kube.observer import Observer
 from harness.kube.timeline import Transition
+from harness.power.base import FailureKind
 from harness.scenario.errors import NoTargets
 from harness.scenario.select import Selection
 from harness.scenario.workloads import PodInfo, Workload
@@ -253,7 +254,8 @@ def from_selection(inventory: Inventory, selection: Selection, pods: Sequence[Po
 
 @dataclass(frozen=True)
 class Outage:
-    """What a power-off step did: the lost nodes and pods, and the actions' transitions."""
+    """What a failure step did (a power-off, or with ``kind`` a partition or a kubelet
+    stop): the lost nodes and pods, and the actions' transitions."""
 
     targets: Targets
     lost: tuple[PodInfo, ...]  # targets.pods still alive when the power went
@@ -262,6 +264,7 @@ class Outage:
     protocol: str  # "" for each node's primary power driver
     graceful: bool
     skew_s: float
+    kind: FailureKind = FailureKind.POWER_OFF
 
     @property
     def nodes(self) -> tuple[str, ...]:
