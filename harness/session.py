@@ -148,20 +148,21 @@ class ClusterExecutor:
                 client.create("/api/v1/nodes", manifest)
 
     def heal(self, node: str, protocol: str) -> None:
-        driver = driver_for(self.inventory.node(node), protocol or None)
-        try:
-            if not isinstance(driver, SupportsPartition):
-                raise PermanentError(f"{node}: the {protocol} driver cannot heal a partition")
-            driver.heal(node)
-        finally:
-            driver.close()
+        self._through(node, protocol, FailureKind.PARTITION)
 
     def start_kubelet(self, node: str, protocol: str) -> None:
+        self._through(node, protocol, FailureKind.KUBELET_STOP)
+
+    def _through(self, node: str, protocol: str, kind: FailureKind) -> None:
+        """Undo a cut of ``kind`` through the driver that made it (idempotent)."""
         driver = driver_for(self.inventory.node(node), protocol or None)
         try:
-            if not isinstance(driver, SupportsKubeletStop):
-                raise PermanentError(f"{node}: the {protocol} driver cannot start a kubelet")
-            driver.start_kubelet(node)
+            if kind is FailureKind.PARTITION and isinstance(driver, SupportsPartition):
+                driver.heal(node)
+            elif kind is FailureKind.KUBELET_STOP and isinstance(driver, SupportsKubeletStop):
+                driver.start_kubelet(node)
+            else:
+                raise PermanentError(f"{node}: the {protocol} driver cannot undo a {kind.value}")
         finally:
             driver.close()
 

@@ -40,7 +40,7 @@ from pytest_bdd.steps import step_function_context_registry
 
 from harness.bdd.plugin import seed_of
 from harness.bdd.support import labels
-from harness.bdd.support.limits import TYPES, Limit
+from harness.bdd.support.limits import TYPES, Limit, Subject
 from harness.budgets import Budgets
 from harness.checks import (
     CheckFailed,
@@ -302,35 +302,6 @@ def api_probes(kube: KubeClient, timeline: Timeline) -> Iterator[list[ApiProber]
         p.stop()
 
 
-# What the steps provide (``target_fixture``). Asked for before any step provided it, each
-# is a harness error naming the steps that would: an expectation whose start cannot come.
-
-
-@pytest.fixture
-def targets(request: pytest.FixtureRequest) -> Targets:
-    raise _missing(request, "targets", _NEEDS["targets"])
-
-
-@pytest.fixture
-def outage(request: pytest.FixtureRequest) -> Outage:
-    raise _missing(request, "outage", _NEEDS["outage"])
-
-
-@pytest.fixture
-def powered_on(request: pytest.FixtureRequest) -> PoweredOn:
-    raise _missing(request, "powered_on", _NEEDS["powered_on"])
-
-
-@pytest.fixture
-def resolution(request: pytest.FixtureRequest) -> Transition:
-    raise _missing(request, "resolution", _NEEDS["resolution"])
-
-
-@pytest.fixture
-def drained(request: pytest.FixtureRequest) -> DrainResult:
-    raise _missing(request, "drained", _NEEDS["drained"])
-
-
 @pytest.fixture
 def measurements() -> Measurements:
     return Measurements()
@@ -446,6 +417,11 @@ def _lost(outage: Outage, *, stateless_only: bool = False) -> list[PodInfo]:
     """The lost pods whose controllers replace them elsewhere (DaemonSet pods apart)."""
     pods = [p for p in outage.lost if p.replaced_elsewhere]
     return [p for p in pods if p.stateless] if stateless_only else pods
+
+
+def _about(outage: Outage, pods: Subject) -> Sequence[PodInfo]:
+    """The lost pods a step is about: all of them, or the one the scenario chose."""
+    return outage.subjects if pods is Subject.CHOSEN else _lost(outage)
 
 
 def _workload(baseline: Baseline, pod: PodInfo) -> Workload:
@@ -721,8 +697,8 @@ def some_control_planes(
     )
 
 
-@given(_p("{amount:Amount} nodes of rack {rack:w}"), target_fixture="targets")
-@given(_p("{amount:Amount} node of rack {rack:w}"), target_fixture="targets")
+@given(_p("{amount:Amount} nodes of rack {rack}"), target_fixture="targets")
+@given(_p("{amount:Amount} node of rack {rack}"), target_fixture="targets")
 def some_nodes_of_rack(
     amount: Amount,
     rack: str,
@@ -904,10 +880,19 @@ def undo_cut(session: Session, outage: Outage) -> PoweredOn:
 
 @when("the node is rebooted", target_fixture="powered_on")
 @when("the nodes are rebooted", target_fixture="powered_on")
-def reboot_nodes(session: Session, targets: Targets, measurements: Measurements) -> PoweredOn:
+def reboot_nodes(
+    request: pytest.FixtureRequest,
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    measurements: Measurements,
+) -> PoweredOn:
     """Power-cycle every chosen node through its BMC (off, then on again), in parallel;
-    returns once each reads back as on. "Ready within" steps measure from the request."""
-    return phases.reboot(session, targets, measurements)
+    returns once each reads back as on. Provides both the failure (from the request to the
+    acknowledgement) and the return: "Ready within" steps measure from the request."""
+    back = phases.reboot(session, targets, measurements)
+    _provide(request, "outage", phases.outage_of_reboot(session.timeline, targets, back, observer))
+    return back
 
 
 # -- When: the generic failure step, in the spirit of Dell's resiliency suite ------------------
@@ -1175,25 +1160,21 @@ def lost_pods_deleted(
         phases.pods_deleted(timeline, _lost(outage), resolution, seconds, measurements)
 
 
-@then(_p("every lost pod is rescheduled on another node within {limit:Limit}"))
+@then(_p("{pods:Pods} is rescheduled on another node within {limit:Limit}"))
 def lost_pods_rescheduled(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+    pods: Subject,
+    limit: Limit,
+    outage: Outage,
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
 ) -> None:
-    """A replacement of every lost pod is scheduled on a node that is not lost, measured
-    from when the lost pod stopped blocking it (Deployment: Terminating; StatefulSet: gone).
-    Scheduled, not Ready: a replacement that needs a volume the dead node holds cannot
-    start yet."""
+    """A replacement of every lost pod (or of the singleton) is scheduled on a node that is
+    not lost, measured from when the lost pod stopped blocking it (Deployment: Terminating;
+    StatefulSet: gone). Scheduled, not Ready: a replacement that needs a volume the dead
+    node holds cannot start yet."""
     with _within(limit, budgets, "replacements scheduled") as seconds:
-        phases.rescheduled(timeline, _lost(outage), outage, seconds, measurements)
-
-
-@then(_p("the singleton is rescheduled on another node within {limit:Limit}"))
-def singleton_rescheduled(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
-) -> None:
-    """As for every lost pod, for the singleton."""
-    with _within(limit, budgets, "the singleton's replacement scheduled") as seconds:
-        phases.rescheduled(timeline, outage.subjects, outage, seconds, measurements)
+        phases.rescheduled(timeline, _about(outage, pods), outage, seconds, measurements)
 
 
 @then(_p("every lost pod is replaced by a Ready pod on another node within {limit:Limit}"))
@@ -1220,94 +1201,73 @@ def lost_stateless_pods_replaced_ready(
         )
 
 
-@then(_p("every lost pod's replacement is Ready within {limit:Limit}"))
+@then(_p("{pods:Pods_} replacement is Ready within {limit:Limit}"))
 def replacements_ready(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+    pods: Subject,
+    limit: Limit,
+    outage: Outage,
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
 ) -> None:
-    """Each replacement is Ready, measured from when it could start: scheduled and, if it
-    mounts a ReadWriteOnce volume, that volume attached to its node."""
+    """Each replacement (of every lost pod, or of the singleton) is Ready, measured from
+    when it could start: scheduled and, if it mounts a ReadWriteOnce volume, that volume
+    attached to its node."""
     with _within(limit, budgets, "replacements Ready") as seconds:
-        phases.replacement_ready(timeline, _lost(outage), outage, seconds, measurements)
-
-
-@then(_p("the singleton's replacement is Ready within {limit:Limit}"))
-def singleton_replacement_ready(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
-) -> None:
-    """As for every lost pod's replacement, for the singleton's."""
-    with _within(limit, budgets, "the singleton's replacement Ready") as seconds:
-        phases.replacement_ready(timeline, outage.subjects, outage, seconds, measurements)
+        phases.replacement_ready(timeline, _about(outage, pods), outage, seconds, measurements)
 
 
 # -- Then: volumes ---------------------------------------------------------------------------
 
 
-@then(
-    _p("every ReadWriteOnce volume of a lost pod reports a Multi-Attach error within {limit:Limit}")
-)
+@then(_p("{pods:Volumes} reports a Multi-Attach error within {limit:Limit}"))
 def lost_volumes_multi_attach(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+    pods: Subject,
+    limit: Limit,
+    outage: Outage,
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
 ) -> None:
-    """For each ReadWriteOnce volume the lost node held, the replacement pod gets a
-    "Multi-Attach error" event, measured from when the lost pod stopped blocking it; the
-    messages are attached to the report."""
+    """For each ReadWriteOnce volume the lost node held (of every lost pod, or of the
+    singleton), the replacement pod gets a "Multi-Attach error" event, measured from when
+    the lost pod stopped blocking it; the messages are attached to the report."""
     with _within(limit, budgets, "Multi-Attach errors") as seconds:
-        phases.multi_attach(timeline, _lost(outage), outage, seconds, measurements)
+        phases.multi_attach(timeline, _about(outage, pods), outage, seconds, measurements)
 
 
-@then(_p("the singleton's replacement reports a Multi-Attach error within {limit:Limit}"))
-def singleton_multi_attach(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
-) -> None:
-    """As above, for the singleton's volume."""
-    with _within(limit, budgets, "the singleton's Multi-Attach error") as seconds:
-        phases.multi_attach(timeline, outage.subjects, outage, seconds, measurements)
-
-
-@then(_p("the node releases the ReadWriteOnce volumes of the lost pods within {limit:Limit}"))
+@then(_p("the node releases {pods:Volumes} within {limit:Limit}"))
 def node_releases_volumes(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+    pods: Subject,
+    limit: Limit,
+    outage: Outage,
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
 ) -> None:
     """The lost node's VolumeAttachment of each ReadWriteOnce volume it held is detached or
     deleted, measured from the deletion of the pod that held it (the attach/detach
     controller cannot let go before): with the volume-detach budget this is its 6-minute
     force detach, with the volume-detach-out-of-service budget the out-of-service taint's
-    immediate one."""
+    immediate one. Of every lost pod, or the singleton's volume."""
     with _within(limit, budgets, "volumes released by " + ", ".join(outage.nodes)) as seconds:
-        phases.released(timeline, _lost(outage), outage, seconds, measurements)
+        phases.released(timeline, _about(outage, pods), outage, seconds, measurements)
 
 
-@then(_p("the node releases the singleton's volume within {limit:Limit}"))
-def node_releases_singleton_volume(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
-) -> None:
-    """As above, for the singleton's volume."""
-    with _within(limit, budgets, "the singleton's volume released") as seconds:
-        phases.released(timeline, outage.subjects, outage, seconds, measurements)
-
-
-@then(
-    _p(
-        "every ReadWriteOnce volume of a lost pod is attached to its replacement's node "
-        "within {limit:Limit}"
-    )
-)
+@then(_p("{pods:Volumes} is attached to its replacement's node within {limit:Limit}"))
 def lost_volumes_reattached(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+    pods: Subject,
+    limit: Limit,
+    outage: Outage,
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
 ) -> None:
-    """Each ReadWriteOnce volume the lost node held is attached to the node of its pod's
-    replacement, measured from its release by the lost node."""
+    """Each ReadWriteOnce volume the lost node held (of every lost pod, or the singleton's)
+    is attached to the node of its pod's replacement, measured from its release by the lost
+    node."""
     with _within(limit, budgets, "volumes re-attached") as seconds:
-        phases.reattached(timeline, _lost(outage), outage, seconds, measurements)
-
-
-@then(_p("the singleton's volume is attached to its replacement's node within {limit:Limit}"))
-def singleton_volume_reattached(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
-) -> None:
-    """As above, for the singleton's volume."""
-    with _within(limit, budgets, "the singleton's volume re-attached") as seconds:
-        phases.reattached(timeline, outage.subjects, outage, seconds, measurements)
+        phases.reattached(timeline, _about(outage, pods), outage, seconds, measurements)
 
 
 # -- Then: StatefulSet members ---------------------------------------------------------------

@@ -28,7 +28,7 @@ from harness.checks import (
     taint_present,
     volume_moved,
 )
-from harness.checks.replay import PodReplay
+from harness.checks.replay import PodReplay, node_at
 from harness.errors import WaitTimeout
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT, Observer
 from harness.kube.timeline import ACTION, Predicate, Timeline, Transition, match
@@ -305,8 +305,17 @@ def nodes_not_ready(
 
 
 def nodes_ready(tl: Timeline, powered_on: PoweredOn, seconds: float, ms: Measurements) -> None:
+    """Each node Ready again within ``seconds`` of its return (power-on, heal, kubelet
+    start, reboot request). A node that was Ready at that request and never went NotReady
+    since (a reboot faster than the node monitor's grace period) is Ready at once: 0 s."""
     for node in powered_on.nodes:
-        m = node_ready(tl, node, since=powered_on.sent[node], budget_s=seconds)
+        since = powered_on.sent[node]
+        went = L.node_event(tl, node, "not-ready", after=since.mono)
+        was = node_at(tl, node, since.mono)
+        if went is None and was is not None and was.ready == "True":
+            ms.record(f"{node} Ready after its return", 0.0, seconds, {"never_not_ready": True})
+            continue
+        m = node_ready(tl, node, since=since, budget_s=seconds)
         ms.check(f"{node} Ready after power-on", m)
 
 

@@ -8,23 +8,9 @@ from fractions import Fraction
 import pytest
 
 from harness.errors import ConfigError
-from harness.inventory import Inventory, parse_inventory
 from harness.scenario.errors import NoTargets
 from harness.scenario.select import Amount, parse_names, select_nodes
-
-
-def inventory(racks: dict[str, int], *, cps: int = 3) -> Inventory:
-    names = list(racks)
-    nodes = []
-    for i in range(cps):
-        nodes.append(f"- {{name: cp-{i + 1}, role: control-plane, rack: {names[i % len(names)]}, "
-                     "power: {driver: ssh}, ssh: {host: 127.0.0.1}}")  # fmt: skip
-    for rack, count in racks.items():
-        for w in range(count):
-            nodes.append(f"- {{name: w-{rack}{w + 1}, role: worker, rack: {rack}, "
-                         "power: {driver: ssh}, ssh: {host: 127.0.0.1}}")  # fmt: skip
-    text = "cluster: {kubeconfig: /dev/null}\nnodes:\n" + "\n".join(nodes) + "\n"
-    return parse_inventory(text)
+from tests.unit.test_longevity_groups import inventory
 
 
 @pytest.mark.parametrize(

@@ -34,7 +34,16 @@ nodes:
 """
 
 #: A value for each typed field, as a feature would write it.
-SAMPLES = {"Limit": "5 seconds", "d": "2", "w": "ipmi", "": "x"}
+SAMPLES = {
+    "Limit": "5 seconds",
+    "Amount": "one",
+    "Pods": "the singleton",
+    "Pods_": "every lost pod's",
+    "Volumes": "the singleton's volume",
+    "d": "2",
+    "w": "ipmi",
+    "": "x",
+}
 _FIELD = re.compile(r"\{(\w+)(?::([^}]*))?\}")
 
 

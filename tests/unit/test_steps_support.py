@@ -15,7 +15,7 @@ from harness.kube.timeline import ACTION, FakeClock, Timeline, Transition
 from harness.scenario import lost, phases
 from harness.scenario.errors import NothingToMeasure
 from harness.scenario.report import Measurements
-from harness.scenario.targets import Outage, Targets
+from harness.scenario.targets import Outage, PoweredOn, Targets
 from harness.scenario.workloads import PodInfo, selector_matches
 
 UNREACHABLE = "node.kubernetes.io/unreachable:NoExecute"
@@ -36,6 +36,12 @@ def _outage(tl: Timeline, nodes: tuple[str, ...], pods: tuple[PodInfo, ...] = ()
     acks = {n: _at(tl, 0.5, ACTION, n, "power-off acknowledged") for n in nodes}
     targets = Targets(nodes, pods, racks=dict.fromkeys(nodes, "rack-a"))
     return Outage(targets, pods, sent, acks, "", False, 0.0)
+
+
+def _about(outage: Outage, subject: PodInfo) -> Outage:
+    """``outage`` with ``subject`` as the pod the scenario is about."""
+    targets = Targets(outage.nodes, outage.lost, subjects=(subject,), racks=outage.targets.racks)
+    return Outage(targets, outage.lost, outage.sent, outage.acks, "", False, 0.0)
 
 
 def test_limit_is_a_named_budget_or_literal_seconds() -> None:
@@ -118,16 +124,7 @@ def test_eviction_right_after_not_ready_waits_for_the_taint_and_measures_from_it
     tl = _tl()
     single = _pod("registry-0", "u9", "Deployment/registry")
     _at(tl, -1, "Pod", single.name, "observed", "lab", uid="u9", node="w1")
-    outage = _outage(tl, ("w1",), (single,))
-    outage = Outage(
-        Targets(("w1",), (single,), subjects=(single,), racks={"w1": "rack-a"}),
-        (single,),
-        outage.sent,
-        outage.acks,
-        "",
-        False,
-        0.0,
-    )
+    outage = _about(_outage(tl, ("w1",), (single,)), single)
     _at(tl, 8, "Node", "w1", "not-ready", status="Unknown")  # where the earlier step stopped
     clock = tl.clock
     assert isinstance(clock, FakeClock)
@@ -146,16 +143,7 @@ def test_eviction_right_after_not_ready_waits_for_the_taint_and_measures_from_it
 def test_a_taint_that_never_comes_fails_naming_the_start_it_waited_for() -> None:
     tl = _tl()
     single = _pod("registry-0", "u9", "Deployment/registry")
-    base = _outage(tl, ("w1",), (single,))
-    outage = Outage(
-        Targets(("w1",), (single,), subjects=(single,), racks={"w1": "rack-a"}),
-        (single,),
-        base.sent,
-        base.acks,
-        "",
-        False,
-        0.0,
-    )
+    outage = _about(_outage(tl, ("w1",), (single,)), single)
     with pytest.raises(
         CheckFailed, match=re.escape("node w1 tainted unreachable (where eviction starts) within")
     ):
@@ -247,3 +235,25 @@ def test_third_of_workers_prefers_a_set_that_loses_replaceable_stateless_pods() 
     assert sum(1 for x in lost if x.workload == "Deployment/web") == 1  # min_available 2 of 3
     assert sum(1 for x in lost if x.workload == "StatefulSet/quorum") <= 1
     assert any(x.stateless and x.replaced_elsewhere for x in lost)
+
+
+def test_a_reboot_the_node_monitor_never_noticed_is_ready_at_once() -> None:
+    tl = _tl()
+    _at(tl, -5, "Node", "w1", "observed", ready="True", unschedulable=False, taints=[])
+    sent = _at(tl, 0, ACTION, "w1", "power-cycle sent")
+    ack = _at(tl, 2, ACTION, "w1", "power-cycle acknowledged")
+    ms = Measurements()
+    phases.nodes_ready(tl, PoweredOn(("w1",), {"w1": sent}, {"w1": ack}, ()), 30.0, ms)
+    assert ms.items[0]["seconds"] == 0.0
+
+
+def test_a_power_on_after_a_power_off_waits_for_ready() -> None:
+    tl = _tl()
+    _at(tl, -5, "Node", "w1", "observed", ready="True", unschedulable=False, taints=[])
+    _at(tl, -3, "Node", "w1", "not-ready", status="Unknown")
+    sent = _at(tl, 0, ACTION, "w1", "power-on sent")
+    ack = _at(tl, 2, ACTION, "w1", "power-on acknowledged")
+    _at(tl, 1.5, "Node", "w1", "ready", status="True")  # up before the BMC's acknowledgement
+    ms = Measurements()
+    phases.nodes_ready(tl, PoweredOn(("w1",), {"w1": sent}, {"w1": ack}, ()), 30.0, ms)
+    assert ms.items[0]["seconds"] == pytest.approx(1.5)
