@@ -193,6 +193,7 @@ _NEEDS = {
     "powered_on": "the nodes' power-on",
     "resolution": "an operator action that frees the stuck pods",
     "drained": "a drain of the node",
+    "restarted": "a restart of pods by selector",
     "chaos_run": "a chaos experiment's run",
     "longevity_run": "a longevity run",
 }
@@ -985,6 +986,34 @@ def _provide(request: pytest.FixtureRequest, name: str, value: object) -> None:
     """What a step provides besides its ``target_fixture``."""
     inject_fixture(request, name, value)
     request.node.stash.setdefault(_PROVIDED, set()).add(name)
+
+
+# -- When: the repopulation runbook (after an etcd rebuild) ----------------------------------
+
+
+@when(
+    _p("the pods labelled {selector} in namespace {namespace} are restarted"),
+    target_fixture="restarted",
+)
+def restart_pods_by_selector(selector: str, namespace: str, session: Session) -> phases.Restarted:
+    """Delete the pods the label selector matches so their controllers re-create them (the
+    repopulation runbook's "restart pods by selector"). Skips when none matches."""
+    return phases.restart_pods(session, namespace.strip(), selector.strip().strip('"'))
+
+
+@then(_p("the restarted pods are replaced by Ready pods within {limit:Limit}"))
+def restarted_pods_ready(
+    limit: Limit,
+    restarted: phases.Restarted,
+    timeline: Timeline,
+    kube: KubeClient,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> None:
+    """As many new Ready pods match the selector as were restarted (none of them one of the
+    deleted pods, by uid), measured from the restart request."""
+    with _within(limit, budgets, f"{restarted.selector} Ready again") as seconds:
+        phases.restarted_ready(timeline, kube, restarted, seconds, measurements)
 
 
 # -- When: operator actions ------------------------------------------------------------------

@@ -14,7 +14,8 @@ seconds and call one of these inside ``allure.step``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import allure
 
@@ -29,7 +30,9 @@ from harness.checks import (
     volume_moved,
 )
 from harness.checks.replay import PodReplay, node_at
-from harness.errors import WaitTimeout
+from harness.errors import PermanentError, WaitTimeout
+from harness.kube.actions import restart_pods as restart_pods_action
+from harness.kube.client import JSON, KubeClient
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT, Observer
 from harness.kube.timeline import ACTION, Predicate, Timeline, Transition, match
 from harness.power.base import FailureKind, UnsupportedFailure
@@ -791,3 +794,88 @@ def daemon_pods_kept(tl: Timeline, outage: Outage) -> None:
         t = L.pod_event(tl, p, {"terminating", "deleted"})
         if t is not None:
             raise CheckFailed(f"DaemonSet pod {p.ref} kept on {p.node}", tl.describe(t), 0.0)
+
+
+# -- repopulation runbook: restart pods by selector -----------------------------------------
+
+
+@dataclass(frozen=True)
+class Restarted:
+    """What a restart of pods by label selector did: the pods deleted (name -> uid) and
+    the request."""
+
+    namespace: str
+    selector: str
+    pods: Mapping[str, str]
+    sent: Transition
+
+
+def _matching(client: KubeClient, namespace: str, selector: str) -> list[JSON]:
+    items, _ = client.list(f"/api/v1/namespaces/{namespace}/pods", labelSelector=selector)
+    return items
+
+
+def _pod_ready(pod: JSON) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def restart_pods(session: Session, namespace: str, selector: str) -> Restarted:
+    """Delete the pods the selector matches so their controllers re-create them (a step of
+    the etcd-rebuild repopulation runbook). Nothing to undo: the controllers put them back.
+    No pod matching is nothing to measure."""
+    old = {
+        str(p["metadata"]["name"]): str(p["metadata"]["uid"])
+        for p in _matching(session.client, namespace, selector)
+    }
+    if not old:
+        raise NothingToMeasure(f"no pod in namespace {namespace} matches {selector!r}")
+    timeline = session.timeline
+    before = len(timeline)
+    with allure.step(f"restart the pods {selector} in {namespace}: {', '.join(sorted(old))}"):
+        restart_pods_action(session.client, namespace, selector, timeline=timeline)
+    sent = next((t for t in timeline.read_from(before) if t.kind == ACTION), None)
+    if sent is None:
+        raise PermanentError(f"the restart of {selector} in {namespace} recorded no action")
+    return Restarted(namespace, selector, old, sent)
+
+
+def restarted_ready(
+    tl: Timeline, client: KubeClient, restarted: Restarted, seconds: float, ms: Measurements
+) -> None:
+    """As many Ready pods matching the selector as were restarted, none of them one of the
+    deleted ones (by uid: a StatefulSet member comes back under its name), within
+    ``seconds`` of the restart request. Re-evaluated on every transition the watches record
+    (no polling loop)."""
+    gone = set(restarted.pods.values())
+
+    def fresh_ready() -> list[str]:
+        return sorted(
+            str(p["metadata"]["name"])
+            for p in _matching(client, restarted.namespace, restarted.selector)
+            if str(p["metadata"]["uid"]) not in gone
+            and not p["metadata"].get("deletionTimestamp")
+            and _pod_ready(p)
+        )
+
+    def check() -> list[str] | None:
+        ready = fresh_ready()
+        return ready if len(ready) >= len(restarted.pods) else None
+
+    try:
+        ready = tl.wait_until(
+            check,
+            restarted.sent.mono + seconds,
+            f"{len(restarted.pods)} new Ready pods matching {restarted.selector}",
+            last_seen=lambda: f"new and Ready: {', '.join(fresh_ready()) or 'none'}",
+        )
+    except WaitTimeout as exc:
+        raise CheckFailed(
+            f"the {len(restarted.pods)} restarted pods ({restarted.selector}) replaced by Ready "
+            f"pods within {seconds:g}s",
+            exc.last_seen,
+            seconds,
+            check="restarted-ready",
+        ) from None
+    took = tl.clock.monotonic() - restarted.sent.mono
+    ms.record(f"{restarted.selector} restarted and Ready", took, seconds, {"pods": ready})
