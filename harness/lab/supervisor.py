@@ -240,7 +240,9 @@ class Lab:
         self.progress("all nodes Ready; starting storage (CSI driver, volumes, attacher)")
         for path, obj in wl.storage_objects():
             self._create(path, obj)
-        self.storage = StorageController(client, self.is_on)
+        # A node cut off the network (or with its kubelet stopped) is on, but its kubelet
+        # reports nothing: its volumesInUse stays frozen, as at a power-off.
+        self.storage = StorageController(client, self.reporting)
         self.storage.start()
         self.resync = Resync(client, self.is_on)
         if spec.workloads:
@@ -348,6 +350,11 @@ class Lab:
     def is_on(self, node: str) -> bool:
         with self.power_lock:
             return self.power.get(node, False)
+
+    def reporting(self, node: str) -> bool:
+        """On, and its kubelet (kwok) reports: not cut off the network, kubelet running."""
+        with self.power_lock:
+            return self.power.get(node, False) and node not in self.cut
 
     def power_state(self, node: str) -> PowerState:
         return PowerState.ON if self.is_on(node) else PowerState.OFF
