@@ -86,7 +86,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument("--inventory", "-i", type=Path, help="inventory YAML (required unless resuming)")
     p.add_argument(
-        "--fraction", default=None, help="fraction of the workers failed per cycle (default 1/3)"
+        "--fraction",
+        default=None,
+        help="fraction of the workers failed per cycle: 1/3, 33%%, one-third, one-half "
+        "(default 1/3)",
     )
     p.add_argument(
         "--groups",
@@ -117,6 +120,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default="auto",
         help="show the cycle, the wait in progress against its budget and the running "
         "statistics per phase: live (rich), as lines (plain), auto: rich on a terminal",
+    )
+    p.add_argument(
+        "--failure",
+        choices=("power", "graceful", "partition", "kubelet"),
+        default=None,
+        help="how each group fails: power (forced power-off through the BMC; default), "
+        "graceful (graceful shutdown), partition (cut off the network, the node keeps "
+        "running), kubelet (kubelet stopped); partition and kubelet need a driver that can "
+        "(SSH), and the nodes undo them by themselves if the run dies",
     )
     p.add_argument("--out", type=Path, default=None, help="run directory (default reports/...)")
     p.add_argument("--resume", type=Path, default=None, metavar="DIR", help="continue a run")
@@ -168,6 +180,7 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
         "duration_s": args.duration,
         "outage_s": args.outage,
         "protocol": None,  # applied by the caller: "inventory" means None
+        "failure": args.failure,
         "budget_overrides": dict(args.budget) if args.budget else None,
         "keep_timelines": args.keep_timelines,
         "probe_interval_s": args.probe_interval,

@@ -88,6 +88,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "powercut's step vocabulary next to the built-in features; repeatable",
     )
     run.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="seed of the random choices of targets (ranges such as '1-2 worker nodes'); "
+        "every run prints its seed and the report shows it: --seed N replays those choices",
+    )
+    run.add_argument(
         "--no-builtin",
         action="store_true",
         help="run only the --features directories, not the built-in features",
@@ -293,6 +301,8 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
         feature_args += ["--features", str(d.resolve())]
     if args.no_builtin:
         feature_args.append("--no-builtin")
+    if args.seed is not None:
+        feature_args += ["--seed", str(args.seed)]
     extra = list(extra or [])
     if extra[:1] == ["--"]:
         # `powercut run -i X -- -k rack`: the separator is ours; pytest would read every

@@ -95,9 +95,13 @@ class UndoExecutor(Protocol):
 
     def restore_node(self, node: str, manifest: dict[str, Any]) -> None: ...
 
+    # Optional, for the failure kinds beyond power (an executor without them reports the
+    # undo as failed, naming it): ``heal(node, protocol)`` reconnects a partitioned node,
+    # ``start_kubelet(node, protocol)`` starts a stopped kubelet, through that driver.
+
 
 UNDO_ACTIONS: Final[frozenset[str]] = frozenset(
-    ("power_on", "uncordon", "remove_taint", "restore_node")
+    ("power_on", "uncordon", "remove_taint", "restore_node", "heal", "start_kubelet")
 )
 
 
@@ -136,6 +140,16 @@ class UndoSpec:
     @classmethod
     def restore_node(cls, node: str, manifest: Mapping[str, Any]) -> UndoSpec:
         return cls("restore_node", {"node": node, "manifest": dict(manifest)})
+
+    @classmethod
+    def heal(cls, node: str, protocol: str) -> UndoSpec:
+        """Reconnect a partitioned node through the driver that cut it."""
+        return cls("heal", {"node": node, "protocol": protocol})
+
+    @classmethod
+    def start_kubelet(cls, node: str, protocol: str) -> UndoSpec:
+        """Start a stopped kubelet through the driver that stopped it."""
+        return cls("start_kubelet", {"node": node, "protocol": protocol})
 
     def run(self, executor: UndoExecutor) -> None:
         method = getattr(executor, self.action, None)

@@ -37,7 +37,15 @@ from harness.kube import actions
 from harness.kube.client import JSON, KubeClient, NotFound, Unreachable
 from harness.kube.lock import ClusterLock
 from harness.kube.timeline import Timeline
-from harness.power.base import PowerDriver, PowerState
+from harness.power.base import (
+    FailureKind,
+    PowerDriver,
+    PowerState,
+    SupportsKubeletStop,
+    SupportsPartition,
+    UnsupportedFailure,
+    supports,
+)
 from harness.power.factory import driver_for
 from harness.safety import Plan, plan_disruption
 from harness.slo.watch import watcher_for
@@ -161,6 +169,25 @@ class ClusterExecutor:
         with self._api() as client:
             if client.get_or_none(f"/api/v1/nodes/{node}") is None:
                 client.create("/api/v1/nodes", manifest)
+
+    def heal(self, node: str, protocol: str) -> None:
+        self._through(node, protocol, FailureKind.PARTITION)
+
+    def start_kubelet(self, node: str, protocol: str) -> None:
+        self._through(node, protocol, FailureKind.KUBELET_STOP)
+
+    def _through(self, node: str, protocol: str, kind: FailureKind) -> None:
+        """Undo a cut of ``kind`` through the driver that made it (idempotent)."""
+        driver = driver_for(self.inventory.node(node), protocol or None)
+        try:
+            if kind is FailureKind.PARTITION and isinstance(driver, SupportsPartition):
+                driver.heal(node)
+            elif kind is FailureKind.KUBELET_STOP and isinstance(driver, SupportsKubeletStop):
+                driver.start_kubelet(node)
+            else:
+                raise PermanentError(f"{node}: the {protocol} driver cannot undo a {kind.value}")
+        finally:
+            driver.close()
 
     def release_stale_lock(self) -> str | None:
         """Delete the cluster lock of a crashed run on this machine; its holder, or None."""
@@ -585,6 +612,105 @@ class Session:
                     first, f"{what} failed for {len(result.errors)} node(s): {detail}"
                 ) from first
             raise PermanentError(f"{what} failed: {detail}") from first
+
+    # -- failure kinds beyond power: partition, kubelet stop ---------------------------------
+
+    def failure_driver(self, node: str, kind: FailureKind) -> tuple[PowerDriver, str]:
+        """The node's first driver (primary, then alternatives) that can do ``kind``, and
+        its protocol; :class:`UnsupportedFailure` when none can."""
+        spec = self.inventory.node(node)
+        protocols = [spec.power.driver, *(p.driver for p in spec.power_alternatives)]
+        if spec.ssh is not None and "ssh" not in protocols:
+            protocols.append("ssh")
+        first: PowerDriver | None = None
+        for protocol in dict.fromkeys(protocols):
+            try:
+                driver = self.driver(node, protocol)
+            except PowercutError:
+                continue
+            first = first or driver
+            if supports(driver, kind):
+                return driver, protocol
+        raise UnsupportedFailure.of(node, kind, first if first is not None else object())
+
+    def cut(self, nodes: Iterable[str], kind: FailureKind, *, undo_after_s: float) -> PowerResult:
+        """Cut the nodes off the network (``PARTITION``) or stop their kubelets
+        (``KUBELET_STOP``), in parallel; they stay on. Each driver arms the undo on the node
+        before the cut (back by itself after ``undo_after_s``); the journal holds the undo
+        too, so a crash or ``recover`` undoes it earlier. A node whose drivers cannot do
+        ``kind`` raises :class:`UnsupportedFailure` before anything is cut."""
+        if kind not in (FailureKind.PARTITION, FailureKind.KUBELET_STOP):
+            raise PermanentError(f"cut: {kind.value} is not a partition or a kubelet stop")
+        names = list(nodes)
+        plan = self._check_blast_radius(names, kind.value)
+        chosen = {n: self.failure_driver(n, kind) for n in names}
+        if self.dry_run:
+            undo_what = "heal" if kind is FailureKind.PARTITION else "start kubelet"
+            for n in names:
+                self.plan.append(
+                    f"{kind.value} {n} through {chosen[n][1]}, undone after "
+                    f"{undo_after_s:g}s; undo: {undo_what}"
+                )
+            self.plan.extend(plan.describe())
+            return PowerResult(names)
+        result = PowerResult(names)
+
+        def one(node: str) -> None:
+            driver, protocol = chosen[node]
+            if kind is FailureKind.PARTITION:
+                assert isinstance(driver, SupportsPartition)
+                undo = UndoSpec.heal(node, protocol)
+                cut: Callable[[], None] = lambda: driver.partition(  # noqa: E731
+                    node, heal_after_s=undo_after_s
+                )
+            else:
+                assert isinstance(driver, SupportsKubeletStop)
+                undo = UndoSpec.start_kubelet(node, protocol)
+                cut = lambda: driver.stop_kubelet(  # noqa: E731
+                    node, restart_after_s=undo_after_s
+                )
+
+            def act() -> None:
+                result.sent[node] = time.monotonic()
+                self.timeline.action(
+                    node, f"{kind.value} sent", protocol=protocol, undo_after_s=undo_after_s
+                )
+                cut()
+                result.acknowledged[node] = time.monotonic()
+                self.timeline.action(node, f"{kind.value} acknowledged")
+
+            self._journaled(kind.value, f"node/{node}", undo, act)
+            self.down.add(node)
+
+        self._parallel(names, one, result, kind.value)
+        self.say(f"{kind.value}: {', '.join(names)} (undone by the nodes after {undo_after_s:g}s)")
+        return result
+
+    def uncut(self, nodes: Iterable[str], kind: FailureKind) -> PowerResult:
+        """Undo :meth:`cut` now: heal the partition, or start the kubelet (idempotent)."""
+        names = list(nodes)
+        result = PowerResult(names)
+        if self.dry_run:
+            return result
+
+        def one(node: str) -> None:
+            driver, protocol = self.failure_driver(node, kind)
+            result.sent[node] = time.monotonic()
+            verb = "heal" if kind is FailureKind.PARTITION else "kubelet-start"
+            self.timeline.action(node, f"{verb} sent", protocol=protocol)
+            if kind is FailureKind.PARTITION:
+                assert isinstance(driver, SupportsPartition)
+                driver.heal(node)
+            else:
+                assert isinstance(driver, SupportsKubeletStop)
+                driver.start_kubelet(node)
+            result.acknowledged[node] = time.monotonic()
+            self.timeline.action(node, f"{verb} acknowledged")
+            self._undone(kind.value, f"node/{node}")
+            self.down.discard(node)
+
+        self._parallel(names, one, result, "undo " + kind.value)
+        return result
 
     # -- Kubernetes actions -----------------------------------------------------------------
 

@@ -36,6 +36,12 @@ STEP_TYPES = ("given", "when", "then")
 #: What a typed field of a sentence accepts.
 FIELD_TYPES = {
     "Limit": "a named budget (`the node-not-ready budget`) or a literal (`90 seconds`)",
+    "Amount": "a count (`zero` ... `twelve`, `3`), a fraction (`one-third`, `one-half`, "
+    "`two-thirds`, `all`, `1/3`, `50%`; rounded up) or a range (`1-2`, drawn from the seed)",
+    "Pods": "`every lost pod`, or the pod the scenario chose: `the singleton`, `the member`",
+    "Pods_": "`every lost pod's`, `the singleton's` or `the member's`",
+    "Volumes": "`every ReadWriteOnce volume of a lost pod` / `the ReadWriteOnce volumes of the "
+    "lost pods`, or the chosen pod's: `the singleton's volume`, `the singleton's replacement`",
     "d": "an integer",
     "w": "one word (letters, digits, underscore)",
     "": "any text",

@@ -9,10 +9,14 @@ Options (``powercut run`` passes its own ``--features`` / ``--no-builtin`` on):
 - ``--features DIR`` (repeatable): bind every ``*.feature`` under DIR (recursively) to the
   vocabulary, next to the built-in features.
 - ``--no-builtin``: bind only the ``--features`` directories.
+- ``--seed N``: the seed targets drawn at random (ranges, "one of the workers") come from;
+  without it one is chosen, printed in the header and shown in the report's Environment,
+  so ``--seed N`` replays a run's choices.
 """
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -27,6 +31,7 @@ pytest_plugins = (
     "harness.bdd.slo_steps",
 )
 
+SEED = pytest.StashKey[int]()
 _config: pytest.Config | None = None
 _dirs: list[Path] = []
 
@@ -41,6 +46,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="DIR",
         help="a directory of your own .feature files to run with powercut's steps "
         "(repeatable; searched recursively)",
+    )
+    group.addoption(
+        "--seed",
+        dest="powercut_seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="seed of the random choices of targets (ranges, counts); replays a run's choices",
     )
     group.addoption(
         "--no-builtin",
@@ -58,6 +71,17 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     _config = config
+    given = config.getoption("powercut_seed")
+    config.stash[SEED] = given if given is not None else random.SystemRandom().randrange(2**31)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"powercut: seed {config.stash[SEED]} (replay these choices with --seed)"
+
+
+def seed_of(config: pytest.Config) -> int:
+    """The run's seed (``--seed``, else the one drawn at start-up)."""
+    return config.stash[SEED]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

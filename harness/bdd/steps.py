@@ -13,7 +13,7 @@ Steps pass state on only through fixtures (``target_fixture``): ``targets`` (the
 nodes and their pods), ``outage`` (the power-off), ``powered_on``, ``drained`` and
 ``resolution`` (the operator action that freed the stuck pods). Every limit is a named
 budget or a literal number of seconds (``{limit:Limit}``); the phases themselves live in
-:mod:`harness.bdd.support.phases`.
+:mod:`harness.scenario.phases`.
 
 ``docs/steps.md`` is generated from this module: run ``scripts/gen_steps_doc.py`` after
 changing a step.
@@ -22,25 +22,25 @@ changing a step.
 from __future__ import annotations
 
 import contextlib
+import inspect
+import random
+import re
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import allure
 import pytest
 from pytest_bdd import given, parsers, then, when
+from pytest_bdd.compat import inject_fixture
 from pytest_bdd.parsers import StepParser
 from pytest_bdd.scenario import scenario_wrapper_template_registry
+from pytest_bdd.steps import step_function_context_registry
 
-from harness.bdd.support import labels, phases, report, steady
-from harness.bdd.support import lost as L
-from harness.bdd.support import targets as choose
-from harness.bdd.support.apiprobe import API_PROBE, ETCD_PROBE, ApiProber
-from harness.bdd.support.limits import TYPES, Limit
-from harness.bdd.support.report import Measurements
-from harness.bdd.support.steady import Baseline
-from harness.bdd.support.targets import Outage, PodFilter, PoweredOn, Targets
-from harness.bdd.support.workloads import PodInfo, Workload, resolve_workloads, workload_pods
+from harness.bdd.plugin import seed_of
+from harness.bdd.support import labels
+from harness.bdd.support.limits import TYPES, Limit, Subject
 from harness.budgets import Budgets
 from harness.checks import (
     CheckFailed,
@@ -57,8 +57,19 @@ from harness.kube.actions import DrainResult
 from harness.kube.client import KubeClient
 from harness.kube.observer import Observer
 from harness.kube.timeline import ACTION, Timeline, Transition, match
+from harness.power.base import FailureKind
 from harness.power.factory import available_protocols
 from harness.report.allure_env import prepare_results
+from harness.scenario import lost as L
+from harness.scenario import phases, report, steady
+from harness.scenario import targets as choose
+from harness.scenario.apiprobe import API_PROBE, ETCD_PROBE, ApiProber
+from harness.scenario.errors import MissingStep, NotApplicable, NoTargets, NothingToMeasure
+from harness.scenario.report import Measurements
+from harness.scenario.select import Amount, Selection, parse_names, select_nodes
+from harness.scenario.steady import Baseline
+from harness.scenario.targets import Outage, PodFilter, PoweredOn, Targets
+from harness.scenario.workloads import PodInfo, Workload, resolve_workloads, workload_pods
 from harness.session import Session
 
 #: How long after the API showed a change its watch event may still be on its way.
@@ -77,7 +88,13 @@ def _p(text: str) -> StepParser:
 
 # Tags to Allure labels: severity (@critical, also a marker), epic (@epic:node-failure) and
 # story (@story:..., else the scenario's name); see harness/bdd/support/labels.py.
-pytest_bdd_apply_tag = labels.pytest_bdd_apply_tag
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-bdd's own, whatever order plugins load in
+def pytest_bdd_apply_tag(tag: str, function: object) -> bool | None:
+    return labels.pytest_bdd_apply_tag(tag, function)
+
+
 pytest_bdd_before_scenario = labels.pytest_bdd_before_scenario
 
 
@@ -89,6 +106,118 @@ def pytest_runtest_makereport(
     rep = yield
     item.stash.setdefault(_REPORTS, {})[rep.when] = rep
     return rep
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    """A fixture that finds nothing to act on skips the scenario, saying what is missing."""
+    try:
+        return (yield)
+    except NotApplicable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+    """A step that finds nothing to act on or to measure (no target, no lost pod, a driver
+    that cannot do the failure kind) skips the scenario, saying what is missing: a skip,
+    never a product failure."""
+    try:
+        return (yield)
+    except NotApplicable as exc:
+        pytest.skip(str(exc))
+
+
+_STEP = pytest.StashKey[str]()
+_FIELD = re.compile(r"\{(\w+)(?::[^}]*)?\}")
+
+
+_PROVIDED = pytest.StashKey[set[str]]()
+
+
+def _provided_by_steps() -> set[str]:
+    """Every fixture some step provides (``target_fixture``)."""
+    return {
+        ctx.target_fixture
+        for ctx in step_function_context_registry.values()
+        if ctx.target_fixture is not None
+    }
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_bdd_before_step(
+    request: pytest.FixtureRequest, feature: object, scenario: object, step: Any, step_func: Any
+) -> None:
+    """Before a step runs: remember it, and check that every fixture it needs from an
+    earlier step was provided. A step placed where its start cannot come (say, an eviction
+    expectation with no failure before it) is a harness error naming the steps that would
+    provide it, raised before anything waits or acts."""
+    request.node.stash[_STEP] = f"{step.keyword} {step.name}"
+    provided = request.node.stash.setdefault(_PROVIDED, set())
+    parsed = {  # a sentence's own fields (``{outage:Limit}``) are not fixtures
+        m.group(1)
+        for ctx in step_function_context_registry.values()
+        if ctx.step_func is step_func
+        for m in _FIELD.finditer(str(ctx.parser.name))
+    }
+    needs = [
+        name
+        for name in inspect.signature(step_func).parameters
+        if name in _provided_by_steps() and name not in provided and name not in parsed
+    ]
+    if needs:
+        raise _missing(request, needs[0], _NEEDS.get(needs[0], f"the {needs[0]!r} of a step"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_bdd_after_step(
+    request: pytest.FixtureRequest,
+    feature: object,
+    scenario: object,
+    step: Any,
+    step_func: Any,
+    step_func_args: object,
+) -> None:
+    provided = request.node.stash.setdefault(_PROVIDED, set())
+    provided.update(
+        ctx.target_fixture
+        for ctx in step_function_context_registry.values()
+        if ctx.step_func is step_func and ctx.target_fixture is not None
+    )
+
+
+#: What each provided fixture stands for, in a step-order error.
+_NEEDS = {
+    "targets": "the nodes a Given chose",
+    "outage": "a failure of the nodes (power loss, shutdown)",
+    "powered_on": "the nodes' power-on",
+    "resolution": "an operator action that frees the stuck pods",
+    "drained": "a drain of the node",
+    "restarted": "a restart of pods by selector",
+    "chaos_run": "a chaos experiment's run",
+    "longevity_run": "a longevity run",
+}
+
+
+def _providers(fixture: str) -> list[str]:
+    """The sentences of every step that provides ``fixture`` (``target_fixture``), as a
+    feature writes them (``{limit:Limit}`` shows as ``<limit>``)."""
+    order = {"given": 0, "when": 1, "then": 2}
+    found = {
+        (order.get(ctx.type or "", 3), (ctx.type or "").capitalize(), ctx.parser.name)
+        for ctx in step_function_context_registry.values()
+        if ctx.target_fixture == fixture
+    }
+    return [f"{kind} {_FIELD.sub(_as_placeholder, text)}" for _, kind, text in sorted(found)]
+
+
+def _as_placeholder(m: re.Match[str]) -> str:
+    return f"<{m.group(1)}>"
+
+
+def _missing(request: pytest.FixtureRequest, fixture: str, needs: str) -> MissingStep:
+    step = request.node.stash.get(_STEP, "this step")
+    return MissingStep(step, needs, _providers(fixture))
 
 
 def _failed(item: pytest.Item) -> bool:
@@ -122,7 +251,17 @@ def run_environment(pytestconfig: pytest.Config, kube: KubeClient, inventory: In
     """environment.properties and categories.json, once, when Allure results are written."""
     results = getattr(pytestconfig.option, "allure_report_dir", None)
     if results:
-        prepare_results(Path(results), environment=report.environment(kube, inventory))
+        environment = {**report.environment(kube, inventory), "Seed": seed_of(pytestconfig)}
+        prepare_results(Path(results), environment=environment)
+
+
+@pytest.fixture
+def rng(request: pytest.FixtureRequest) -> random.Random:
+    """The scenario's random generator: the run's seed and the scenario's name, so each
+    scenario draws its own targets and ``--seed`` replays them all."""
+    seed = seed_of(request.config)
+    allure.dynamic.parameter("seed", seed, excluded=True)
+    return random.Random(f"{seed}:{request.node.name}")
 
 
 @pytest.fixture
@@ -281,6 +420,11 @@ def _lost(outage: Outage, *, stateless_only: bool = False) -> list[PodInfo]:
     return [p for p in pods if p.stateless] if stateless_only else pods
 
 
+def _about(outage: Outage, pods: Subject) -> Sequence[PodInfo]:
+    """The lost pods a step is about: all of them, or the one the scenario chose."""
+    return outage.subjects if pods is Subject.CHOSEN else _lost(outage)
+
+
 def _workload(baseline: Baseline, pod: PodInfo) -> Workload:
     return next(
         w for w in baseline.workloads if w.namespace == pod.namespace and w.key == pod.workload
@@ -290,7 +434,48 @@ def _workload(baseline: Baseline, pod: PodInfo) -> Workload:
 def _chosen(t: Targets) -> Targets:
     # excluded from the history id: the nodes chosen may differ from run to run
     allure.dynamic.parameter("nodes", ", ".join(t.nodes), excluded=True)
+    allure.dynamic.parameter("why these nodes", t.why, excluded=True)
     return t
+
+
+def _usable(observer: Observer) -> Callable[[str], bool]:
+    def usable(name: str) -> bool:
+        state = observer.node(name)
+        return state is not None and state.is_ready and not state.unschedulable
+
+    return usable
+
+
+def _labelled(kube: KubeClient) -> Callable[[str], set[str]]:
+    def labelled(selector: str) -> set[str]:
+        items, _ = kube.list("/api/v1/nodes", labelSelector=selector)
+        return {str(i["metadata"]["name"]) for i in items}
+
+    return labelled
+
+
+def _select(
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: tuple[Workload, ...],
+    rng: random.Random,
+    seed: int,
+    amount: Amount,
+    **filters: Any,
+) -> Targets:
+    chosen = select_nodes(
+        inventory,
+        amount=amount,
+        rng=rng,
+        seed=seed,
+        usable=_usable(observer),
+        labelled=_labelled(kube),
+        **filters,
+    )
+    if not chosen.nodes:
+        raise NoTargets(f"{chosen.why}: no node to fail")
+    return _chosen(choose.from_selection(inventory, chosen, workload_pods(kube, workloads)))
 
 
 def _worker_running(
@@ -304,7 +489,7 @@ def _worker_running(
     also: PodFilter | None = None,
     prefer_busy: bool = True,
 ) -> Targets:
-    """The worker :func:`~harness.bdd.support.targets.one_node` picks among the pods of the
+    """The worker :func:`~harness.scenario.targets.one_node` picks among the pods of the
     inventory's workloads (``subject``, ``also``, ``why`` and ``prefer_busy`` as there)."""
     return _chosen(
         choose.one_node(
@@ -466,6 +651,121 @@ def critical_spread(
             allure.dynamic.parameter(f"{w.ref} racks", m.detail.get("racks"), excluded=True)
 
 
+# -- Given: targets by count, fraction, range, name, role, rack, label -------------------------
+
+
+@given(_p("{amount:Amount} worker nodes"), target_fixture="targets")
+@given(_p("{amount:Amount} worker node"), target_fixture="targets")
+@given(_p("{amount:Amount} of the worker nodes"), target_fixture="targets")
+def some_workers(
+    amount: Amount,
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: tuple[Workload, ...],
+    rng: random.Random,
+    pytestconfig: pytest.Config,
+) -> Targets:
+    """Ready, schedulable workers: a count (``one``, ``2``), a fraction (``one-third``,
+    ``one-half``, ``all``, ``1/3``, rounded up) or a range (``1-2``, drawn from the seed),
+    spread over the racks."""
+    return _select(
+        inventory, observer, kube, workloads, rng, seed_of(pytestconfig), amount, role="worker"
+    )
+
+
+@given(_p("{amount:Amount} control-plane nodes"), target_fixture="targets")
+@given(_p("{amount:Amount} control-plane node"), target_fixture="targets")
+def some_control_planes(
+    amount: Amount,
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: tuple[Workload, ...],
+    rng: random.Random,
+    pytestconfig: pytest.Config,
+) -> Targets:
+    """Ready control-plane nodes, by count, fraction or range (see the worker form)."""
+    return _select(
+        inventory,
+        observer,
+        kube,
+        workloads,
+        rng,
+        seed_of(pytestconfig),
+        amount,
+        role="control-plane",
+    )
+
+
+@given(_p("{amount:Amount} nodes of rack {rack}"), target_fixture="targets")
+@given(_p("{amount:Amount} node of rack {rack}"), target_fixture="targets")
+def some_nodes_of_rack(
+    amount: Amount,
+    rack: str,
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: tuple[Workload, ...],
+    rng: random.Random,
+    pytestconfig: pytest.Config,
+) -> Targets:
+    """Ready nodes (any role) of the named rack (``every node of rack b``)."""
+    return _select(
+        inventory, observer, kube, workloads, rng, seed_of(pytestconfig), amount, rack=rack
+    )
+
+
+@given(_p("{amount:Amount} nodes labelled {selector}"), target_fixture="targets")
+@given(_p("{amount:Amount} node labelled {selector}"), target_fixture="targets")
+def some_labelled_nodes(
+    amount: Amount,
+    selector: str,
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: tuple[Workload, ...],
+    rng: random.Random,
+    pytestconfig: pytest.Config,
+) -> Targets:
+    """Ready inventory nodes that the label selector matches (the API server evaluates it:
+    ``disktype=ssd``, ``topology.kubernetes.io/zone in (a,b)``)."""
+    return _select(
+        inventory,
+        observer,
+        kube,
+        workloads,
+        rng,
+        seed_of(pytestconfig),
+        amount,
+        label_selector=selector.strip().strip('"'),
+    )
+
+
+@given(_p("the node {names}"), target_fixture="targets")
+@given(_p("the nodes {names}"), target_fixture="targets")
+def named_nodes(
+    names: str,
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: tuple[Workload, ...],
+    rng: random.Random,
+    pytestconfig: pytest.Config,
+) -> Targets:
+    """The inventory nodes named (``the nodes w-a1, w-b1 and w-c1``); each must be Ready."""
+    return _select(
+        inventory,
+        observer,
+        kube,
+        workloads,
+        rng,
+        seed_of(pytestconfig),
+        Amount.parse("all"),
+        names=parse_names(names),
+    )
+
+
 @given("the API is probed through the cluster endpoint")
 def api_is_probed(api_probes: list[ApiProber]) -> None:
     """GET /readyz and a quorum read (GET a namespace) through the kubeconfig's server, four
@@ -508,6 +808,7 @@ def lose_power_through(
 
 
 @when("the node is shut down gracefully", target_fixture="outage")
+@when("the nodes are shut down gracefully", target_fixture="outage")
 def shut_down_gracefully(
     session: Session,
     targets: Targets,
@@ -515,8 +816,9 @@ def shut_down_gracefully(
     budgets: Budgets,
     measurements: Measurements,
 ) -> Outage:
-    """Graceful shutdown (GracefulShutdown, ACPI soft-off) through the node's BMC."""
-    return phases.power_off(session, targets.only(), observer, budgets, measurements, graceful=True)
+    """Graceful shutdown (GracefulShutdown, ACPI soft-off) of every chosen node in parallel
+    through its BMC (a rack can be shut down gracefully)."""
+    return phases.power_off(session, targets, observer, budgets, measurements, graceful=True)
 
 
 @when("the node is powered on again", target_fixture="powered_on")
@@ -527,6 +829,191 @@ def power_on_again(
     """Power the chosen nodes on through their BMC (SSH cannot power on); a Node object
     deleted earlier is re-created if the node did not re-register it."""
     return phases.power_on(session, targets, budgets, measurements)
+
+
+# -- When: partition, kubelet stop, reboot ---------------------------------------------------
+
+
+@when(_p("the node is cut off from the network for {limit:Limit}"), target_fixture="outage")
+@when(_p("the nodes are cut off from the network for {limit:Limit}"), target_fixture="outage")
+def cut_off_network(
+    limit: Limit,
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    budgets: Budgets,
+) -> Outage:
+    """Network partition: every chosen node keeps running (its BMC reads On, its pods keep
+    running and writing) but is cut off from the API server. The heal is armed on the node
+    itself before the cut and runs after the limit at the latest (``recover`` heals too);
+    skips when the node's drivers cannot partition it (SSH can; IPMI and Redfish cannot)."""
+    return phases.cut(
+        session, targets, observer, FailureKind.PARTITION, undo_after_s=limit.seconds(budgets)
+    )
+
+
+@when(_p("the node's kubelet is stopped for {limit:Limit}"), target_fixture="outage")
+@when(_p("the nodes' kubelets are stopped for {limit:Limit}"), target_fixture="outage")
+def stop_kubelets(
+    limit: Limit,
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    budgets: Budgets,
+) -> Outage:
+    """The kubelet of every chosen node stops (containers keep running); its restart is
+    armed on the node first and runs after the limit at the latest. Skips when the node's
+    drivers cannot do it."""
+    return phases.cut(
+        session, targets, observer, FailureKind.KUBELET_STOP, undo_after_s=limit.seconds(budgets)
+    )
+
+
+@when("the node is reconnected", target_fixture="powered_on")
+@when("the nodes are reconnected", target_fixture="powered_on")
+@when("the node's kubelet is started again", target_fixture="powered_on")
+@when("the nodes' kubelets are started again", target_fixture="powered_on")
+def undo_cut(session: Session, outage: Outage) -> PoweredOn:
+    """Heal the partition (or start the kubelets) now, before the armed undo would; the
+    phases that follow (Ready again) measure from this request."""
+    return phases.uncut(session, outage)
+
+
+@when("the node is rebooted", target_fixture="powered_on")
+@when("the nodes are rebooted", target_fixture="powered_on")
+def reboot_nodes(
+    request: pytest.FixtureRequest,
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    measurements: Measurements,
+) -> PoweredOn:
+    """Power-cycle every chosen node through its BMC (off, then on again), in parallel;
+    returns once each reads back as on. Provides both the failure (from the request to the
+    acknowledgement) and the return: "Ready within" steps measure from the request."""
+    back = phases.reboot(session, targets, measurements)
+    _provide(request, "outage", phases.outage_of_reboot(session.timeline, targets, back, observer))
+    return back
+
+
+# -- When: the generic failure step, in the spirit of Dell's resiliency suite ------------------
+
+
+@when(
+    _p(
+        "I fail {workers:Amount} worker nodes and {primary:Amount} primary nodes with "
+        "{failure:w} failure for {limit:Limit}"
+    ),
+    target_fixture="outage",
+)
+def fail_nodes(
+    workers: Amount,
+    primary: Amount,
+    failure: str,
+    limit: Limit,
+    request: pytest.FixtureRequest,
+    session: Session,
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: tuple[Workload, ...],
+    rng: random.Random,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> Outage:
+    """Draw the workers and the primary (control-plane) nodes (counts as words or digits,
+    fractions such as ``one-third``, ranges such as ``1-2`` drawn from the seed), fail them
+    all at once with ``power``, ``graceful``, ``reboot``, ``partition`` or ``kubelet``,
+    hold the failure for the limit, then bring them back (power on, heal, start the
+    kubelet; a reboot comes back by itself). Provides the chosen nodes, the failure and the
+    return, so every later step can follow it."""
+    kind = _failure_kind(failure)
+    seed = seed_of(request.config)
+    picks = [
+        select_nodes(
+            inventory, amount=amount, rng=rng, seed=seed, role=role, usable=_usable(observer)
+        )
+        for amount, role in ((workers, "worker"), (primary, "control-plane"))
+    ]
+    nodes = tuple(sorted({n for p in picks for n in p.nodes}))
+    if not nodes:
+        raise NoTargets(f"{workers.text} workers and {primary.text} primaries: no node to fail")
+    why = "; ".join(p.why for p in picks)
+    targets = _chosen(
+        choose.from_selection(
+            inventory, Selection(nodes, why, seed), workload_pods(kube, workloads)
+        )
+    )
+    hold_s = limit.seconds(budgets)
+    if kind in (FailureKind.POWER_OFF, FailureKind.GRACEFUL):
+        outage = phases.power_off(
+            session,
+            targets,
+            observer,
+            budgets,
+            measurements,
+            graceful=kind is FailureKind.GRACEFUL,
+        )
+        _hold(kind, nodes, hold_s)
+        back = phases.power_on(session, targets, budgets, measurements)
+    elif kind is FailureKind.REBOOT:
+        back = phases.reboot(session, targets, measurements)
+        outage = phases.outage_of_reboot(session.timeline, targets, back, observer)
+    else:
+        outage = phases.cut(
+            session, targets, observer, kind, undo_after_s=hold_s + budgets.recovery
+        )
+        _hold(kind, nodes, hold_s)
+        back = phases.uncut(session, outage)
+    _provide(request, "targets", targets)
+    _provide(request, "powered_on", back)
+    return outage
+
+
+def _failure_kind(text: str) -> FailureKind:
+    try:
+        return FailureKind.parse(text)
+    except ValueError as exc:
+        raise ConfigError(str(exc), field="failure") from None
+
+
+def _hold(kind: FailureKind, nodes: Sequence[str], seconds: float) -> None:
+    with allure.step(f"hold the {kind.value} failure of {', '.join(nodes)} for {seconds:g}s"):
+        time.sleep(seconds)
+
+
+def _provide(request: pytest.FixtureRequest, name: str, value: object) -> None:
+    """What a step provides besides its ``target_fixture``."""
+    inject_fixture(request, name, value)
+    request.node.stash.setdefault(_PROVIDED, set()).add(name)
+
+
+# -- When: the repopulation runbook (after an etcd rebuild) ----------------------------------
+
+
+@when(
+    _p("the pods labelled {selector} in namespace {namespace} are restarted"),
+    target_fixture="restarted",
+)
+def restart_pods_by_selector(selector: str, namespace: str, session: Session) -> phases.Restarted:
+    """Delete the pods the label selector matches so their controllers re-create them (the
+    repopulation runbook's "restart pods by selector"). Skips when none matches."""
+    return phases.restart_pods(session, namespace.strip(), selector.strip().strip('"'))
+
+
+@then(_p("the restarted pods are replaced by Ready pods within {limit:Limit}"))
+def restarted_pods_ready(
+    limit: Limit,
+    restarted: phases.Restarted,
+    timeline: Timeline,
+    kube: KubeClient,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> None:
+    """As many new Ready pods match the selector as were restarted (none of them one of the
+    deleted pods, by uid), measured from the restart request."""
+    with _within(limit, budgets, f"{restarted.selector} Ready again") as seconds:
+        phases.restarted_ready(timeline, kube, restarted, seconds, measurements)
 
 
 # -- When: operator actions ------------------------------------------------------------------
@@ -612,7 +1099,7 @@ def nodes_tainted_unreachable(
     seconds = limit.seconds(budgets)
     most = seconds + phases.ZONE_TAINT_INTERVAL_S * (len(outage.nodes) - 1)
     with _waiting("unreachable taint: " + ", ".join(outage.nodes), most):
-        phases.nodes_tainted(timeline, outage, seconds, measurements)
+        phases.nodes_tainted(timeline, outage, seconds, measurements, budgets)
 
 
 @then(_p("the Node object is gone within {limit:Limit}"))
@@ -670,10 +1157,10 @@ def pods_terminating(
     limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
 ) -> None:
     """Every non-DaemonSet pod on each lost node gets a deletionTimestamp, measured from the
-    node's unreachable NoExecute taint (their tolerations run out). At least one pod must
-    have been lost."""
+    node's unreachable NoExecute taint (their tolerations run out), which it waits for
+    first. Skipped when no pod of an inventory workload ran on the lost nodes."""
     with _within(limit, budgets, "pods Terminating on " + ", ".join(outage.nodes)) as seconds:
-        phases.pods_terminating(timeline, outage, seconds, measurements)
+        phases.pods_terminating(timeline, outage, seconds, measurements, budgets)
 
 
 @then(_p("the member is Terminating within {limit:Limit}"))
@@ -682,9 +1169,9 @@ def subject_terminating(
     limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
 ) -> None:
     """The pod the scenario is about gets a deletionTimestamp, measured from its node's
-    unreachable NoExecute taint."""
+    unreachable NoExecute taint, which it waits for first."""
     with _within(limit, budgets, lambda: f"{outage.targets.subject.ref} Terminating") as seconds:
-        phases.subject_terminating(timeline, outage, seconds, measurements)
+        phases.subject_terminating(timeline, outage, seconds, measurements, budgets)
 
 
 @then(_p("the lost pods are deleted within {limit:Limit}"))
@@ -702,25 +1189,21 @@ def lost_pods_deleted(
         phases.pods_deleted(timeline, _lost(outage), resolution, seconds, measurements)
 
 
-@then(_p("every lost pod is rescheduled on another node within {limit:Limit}"))
+@then(_p("{pods:Pods} is rescheduled on another node within {limit:Limit}"))
 def lost_pods_rescheduled(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+    pods: Subject,
+    limit: Limit,
+    outage: Outage,
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
 ) -> None:
-    """A replacement of every lost pod is scheduled on a node that is not lost, measured
-    from when the lost pod stopped blocking it (Deployment: Terminating; StatefulSet: gone).
-    Scheduled, not Ready: a replacement that needs a volume the dead node holds cannot
-    start yet."""
+    """A replacement of every lost pod (or of the singleton) is scheduled on a node that is
+    not lost, measured from when the lost pod stopped blocking it (Deployment: Terminating;
+    StatefulSet: gone). Scheduled, not Ready: a replacement that needs a volume the dead
+    node holds cannot start yet."""
     with _within(limit, budgets, "replacements scheduled") as seconds:
-        phases.rescheduled(timeline, _lost(outage), outage, seconds, measurements)
-
-
-@then(_p("the singleton is rescheduled on another node within {limit:Limit}"))
-def singleton_rescheduled(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
-) -> None:
-    """As for every lost pod, for the singleton."""
-    with _within(limit, budgets, "the singleton's replacement scheduled") as seconds:
-        phases.rescheduled(timeline, outage.subjects, outage, seconds, measurements)
+        phases.rescheduled(timeline, _about(outage, pods), outage, seconds, measurements)
 
 
 @then(_p("every lost pod is replaced by a Ready pod on another node within {limit:Limit}"))
@@ -747,94 +1230,73 @@ def lost_stateless_pods_replaced_ready(
         )
 
 
-@then(_p("every lost pod's replacement is Ready within {limit:Limit}"))
+@then(_p("{pods:Pods_} replacement is Ready within {limit:Limit}"))
 def replacements_ready(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+    pods: Subject,
+    limit: Limit,
+    outage: Outage,
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
 ) -> None:
-    """Each replacement is Ready, measured from when it could start: scheduled and, if it
-    mounts a ReadWriteOnce volume, that volume attached to its node."""
+    """Each replacement (of every lost pod, or of the singleton) is Ready, measured from
+    when it could start: scheduled and, if it mounts a ReadWriteOnce volume, that volume
+    attached to its node."""
     with _within(limit, budgets, "replacements Ready") as seconds:
-        phases.replacement_ready(timeline, _lost(outage), outage, seconds, measurements)
-
-
-@then(_p("the singleton's replacement is Ready within {limit:Limit}"))
-def singleton_replacement_ready(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
-) -> None:
-    """As for every lost pod's replacement, for the singleton's."""
-    with _within(limit, budgets, "the singleton's replacement Ready") as seconds:
-        phases.replacement_ready(timeline, outage.subjects, outage, seconds, measurements)
+        phases.replacement_ready(timeline, _about(outage, pods), outage, seconds, measurements)
 
 
 # -- Then: volumes ---------------------------------------------------------------------------
 
 
-@then(
-    _p("every ReadWriteOnce volume of a lost pod reports a Multi-Attach error within {limit:Limit}")
-)
+@then(_p("{pods:Volumes} reports a Multi-Attach error within {limit:Limit}"))
 def lost_volumes_multi_attach(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+    pods: Subject,
+    limit: Limit,
+    outage: Outage,
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
 ) -> None:
-    """For each ReadWriteOnce volume the lost node held, the replacement pod gets a
-    "Multi-Attach error" event, measured from when the lost pod stopped blocking it; the
-    messages are attached to the report."""
+    """For each ReadWriteOnce volume the lost node held (of every lost pod, or of the
+    singleton), the replacement pod gets a "Multi-Attach error" event, measured from when
+    the lost pod stopped blocking it; the messages are attached to the report."""
     with _within(limit, budgets, "Multi-Attach errors") as seconds:
-        phases.multi_attach(timeline, _lost(outage), outage, seconds, measurements)
+        phases.multi_attach(timeline, _about(outage, pods), outage, seconds, measurements)
 
 
-@then(_p("the singleton's replacement reports a Multi-Attach error within {limit:Limit}"))
-def singleton_multi_attach(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
-) -> None:
-    """As above, for the singleton's volume."""
-    with _within(limit, budgets, "the singleton's Multi-Attach error") as seconds:
-        phases.multi_attach(timeline, outage.subjects, outage, seconds, measurements)
-
-
-@then(_p("the node releases the ReadWriteOnce volumes of the lost pods within {limit:Limit}"))
+@then(_p("the node releases {pods:Volumes} within {limit:Limit}"))
 def node_releases_volumes(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+    pods: Subject,
+    limit: Limit,
+    outage: Outage,
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
 ) -> None:
     """The lost node's VolumeAttachment of each ReadWriteOnce volume it held is detached or
     deleted, measured from the deletion of the pod that held it (the attach/detach
     controller cannot let go before): with the volume-detach budget this is its 6-minute
     force detach, with the volume-detach-out-of-service budget the out-of-service taint's
-    immediate one."""
+    immediate one. Of every lost pod, or the singleton's volume."""
     with _within(limit, budgets, "volumes released by " + ", ".join(outage.nodes)) as seconds:
-        phases.released(timeline, _lost(outage), outage, seconds, measurements)
+        phases.released(timeline, _about(outage, pods), outage, seconds, measurements)
 
 
-@then(_p("the node releases the singleton's volume within {limit:Limit}"))
-def node_releases_singleton_volume(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
-) -> None:
-    """As above, for the singleton's volume."""
-    with _within(limit, budgets, "the singleton's volume released") as seconds:
-        phases.released(timeline, outage.subjects, outage, seconds, measurements)
-
-
-@then(
-    _p(
-        "every ReadWriteOnce volume of a lost pod is attached to its replacement's node "
-        "within {limit:Limit}"
-    )
-)
+@then(_p("{pods:Volumes} is attached to its replacement's node within {limit:Limit}"))
 def lost_volumes_reattached(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+    pods: Subject,
+    limit: Limit,
+    outage: Outage,
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
 ) -> None:
-    """Each ReadWriteOnce volume the lost node held is attached to the node of its pod's
-    replacement, measured from its release by the lost node."""
+    """Each ReadWriteOnce volume the lost node held (of every lost pod, or the singleton's)
+    is attached to the node of its pod's replacement, measured from its release by the lost
+    node."""
     with _within(limit, budgets, "volumes re-attached") as seconds:
-        phases.reattached(timeline, _lost(outage), outage, seconds, measurements)
-
-
-@then(_p("the singleton's volume is attached to its replacement's node within {limit:Limit}"))
-def singleton_volume_reattached(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
-) -> None:
-    """As above, for the singleton's volume."""
-    with _within(limit, budgets, "the singleton's volume re-attached") as seconds:
-        phases.reattached(timeline, outage.subjects, outage, seconds, measurements)
+        phases.reattached(timeline, _about(outage, pods), outage, seconds, measurements)
 
 
 # -- Then: StatefulSet members ---------------------------------------------------------------
@@ -871,7 +1333,7 @@ def statefulset_quorum_kept(
     power-off until now."""
     members = [p for p in outage.subjects or outage.lost if p.kind == "StatefulSet"]
     if not members:
-        raise CheckFailed("a StatefulSet member among the lost pods", "none", 0.0)
+        raise NothingToMeasure("no StatefulSet member among the lost pods")
     w = _workload(baseline, members[0])
     now = timeline.clock.monotonic()
     m = quorum_kept(timeline, w.namespace, w.name, replicas=w.desired, start=outage.sent, end=now)
@@ -969,7 +1431,7 @@ def drain_evicted_all(drained: DrainResult, targets: Targets, timeline: Timeline
 def drain_left_daemon_pods(drained: DrainResult, targets: Targets, observer: Observer) -> None:
     """The drain skipped the node's DaemonSet pods, and they still run there."""
     if not targets.daemon_pods:
-        raise CheckFailed("a DaemonSet pod on the node", "none", 0.0)
+        raise NothingToMeasure(f"no DaemonSet pod ran on {', '.join(targets.nodes)}")
     for p in targets.daemon_pods:
         now = observer.pod(p.namespace, p.name)
         if drained.skipped.get(p.ref) != "DaemonSet pod":
@@ -990,7 +1452,7 @@ def drain_respected_pdbs(
     end = L.require_action(timeline, targets.node, "drain done")
     protected = [w for w in baseline.workloads if w.pdb_min_healthy is not None]
     if not protected:
-        raise CheckFailed("a workload with a PodDisruptionBudget", "none", 0.0)
+        raise NothingToMeasure("no inventory workload has a PodDisruptionBudget")
     for w in protected:
         assert w.pdb_min_healthy is not None
         m = available_throughout(
@@ -1018,7 +1480,9 @@ def services_available(
     seconds = limit.seconds(budgets)
     probed = [w for w in baseline.workloads if w.health is not None]
     if not any(w.critical for w in probed):
-        raise CheckFailed("a critical workload with a health endpoint", "none", 0.0)
+        raise NothingToMeasure(
+            "no critical inventory workload has a health endpoint (workloads[].health)"
+        )
     now = timeline.clock.monotonic()
     for w in probed:
         budget = seconds if w.critical else None

@@ -37,6 +37,20 @@ class NodeTarget:
     def reset(self) -> None:
         self.lab.reset(self.name)
 
+    # -- what the node's own OS can do (the SSH server's partition and kubelet commands) --
+
+    def partition(self, *, heal_after_s: float) -> None:
+        self.lab.cut_off(self.name, "partition", undo_after_s=heal_after_s)
+
+    def heal(self) -> None:
+        self.lab.reconnect(self.name, "partition")
+
+    def stop_kubelet(self, *, restart_after_s: float) -> None:
+        self.lab.cut_off(self.name, "kubelet", undo_after_s=restart_after_s)
+
+    def start_kubelet(self) -> None:
+        self.lab.reconnect(self.name, "kubelet")
+
 
 def start_bmcs(lab: Lab) -> list[Any]:
     # The protocol servers are imported here, in the supervisor only: sushy-tools builds

@@ -113,6 +113,9 @@ class Lab:
             for n in self.nodes
         }
         self.power: dict[str, bool] = {n.name: False for n in self.nodes}
+        #: Nodes that are on but do not report: "partition" (cut off the network) or
+        #: "kubelet" (kubelet stopped), each with the timer that undoes it.
+        self.cut: dict[str, tuple[str, threading.Timer]] = {}
         self.power_lock = threading.RLock()
         self._restarts: dict[str, list[float]] = {}  # when each process was restarted
         self._state_lock = threading.Lock()
@@ -242,7 +245,9 @@ class Lab:
         self.progress("all nodes Ready; starting storage (CSI driver, volumes, attacher)")
         for path, obj in wl.storage_objects():
             self._create(path, obj)
-        self.storage = StorageController(client, self.is_on)
+        # A node cut off the network (or with its kubelet stopped) is on, but its kubelet
+        # reports nothing: its volumesInUse stays frozen, as at a power-off.
+        self.storage = StorageController(client, self.reporting)
         self.storage.start()
         self.resync = Resync(client, self.is_on)
         if spec.workloads:
@@ -368,6 +373,11 @@ class Lab:
         with self.power_lock:
             return self.power.get(node, False)
 
+    def reporting(self, node: str) -> bool:
+        """On, and its kubelet (kwok) reports: not cut off the network, kubelet running."""
+        with self.power_lock:
+            return self.power.get(node, False) and node not in self.cut
+
     def power_state(self, node: str) -> PowerState:
         return PowerState.ON if self.is_on(node) else PowerState.OFF
 
@@ -375,6 +385,7 @@ class Lab:
         with self.power_lock:
             if not self.power[node]:
                 return
+            self._forget_cut(node)
             self.power[node] = False
             procs = [self.kwok[node], *reversed(self.cp_procs.get(node, []))]
             for proc in procs:
@@ -386,6 +397,7 @@ class Lab:
         with self.power_lock:
             if self.power[node]:
                 return
+            self._forget_cut(node)
             for proc in [*self.cp_procs.get(node, []), self.kwok[node]]:
                 proc.start()
             self.power[node] = True
@@ -393,6 +405,44 @@ class Lab:
                 self.resync.powered_on(node)
             self.progress(f"power on {node}")
             self.write_state("ready")
+
+    # -- partition and kubelet stop (what the node's SSH server is asked to do) -------------
+
+    def cut_off(self, node: str, kind: str, *, undo_after_s: float) -> None:
+        """The node stays on (its BMC reads On) but stops reporting: its kwok process (the
+        kubelet's stand-in) stops, as when the node is cut off the network or its kubelet
+        stops; its pods keep "running". The undo is armed first: after ``undo_after_s`` the
+        node reports again by itself."""
+        with self.power_lock:
+            if not self.power[node]:
+                raise LabError(f"{node} is off: nothing to cut")
+            if node in self.cut:
+                raise LabError(f"{node} is already cut ({self.cut[node][0]})")
+            timer = threading.Timer(undo_after_s, self.reconnect, args=(node, kind))
+            timer.daemon = True
+            self.cut[node] = (kind, timer)
+            timer.start()
+            self.kwok[node].stop(force=True, timeout_s=10)
+            self.progress(f"{kind} {node} (undone in {undo_after_s:g}s at the latest)")
+            self.write_state("ready")
+
+    def reconnect(self, node: str, kind: str) -> None:
+        """Undo a cut of ``kind`` (idempotent: a node not cut that way is left alone)."""
+        with self.power_lock:
+            if self.cut.get(node, ("", None))[0] != kind:
+                return
+            self._forget_cut(node)
+            if self.power[node]:
+                self.kwok[node].start()
+                if self.resync:
+                    self.resync.powered_on(node)
+            self.progress(f"{kind} of {node} undone")
+            self.write_state("ready")
+
+    def _forget_cut(self, node: str) -> None:
+        found = self.cut.pop(node, None)
+        if found is not None:
+            found[1].cancel()
 
     #: restarts of one process allowed within RESTART_WINDOW_S before it is left down
     MAX_RESTARTS = 5
@@ -412,7 +462,10 @@ class Lab:
                 proc
                 for node, on in self.power.items()
                 if on
-                for proc in [*self.cp_procs.get(node, []), self.kwok[node]]
+                for proc in [
+                    *self.cp_procs.get(node, []),
+                    *([] if node in self.cut else [self.kwok[node]]),
+                ]
             ]
             if self.haproxy:
                 procs.append(self.haproxy)
@@ -456,6 +509,9 @@ class Lab:
     # -- stop -------------------------------------------------------------------------------
 
     def stop(self) -> None:
+        with self.power_lock:
+            for node in list(self.cut):
+                self._forget_cut(node)
         for bmc in reversed(self.bmcs):
             try:
                 bmc.stop()

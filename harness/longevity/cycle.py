@@ -66,6 +66,7 @@ from harness.longevity.measure import (
     summarize_measured,
 )
 from harness.longevity.records import CycleRecord, PhaseBudgets
+from harness.power.base import FailureKind
 from harness.safety import NO_RACK
 from harness.session import Session
 from harness.slo.client import PrometheusClient
@@ -176,6 +177,15 @@ def seed_timeline(tl: Timeline, observer: Observer) -> None:
     tl.extend(batch)
 
 
+#: The failure kinds a longevity cycle can inflict (a reboot has no outage to measure).
+LONGEVITY_KINDS = (
+    FailureKind.POWER_OFF,
+    FailureKind.GRACEFUL,
+    FailureKind.PARTITION,
+    FailureKind.KUBELET_STOP,
+)
+
+
 class LiveRunner:
     """Runs cycles against the inventory's cluster (see the module docstring)."""
 
@@ -189,6 +199,7 @@ class LiveRunner:
         stop: StopControl,
         outage_s: float = 120.0,
         protocol: str | None = None,
+        failure: FailureKind = FailureKind.POWER_OFF,
         keep_timelines: KeepTimelines = "missed",
         probe_interval_s: float = 0.5,
         settle_s: float | None = None,
@@ -203,6 +214,14 @@ class LiveRunner:
         self.stop = stop
         self.outage_s = outage_s
         self.protocol = protocol
+        if failure not in LONGEVITY_KINDS:
+            raise ConfigError(
+                f"longevity cannot fail nodes with {failure.value}: a reboot brings the node "
+                "back before Kubernetes notices, so there is no outage to measure; valid: "
+                + ", ".join(k.value for k in LONGEVITY_KINDS),
+                field="--failure",
+            )
+        self.failure = failure
         self.keep_timelines = keep_timelines
         self.probe_interval_s = probe_interval_s
         self.settle_s = settle_s if settle_s is not None else max(60.0, 3 * budgets.cleanup)
@@ -526,12 +545,25 @@ class LiveRunner:
             {v.pv for v in observer.volume_attachments() if v.node in nodes and v.attached},
             nodes,
         )
-        off = session.power_off(group.nodes, protocol=self.protocol)
+        kind = self.failure
+        if kind in (FailureKind.PARTITION, FailureKind.KUBELET_STOP):
+            # The nodes undo the cut by themselves if this run dies: after the outage and
+            # the cleanup budget at the latest.
+            off = session.cut(
+                group.nodes, kind, undo_after_s=self.outage_s + self.budgets.cleanup + 60.0
+            )
+        else:
+            off = session.power_off(
+                group.nodes, graceful=kind is FailureKind.GRACEFUL, protocol=self.protocol
+            )
         t0 = off.first_ack
         self._outage(observer, plan, t0)
         wait_until_time(tl, t0 + self.outage_s, "the minimum outage")
         tl.action(MARK, OUTAGE_END)
-        on = session.power_on(group.nodes, protocol=self.protocol)
+        if kind in (FailureKind.PARTITION, FailureKind.KUBELET_STOP):
+            on = session.uncut(group.nodes, kind)
+        else:
+            on = session.power_on(group.nodes, protocol=self.protocol)
         cleaned, note = self._cleanup(tl, observer, tracker, plan, on.first_ack, remediation)
         if cleaned:
             tl.action(MARK, CLEANUP_DONE)

@@ -38,6 +38,7 @@ import yaml
 from harness.errors import ConfigError
 from harness.inventory import Inventory
 from harness.safety import NO_RACK, plan_disruption
+from harness.scenario.select import Amount
 
 __all__ = [
     "Group",
@@ -69,7 +70,8 @@ _FRACTION = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
 
 def parse_fraction(text: str | float) -> float:
-    """``"1/3"``, ``"0.33"``, ``"33%"`` or a number: a fraction in (0, 1]."""
+    """``"1/3"``, ``"0.33"``, ``"33%"``, a number, or the scenario grammar's fraction words
+    (``one-third``, ``one-half``, ``all``): a fraction in (0, 1]."""
     value: float | None = None
     if isinstance(text, int | float) and not isinstance(text, bool):
         value = float(text)
@@ -83,14 +85,24 @@ def parse_fraction(text: str | float) -> float:
             else:
                 value = float(s)
         except ValueError:
-            value = None
+            value = _fraction_words(s)
     if value is None or not math.isfinite(value) or not 0 < value <= 1:
         raise ConfigError(
-            f"{text!r} is not a fraction of the workers; write 1/3, 0.33 or 33% "
+            f"{text!r} is not a fraction of the workers; write 1/3, 0.33, 33% or one-third "
             "(more than 0, at most 1)",
             field="--fraction",
         )
     return value
+
+
+def _fraction_words(text: str) -> float | None:
+    """``one-third``, ``two-thirds``, ``all``: the target grammar's fractions (see
+    :mod:`harness.scenario.select`), else None."""
+    try:
+        amount = Amount.parse(text)
+    except ConfigError:
+        return None
+    return float(amount.fraction) if amount.fraction is not None else None
 
 
 def _racks_in_order(inventory: Inventory) -> list[str | None]:

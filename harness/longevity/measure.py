@@ -81,6 +81,11 @@ OBSERVATION_END: Final = "observation end"
 POWER_OFF_SENT: Final = "power-off sent"
 POWER_OFF_ACK: Final = "power-off acknowledged"
 POWER_ON_ACK: Final = "power-on acknowledged"
+#: The same three moments when the cycle cut the nodes off the network or stopped their
+#: kubelets (``powercut longevity --failure partition|kubelet``) instead of powering them off.
+FAILED_SENT: Final = frozenset({POWER_OFF_SENT, "partition sent", "kubelet sent"})
+FAILED_ACK: Final = frozenset({POWER_OFF_ACK, "partition acknowledged", "kubelet acknowledged"})
+BACK_ACK: Final = frozenset({POWER_ON_ACK, "heal acknowledged", "kubelet-start acknowledged"})
 
 NODE_BOUND_KINDS: Final = frozenset({"StatefulSet", "DaemonSet"})
 
@@ -163,11 +168,13 @@ def _marks(ts: Sequence[Transition]) -> dict[str, float]:
     return out
 
 
-def _power(ts: Sequence[Transition], nodes: Iterable[str], what: str) -> dict[str, float]:
+def _power(
+    ts: Sequence[Transition], nodes: Iterable[str], what: frozenset[str]
+) -> dict[str, float]:
     wanted = set(nodes)
     out: dict[str, float] = {}
     for t in ts:
-        if t.kind == ACTION and t.transition == what and t.name in wanted:
+        if t.kind == ACTION and t.transition in what and t.name in wanted:
             out.setdefault(t.name, t.mono)
     return out
 
@@ -203,8 +210,8 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
     nodes = plan.group.nodes
     group = set(nodes)
     marks = _marks(ts)
-    off_sent = _power(ts, nodes, POWER_OFF_SENT)
-    off_ack = _power(ts, nodes, POWER_OFF_ACK)
+    off_sent = _power(ts, nodes, FAILED_SENT)
+    off_ack = _power(ts, nodes, FAILED_ACK)
     violations: list[str] = []
     phases: dict[str, _Slowest] = {p: _Slowest() for p in PHASES}
     detail: dict[str, Any] = {}
@@ -217,15 +224,15 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
             {"power": {}},
         )
     t0 = min(off_ack.values())
-    on_ack = _power([t for t in ts if t.mono > t0], nodes, POWER_ON_ACK)
+    on_ack = _power([t for t in ts if t.mono > t0], nodes, BACK_ACK)
     t_on = min(on_ack.values()) if on_ack else None
     end = marks.get(OBSERVATION_END, ts[-1].mono)
     cleanup_end = marks.get(CLEANUP_DONE)
     window_end = cleanup_end if cleanup_end is not None else end
     outage_limit = t_on if t_on is not None else end
     window_start = min(off_sent.values()) if off_sent else t0
-    walls = {t.mono: t.wall for t in ts if t.kind == ACTION and t.transition == POWER_OFF_ACK}
-    walls.update({t.mono: t.wall for t in ts if t.kind == ACTION and t.transition == POWER_ON_ACK})
+    walls = {t.mono: t.wall for t in ts if t.kind == ACTION and t.transition in FAILED_ACK}
+    walls.update({t.mono: t.wall for t in ts if t.kind == ACTION and t.transition in BACK_ACK})
     detail["power"] = {
         "off_at": walls.get(t0),
         "on_at": None if t_on is None else walls.get(t_on),

@@ -39,6 +39,7 @@ from harness.longevity.groups import (
 )
 from harness.longevity.records import CYCLES_FILE, CycleLog, PhaseBudgets, RunLog, read_log
 from harness.longevity.report import ReportFiles, write_report
+from harness.power.base import FailureKind
 from harness.session import Session, journal_path_for
 
 __all__ = ["STOP_FILE", "RunOptions", "RunOutcome", "options_for_resume", "run_longevity"]
@@ -59,6 +60,7 @@ class RunOptions:
     duration_s: float | None = None
     outage_s: float = 120.0
     protocol: str | None = None  # None: each node's inventory power driver
+    failure: str = "power"  # a FailureKind value: power, graceful, partition, kubelet
     budget_overrides: Mapping[str, str] = field(default_factory=dict)
     keep_timelines: KeepTimelines = "missed"
     probe_interval_s: float = 0.5
@@ -79,6 +81,7 @@ class RunOptions:
             "duration_s": self.duration_s,
             "outage_s": self.outage_s,
             "protocol": self.protocol,
+            "failure": self.failure,
             "budget_overrides": dict(self.budget_overrides),
             "keep_timelines": self.keep_timelines,
             "probe_interval_s": self.probe_interval_s,
@@ -118,6 +121,7 @@ def options_for_resume(out: Path, given: Mapping[str, Any]) -> tuple[RunOptions,
         duration_s=None if merged.get("duration_s") is None else float(merged["duration_s"]),
         outage_s=float(merged.get("outage_s", 120.0)),
         protocol=merged.get("protocol"),
+        failure=str(merged.get("failure") or "power"),
         budget_overrides=dict(merged.get("budget_overrides") or {}),
         keep_timelines="all" if keep == "all" else ("none" if keep == "none" else "missed"),
         probe_interval_s=float(merged.get("probe_interval_s", 0.5)),
@@ -231,6 +235,7 @@ def run_longevity(
                 stop=stop,
                 outage_s=opts.outage_s,
                 protocol=opts.protocol,
+                failure=FailureKind.parse(opts.failure),
                 keep_timelines=opts.keep_timelines,
                 probe_interval_s=opts.probe_interval_s,
                 settle_s=opts.settle_s,

@@ -47,6 +47,16 @@ class SshOptions(DriverOptions):
         default=None, description="default systemctl poweroff --force --force"
     )
     command_reboot: Command | None = Field(default=None, description="default systemctl reboot")
+    command_partition: Command | None = Field(
+        default=None, description="arms the heal on the node (systemd-run), then cuts it off"
+    )
+    command_heal: Command | None = Field(default=None, description="heals a partition now")
+    command_kubelet_stop: Command | None = Field(
+        default=None, description="arms the kubelet's restart on the node, then stops it"
+    )
+    command_kubelet_start: Command | None = Field(
+        default=None, description="starts the kubelet now"
+    )
 
 
 def _docker(value: object) -> object:

@@ -12,6 +12,20 @@ this driver with a BMC driver to bring nodes back.
 - ``cycle()``: runs ``command_reboot``, waits for the connection to drop, then for SSH to
   answer again.
 
+Failure kinds beyond power (:class:`~harness.power.base.FailureKind`), each with its undo
+armed on the node itself *before* the cut, as a transient systemd timer, so a node never
+stays cut off if powercut dies (``recover`` heals too):
+
+- ``partition(node, heal_after_s=...)``: ``command_partition`` arms the heal
+  (``systemd-run --on-active``), then drops every packet in and out of the node but SSH
+  and loopback (an iptables chain of its own); ``heal`` removes the chain at once.
+- ``stop_kubelet(node, restart_after_s=...)``: ``command_kubelet_stop`` arms
+  ``systemctl start kubelet``, then stops it (containers keep running);
+  ``start_kubelet`` starts it at once.
+
+The commands are ``power.extra`` options (``{seconds}`` is replaced by the whole seconds
+until the armed undo runs), for nodes whose firewall or init system differ.
+
 Host keys are checked against ``known_hosts`` (``None``: the user's ``~/.ssh/known_hosts``);
 with ``strict_host_key`` (the default) an unknown host is refused. The driver keeps one
 connection open between calls and reconnects when it breaks.
@@ -20,6 +34,7 @@ connection open between calls and reconnects when it breaks.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -29,13 +44,42 @@ import paramiko
 
 from harness.errors import PermanentError, TemporaryError
 from harness.power._wait import SYSTEM_CLOCK, Clock, Deadline, retry, wait_until
-from harness.power.base import PowerState
+from harness.power.base import FailureKind, PowerState
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 ON_REFUSED: Final = "SSH can cut power but cannot restore it; use the node's BMC (ipmi or redfish)"
+
+#: The iptables chain of a partition, and the transient units that undo the cuts.
+PARTITION_CHAIN: Final = "POWERCUT-PARTITION"
+HEAL_UNIT: Final = "powercut-heal-partition"
+KUBELET_UNIT: Final = "powercut-start-kubelet"
+_UNCUT: Final = (
+    f"iptables -D INPUT -j {PARTITION_CHAIN} 2>/dev/null; "
+    f"iptables -D OUTPUT -j {PARTITION_CHAIN} 2>/dev/null; "
+    f"iptables -F {PARTITION_CHAIN} 2>/dev/null; iptables -X {PARTITION_CHAIN} 2>/dev/null; true"
+)
+COMMAND_PARTITION: Final = (
+    f"systemd-run --collect --unit={HEAL_UNIT} --on-active={{seconds}} /bin/sh -c '{_UNCUT}'"
+    f" && iptables -N {PARTITION_CHAIN}"
+    f" && iptables -A {PARTITION_CHAIN} -p tcp --dport 22 -j RETURN"
+    f" && iptables -A {PARTITION_CHAIN} -p tcp --sport 22 -j RETURN"
+    f" && iptables -A {PARTITION_CHAIN} -s 127.0.0.0/8 -j RETURN"
+    f" && iptables -A {PARTITION_CHAIN} -d 127.0.0.0/8 -j RETURN"
+    f" && iptables -A {PARTITION_CHAIN} -j DROP"
+    f" && iptables -I INPUT 1 -j {PARTITION_CHAIN}"
+    f" && iptables -I OUTPUT 1 -j {PARTITION_CHAIN}"
+)
+COMMAND_HEAL: Final = f"systemctl stop {HEAL_UNIT}.timer 2>/dev/null; {_UNCUT}"
+COMMAND_KUBELET_STOP: Final = (
+    f"systemd-run --collect --unit={KUBELET_UNIT} --on-active={{seconds}} "
+    "systemctl start kubelet && systemctl stop kubelet"
+)
+COMMAND_KUBELET_START: Final = (
+    f"systemctl start kubelet && (systemctl stop {KUBELET_UNIT}.timer 2>/dev/null; true)"
+)
 
 # What a connection to a machine that is off (or booting) runs into: refused, reset or
 # timed out (all OSError), or closed in the middle of the handshake (EOFError).
@@ -102,6 +146,10 @@ class SshDriver:
         command_off: str = "systemctl poweroff",
         command_off_forced: str = "systemctl poweroff --force --force",
         command_reboot: str = "systemctl reboot",
+        command_partition: str = COMMAND_PARTITION,
+        command_heal: str = COMMAND_HEAL,
+        command_kubelet_stop: str = COMMAND_KUBELET_STOP,
+        command_kubelet_start: str = COMMAND_KUBELET_START,
         timeout_s: float = 60,
         poll_s: float = 0.5,
         probe_timeout_s: float = 5.0,
@@ -117,6 +165,10 @@ class SshDriver:
         self.command_off = command_off
         self.command_off_forced = command_off_forced
         self.command_reboot = command_reboot
+        self.command_partition = command_partition
+        self.command_heal = command_heal
+        self.command_kubelet_stop = command_kubelet_stop
+        self.command_kubelet_start = command_kubelet_start
         self.timeout_s = timeout_s
         self.poll_s = poll_s
         self.probe_timeout_s = probe_timeout_s
@@ -189,6 +241,40 @@ class SshDriver:
     def close(self) -> None:
         with self._lock:
             self._disconnect()
+
+    # -- failure kinds beyond power -----------------------------------------------------
+
+    def supports(self, kind: FailureKind) -> bool:
+        """Power off, graceful shutdown, reboot, partition and kubelet stop: all but
+        powering on, which SSH cannot do (pair the driver with a BMC)."""
+        return True
+
+    def partition(self, node: str, *, heal_after_s: float) -> None:
+        """Arm the heal on the node, then cut it off the network (SSH and loopback apart)."""
+        self._on_node(node, self.command_partition, heal_after_s)
+
+    def heal(self, node: str) -> None:
+        """Heal a partition now (idempotent); the armed timer is stopped."""
+        self._on_node(node, self.command_heal, None)
+
+    def stop_kubelet(self, node: str, *, restart_after_s: float) -> None:
+        """Arm the kubelet's restart on the node, then stop it (containers keep running)."""
+        self._on_node(node, self.command_kubelet_stop, restart_after_s)
+
+    def start_kubelet(self, node: str) -> None:
+        """Start the kubelet now (idempotent); the armed timer is stopped."""
+        self._on_node(node, self.command_kubelet_start, None)
+
+    def _on_node(self, node: str, template: str, after_s: float | None) -> None:
+        if node != self.node:
+            raise PermanentError(f"{self._where}: this driver acts on {self.node}, not {node}")
+        command = template
+        if after_s is not None:
+            if after_s <= 0:
+                raise PermanentError(f"{self._where}: the undo must be armed > 0 s ahead")
+            command = template.replace("{seconds}", str(max(1, math.ceil(after_s))))
+        with self._lock:
+            self._power_command(command, self._deadline())
 
     # -- steps --------------------------------------------------------------------------
 

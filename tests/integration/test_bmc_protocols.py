@@ -34,7 +34,8 @@ from harness.lab.bmc.ipmi import IpmiServer
 from harness.lab.bmc.redfish import RedfishServer, system_uuid
 from harness.lab.bmc.ssh import SshServer
 from harness.lab.bmc.target import MemoryTarget, PowerCall
-from harness.power.base import PowerDriver, PowerState
+from harness.lab.supervisor import LabError
+from harness.power.base import FailureKind, PowerDriver, PowerState, supports
 from harness.power.ipmi import IpmiDriver
 from harness.power.redfish import RedfishDriver
 from harness.power.ssh import SshDriver
@@ -639,3 +640,90 @@ def test_ssh_sees_a_node_powered_off_through_its_bmc(
     finally:
         ipmi.stop()
     assert node_a.calls() == [OFF_FORCED, ON]
+
+
+class AgentTarget(MemoryTarget):
+    """A node whose own OS can be cut off the network or lose its kubelet (what the lab's
+    nodes do), recording each request."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, PowerState.ON)
+        self.agent_calls: list[tuple[str, float | None]] = []
+        self.cut = False
+
+    def partition(self, *, heal_after_s: float) -> None:
+        if self.cut:
+            raise LabError("already cut")
+        self.cut = True
+        self.agent_calls.append(("partition", heal_after_s))
+
+    def heal(self) -> None:
+        self.cut = False
+        self.agent_calls.append(("heal", None))
+
+    def stop_kubelet(self, *, restart_after_s: float) -> None:
+        self.agent_calls.append(("stop_kubelet", restart_after_s))
+
+    def start_kubelet(self) -> None:
+        self.agent_calls.append(("start_kubelet", None))
+
+
+def test_ssh_partitions_and_stops_the_kubelet_with_the_undo_armed_on_the_node(
+    tmp_path: Path, creds: LabCredentials, drivers: Callable[[SshDriver], SshDriver]
+) -> None:
+    """The driver's real commands (a transient systemd timer armed before the cut) reach
+    the node; the lab's SSH server recognises them and hands them to the node's agent."""
+    agent = AgentTarget("node-a")
+    with SshServer(
+        agent, "127.0.0.1", 0, creds.ssh_host_key, [creds.ssh_client_public_key]
+    ) as server:
+        hosts = tmp_path / "known_hosts"
+        hosts.write_text(known_hosts_line("127.0.0.1", server.port, creds.ssh_host_public_key))
+        driver = drivers(
+            SshDriver(
+                "node-a",
+                "127.0.0.1",
+                server.port,
+                "root",
+                str(creds.ssh_client_key),
+                known_hosts=str(hosts),
+                **FAST,
+            )
+        )
+        assert supports(driver, FailureKind.PARTITION)
+        assert supports(driver, FailureKind.KUBELET_STOP)
+        driver.partition("node-a", heal_after_s=12.3)
+        assert driver.state() is PowerState.ON  # SSH still answers: the node runs
+        with pytest.raises(PermanentError, match="already cut"):
+            driver.partition("node-a", heal_after_s=5)
+        driver.heal("node-a")
+        driver.stop_kubelet("node-a", restart_after_s=30)
+        driver.start_kubelet("node-a")
+        with pytest.raises(PermanentError, match="acts on node-a, not node-b"):
+            driver.heal("node-b")
+    assert agent.agent_calls == [
+        ("partition", 13.0),  # whole seconds, rounded up
+        ("heal", None),
+        ("stop_kubelet", 30.0),
+        ("start_kubelet", None),
+    ]
+    assert agent.calls() == []  # no power action
+
+
+def test_a_node_without_an_agent_refuses_a_partition(
+    node_a: MemoryTarget, open_ssh: Callable[..., SshDriver]
+) -> None:
+    with pytest.raises(PermanentError, match="exit status 127"):
+        open_ssh().partition("node-a", heal_after_s=10)
+
+
+def test_the_default_partition_arms_its_heal_before_it_cuts() -> None:
+    from harness.power import ssh
+
+    cmd = ssh.COMMAND_PARTITION
+    assert cmd.startswith("systemd-run ") and "--on-active={seconds}" in cmd
+    assert cmd.index("systemd-run") < cmd.index("iptables -N")
+    assert "--dport 22 -j RETURN" in cmd  # SSH stays open, so the heal can be sent
+    assert ssh.COMMAND_KUBELET_STOP.index("systemd-run") < ssh.COMMAND_KUBELET_STOP.index(
+        "systemctl stop kubelet"
+    )

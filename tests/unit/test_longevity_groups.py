@@ -46,8 +46,13 @@ def test_fractions(text: str | float, value: float) -> None:
 
 @pytest.mark.parametrize("text", ["0", "1/0", "3/2", "abc", "-0.1", "nan", "150%"])
 def test_bad_fractions_say_what_is_valid(text: str) -> None:
-    with pytest.raises(ConfigError, match=r"1/3, 0\.33 or 33%"):
+    with pytest.raises(ConfigError, match=r"1/3, 0\.33, 33% or one-third"):
         parse_fraction(text)
+
+
+@pytest.mark.parametrize(("text", "value"), [("one-third", 1 / 3), ("one half", 0.5), ("all", 1.0)])
+def test_fractions_in_the_target_grammars_words(text: str, value: float) -> None:
+    assert parse_fraction(text) == pytest.approx(value)
 
 
 def test_one_third_of_nine_workers_in_three_racks_takes_one_node_per_rack() -> None:

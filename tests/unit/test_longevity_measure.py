@@ -167,6 +167,31 @@ def test_every_phase_from_the_timeline() -> None:
     assert m.detail["power"]["off_ack_skew_s"] == pytest.approx(0.2)
 
 
+def test_a_partition_cycle_is_measured_like_a_power_cut() -> None:
+    """``--failure partition``: the same phases, from the cut's acknowledgement to the heal's
+    (the kubelet stop alike)."""
+    c = standard_cycle()
+    renamed = {
+        "power-off sent": "partition sent",
+        "power-off acknowledged": "partition acknowledged",
+        "power-on sent": "heal sent",
+        "power-on acknowledged": "heal acknowledged",
+    }
+    tl = Timeline(c.tl.clock)
+    for t in c.tl.snapshot():
+        tl.record(
+            t.kind,
+            t.name,
+            renamed.get(t.transition, t.transition),
+            namespace=t.namespace,
+            detail=dict(t.detail),
+            mono=t.mono,
+        )
+    m = measure_cycle(tl.snapshot(), plan())
+    power = measure_cycle(c.tl.snapshot(), plan())
+    assert m.phases == power.phases and m.status == "passed"
+
+
 def test_a_phase_over_budget_is_a_miss_with_its_real_value() -> None:
     tight = PhaseBudgets(
         not_ready=8, evacuation=55, recovery=20, service_outage=3, volume_reattach=20, cleanup=90

@@ -7,15 +7,16 @@ from typing import Any
 
 import pytest
 
-from harness.bdd.support import lost, phases
 from harness.bdd.support.limits import parse_limit
-from harness.bdd.support.report import Measurements
-from harness.bdd.support.targets import Outage, Targets
-from harness.bdd.support.workloads import PodInfo, selector_matches
 from harness.budgets import PROFILES
 from harness.checks import CheckFailed
 from harness.errors import ConfigError
 from harness.kube.timeline import ACTION, FakeClock, Timeline, Transition
+from harness.scenario import lost, phases
+from harness.scenario.errors import NothingToMeasure
+from harness.scenario.report import Measurements
+from harness.scenario.targets import Outage, PoweredOn, Targets
+from harness.scenario.workloads import PodInfo, selector_matches
 
 UNREACHABLE = "node.kubernetes.io/unreachable:NoExecute"
 
@@ -35,6 +36,12 @@ def _outage(tl: Timeline, nodes: tuple[str, ...], pods: tuple[PodInfo, ...] = ()
     acks = {n: _at(tl, 0.5, ACTION, n, "power-off acknowledged") for n in nodes}
     targets = Targets(nodes, pods, racks=dict.fromkeys(nodes, "rack-a"))
     return Outage(targets, pods, sent, acks, "", False, 0.0)
+
+
+def _about(outage: Outage, subject: PodInfo) -> Outage:
+    """``outage`` with ``subject`` as the pod the scenario is about."""
+    targets = Targets(outage.nodes, outage.lost, subjects=(subject,), racks=outage.targets.racks)
+    return Outage(targets, outage.lost, outage.sent, outage.acks, "", False, 0.0)
 
 
 def test_limit_is_a_named_budget_or_literal_seconds() -> None:
@@ -96,7 +103,7 @@ def test_taint_budget_grows_with_the_zones_rate_limit() -> None:
         # tainted 0.2 s, 10.2 s and 20.2 s after NotReady: the rate limiter's pace
         _at(tl, 8.2 + 10 * i, "Node", n, "taint-added", taint=UNREACHABLE)
     ms = Measurements()
-    phases.nodes_tainted(tl, outage, 10.0, ms)
+    phases.nodes_tainted(tl, outage, 10.0, ms, PROFILES["fast"])
     assert [m["budget_s"] for m in ms.items] == [10.0, 20.0, 30.0]
 
 
@@ -108,7 +115,47 @@ def test_a_late_first_taint_fails_even_in_a_big_rack() -> None:
     _at(tl, 19, "Node", "w1", "taint-added", taint=UNREACHABLE)  # 11 s: over 10 s for k=1
     _at(tl, 20, "Node", "w2", "taint-added", taint=UNREACHABLE)
     with pytest.raises(CheckFailed, match=re.escape("w1 (tainted 1. in its rack) after 11.0s")):
-        phases.nodes_tainted(tl, outage, 10.0, Measurements())
+        phases.nodes_tainted(tl, outage, 10.0, Measurements(), PROFILES["fast"])
+
+
+def test_eviction_right_after_not_ready_waits_for_the_taint_and_measures_from_it() -> None:
+    """Issue 12: "the singleton is Terminating" placed right after "the node is NotReady"
+    found no taint yet and failed as a product failure; it waits for its own start."""
+    tl = _tl()
+    single = _pod("registry-0", "u9", "Deployment/registry")
+    _at(tl, -1, "Pod", single.name, "observed", "lab", uid="u9", node="w1")
+    outage = _about(_outage(tl, ("w1",), (single,)), single)
+    _at(tl, 8, "Node", "w1", "not-ready", status="Unknown")  # where the earlier step stopped
+    clock = tl.clock
+    assert isinstance(clock, FakeClock)
+    clock.call_at(
+        1000.0 + 8.5, lambda: _at(tl, 8.5, "Node", "w1", "taint-added", taint=UNREACHABLE)
+    )
+    clock.call_at(
+        1000.0 + 19.0,
+        lambda: _at(tl, 19.0, "Pod", single.name, "terminating", "lab", uid="u9", node="w1"),
+    )
+    ms = Measurements()
+    phases.subject_terminating(tl, outage, 15.0, ms, PROFILES["fast"])
+    assert ms.items[0]["seconds"] == pytest.approx(10.5)  # from the taint, not the NotReady
+
+
+def test_a_taint_that_never_comes_fails_naming_the_start_it_waited_for() -> None:
+    tl = _tl()
+    single = _pod("registry-0", "u9", "Deployment/registry")
+    outage = _about(_outage(tl, ("w1",), (single,)), single)
+    with pytest.raises(
+        CheckFailed, match=re.escape("node w1 tainted unreachable (where eviction starts) within")
+    ):
+        phases.subject_terminating(tl, outage, 15.0, Measurements(), PROFILES["fast"])
+
+
+def test_no_pod_on_the_lost_nodes_is_nothing_to_measure_not_a_failure() -> None:
+    tl = _tl()
+    outage = _outage(tl, ("w1",))
+    with pytest.raises(NothingToMeasure, match="no pod of an inventory workload"):
+        phases.pods_terminating(tl, outage, 15.0, Measurements(), PROFILES["fast"])
+    assert not issubclass(NothingToMeasure, AssertionError)
 
 
 def test_a_volume_released_before_its_pod_deletion_is_read_counts_as_at_once() -> None:
@@ -142,8 +189,8 @@ def test_third_of_workers_prefers_a_set_that_loses_replaceable_stateless_pods() 
     "every lost stateless pod is replaced" had nothing to check and failed."""
     from types import SimpleNamespace
 
-    from harness.bdd.support.targets import third_of_workers
-    from harness.bdd.support.workloads import Workload
+    from harness.scenario.targets import third_of_workers
+    from harness.scenario.workloads import Workload
 
     workers = [
         SimpleNamespace(name=f"w-{r}{i}", rack=f"rack-{r}", role="worker")
@@ -188,3 +235,25 @@ def test_third_of_workers_prefers_a_set_that_loses_replaceable_stateless_pods() 
     assert sum(1 for x in lost if x.workload == "Deployment/web") == 1  # min_available 2 of 3
     assert sum(1 for x in lost if x.workload == "StatefulSet/quorum") <= 1
     assert any(x.stateless and x.replaced_elsewhere for x in lost)
+
+
+def test_a_reboot_the_node_monitor_never_noticed_is_ready_at_once() -> None:
+    tl = _tl()
+    _at(tl, -5, "Node", "w1", "observed", ready="True", unschedulable=False, taints=[])
+    sent = _at(tl, 0, ACTION, "w1", "power-cycle sent")
+    ack = _at(tl, 2, ACTION, "w1", "power-cycle acknowledged")
+    ms = Measurements()
+    phases.nodes_ready(tl, PoweredOn(("w1",), {"w1": sent}, {"w1": ack}, ()), 30.0, ms)
+    assert ms.items[0]["seconds"] == 0.0
+
+
+def test_a_power_on_after_a_power_off_waits_for_ready() -> None:
+    tl = _tl()
+    _at(tl, -5, "Node", "w1", "observed", ready="True", unschedulable=False, taints=[])
+    _at(tl, -3, "Node", "w1", "not-ready", status="Unknown")
+    sent = _at(tl, 0, ACTION, "w1", "power-on sent")
+    ack = _at(tl, 2, ACTION, "w1", "power-on acknowledged")
+    _at(tl, 1.5, "Node", "w1", "ready", status="True")  # up before the BMC's acknowledgement
+    ms = Measurements()
+    phases.nodes_ready(tl, PoweredOn(("w1",), {"w1": sent}, {"w1": ack}, ()), 30.0, ms)
+    assert ms.items[0]["seconds"] == pytest.approx(1.5)

@@ -8,11 +8,13 @@ from the parser and ask it for seconds.
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass
 from typing import Final
 
 from harness.budgets import Budgets, canonical_budget_name
+from harness.scenario.select import Amount
 
 #: What a limit looks like in a step: ``the <name> budget`` or ``<n> second(s)``.
 LIMIT_PATTERN: Final = r"the [a-z][a-z-]* budget|\d+(?:\.\d+)? seconds?"
@@ -53,5 +55,61 @@ class _LimitType:
 
 parse_limit: Final = _LimitType()
 
+#: What an amount looks like in a step: a count, a fraction or a range (see
+#: :mod:`harness.scenario.select`).
+AMOUNT_PATTERN: Final = (
+    r"\d+(?:\s*/\s*\d+|\s*-\s*\d+|%)?"
+    r"|(?:zero|no|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+    r"(?:[ -](?:half|halves|thirds?|quarters?|fourths?)|-(?:zero|one|two|three|four|five|six"
+    r"|seven|eight|nine|ten|eleven|twelve))?"
+    r"|all|every"
+)
+
+
+class _AmountType:
+    """Converter for ``{amount:Amount}``: ``one``, ``3``, ``one-third``, ``all``, ``1-2``."""
+
+    pattern: Final = AMOUNT_PATTERN
+    __name__ = "Amount"
+
+    def __call__(self, text: str) -> Amount:
+        return Amount.parse(text)
+
+
+parse_amount: Final = _AmountType()
+
+
+class Subject(enum.Enum):
+    """Which pods a step is about: every lost pod, or the one the scenario chose it for
+    (the singleton, the StatefulSet member)."""
+
+    LOST = "lost"
+    CHOSEN = "chosen"
+
+
+class _SubjectType:
+    """One sentence for both: ``{pods:Pods}`` reads "every lost pod" or "the singleton"
+    (and the other wordings below) as a :class:`Subject`."""
+
+    def __init__(self, name: str, lost: tuple[str, ...], chosen: tuple[str, ...]) -> None:
+        self.__name__ = name
+        self.words = {**dict.fromkeys(lost, Subject.LOST), **dict.fromkeys(chosen, Subject.CHOSEN)}
+        self.pattern = "|".join(re.escape(w) for w in sorted(self.words, key=len, reverse=True))
+
+    def __call__(self, text: str) -> Subject:
+        return self.words[text]
+
+
+#: The wordings of a step's subject, by type.
+SUBJECT_TYPES: Final = {
+    "Pods": _SubjectType("Pods", ("every lost pod",), ("the singleton", "the member")),
+    "Pods_": _SubjectType("Pods_", ("every lost pod's",), ("the singleton's", "the member's")),
+    "Volumes": _SubjectType(
+        "Volumes",
+        ("every ReadWriteOnce volume of a lost pod", "the ReadWriteOnce volumes of the lost pods"),
+        ("the singleton's volume", "the singleton's replacement", "the member's volume"),
+    ),
+}
+
 #: ``extra_types`` for :func:`pytest_bdd.parsers.parse`.
-TYPES: Final = {"Limit": parse_limit}
+TYPES: Final = {"Limit": parse_limit, "Amount": parse_amount, **SUBJECT_TYPES}

@@ -9,6 +9,9 @@ It answers like a node's sshd would for the commands the harness sends:
 - ``reboot``, ``systemctl reboot``: reset (exit 0, then off and on; connections drop);
 - ``systemctl is-system-running``: prints ``running``, exit 0;
 - ``true``: exit 0 (the harness's liveness probe);
+- the SSH power driver's partition, heal, kubelet-stop and kubelet-start commands
+  (:mod:`harness.power.ssh`), when the target can do them (the lab's nodes can): the
+  undo is armed on the "node" (a timer in the lab) before the cut, as on a real machine;
 - anything else: exit 127 and "command not found" on stderr.
 
 A powered-off machine does not answer SSH: while the target is off, the server keeps its
@@ -28,6 +31,7 @@ import contextlib
 import logging
 import os
 import queue
+import re
 import shlex
 import socket
 import struct
@@ -39,7 +43,9 @@ from typing import Final
 
 import paramiko
 
-from harness.lab.bmc.target import PowerTarget
+from harness.errors import PowercutError
+from harness.lab.bmc.target import NodeAgent, PowerTarget
+from harness.power import ssh as driver
 from harness.power.base import PowerState
 
 log = logging.getLogger(__name__)
@@ -78,6 +84,13 @@ def parse_authorized_key(line: str) -> paramiko.PKey:
     except binascii.Error as exc:
         raise ValueError(f"bad base64 in public key line {line[:40]!r}") from exc
     return paramiko.PKey.from_type_string(fields[0], blob)
+
+
+def _seconds_pattern(template: str) -> re.Pattern[str]:
+    """The normalised ``template`` with its ``{seconds}`` as a captured number."""
+    marker = "SECONDS0MARKER"
+    text = re.escape(_normalise(template.replace("{seconds}", marker)))
+    return re.compile("^" + text.replace(marker, r"(\d+)") + "$")
 
 
 def _normalise(command: str) -> str:
@@ -300,6 +313,8 @@ class SshServer:
                 self._power(lambda: self.target.power_off(graceful=True), "power off (graceful)")
             self.drop_connections()
             return
+        if isinstance(self.target, NodeAgent) and self._cut(channel, command):
+            return
         if command == "systemctl is-system-running":
             self._finish(channel, 0, stdout="running\n")
         elif command == "true":
@@ -308,6 +323,32 @@ class SshServer:
             self._finish(
                 channel, 127, stderr=f"powercut-lab: {request.command}: command not found\n"
             )
+
+    def _cut(self, channel: paramiko.Channel, command: str) -> bool:
+        """Run a failure-kind command of the SSH driver; False if ``command`` is none."""
+        agent = self.target
+        assert isinstance(agent, NodeAgent)
+        action: Callable[[], None] | None = None
+        if m := _PARTITION.match(command):
+            seconds = float(m.group(1))
+            action = lambda: agent.partition(heal_after_s=seconds)  # noqa: E731
+        elif command == _HEAL:
+            action = agent.heal
+        elif m := _KUBELET_STOP.match(command):
+            seconds = float(m.group(1))
+            action = lambda: agent.stop_kubelet(restart_after_s=seconds)  # noqa: E731
+        elif command == _KUBELET_START:
+            action = agent.start_kubelet
+        if action is None:
+            return False
+        try:
+            action()
+        except (PowercutError, OSError) as exc:  # what the shell would print; the driver raises
+            log.info("ssh: %s: %r failed: %s", self.target.name, command, exc)
+            self._finish(channel, 1, stderr=f"powercut-lab: {exc}\n")
+            return True
+        self._finish(channel, 0)
+        return True
 
     def _power(self, action: Callable[[], None], what: str) -> None:
         try:
@@ -345,3 +386,9 @@ def _reset(conn: socket.socket) -> None:
     with contextlib.suppress(OSError):
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     conn.close()
+
+
+_PARTITION: Final = _seconds_pattern(driver.COMMAND_PARTITION)
+_HEAL: Final = _normalise(driver.COMMAND_HEAL)
+_KUBELET_STOP: Final = _seconds_pattern(driver.COMMAND_KUBELET_STOP)
+_KUBELET_START: Final = _normalise(driver.COMMAND_KUBELET_START)

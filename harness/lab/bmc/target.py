@@ -40,6 +40,22 @@ class PowerTarget(Protocol):
         ...
 
 
+@runtime_checkable
+class NodeAgent(Protocol):
+    """What a node's own operating system can do to it besides power (reached over SSH):
+    cut it off the network, stop its kubelet. Each arms its undo first."""
+
+    name: str
+
+    def partition(self, *, heal_after_s: float) -> None: ...
+
+    def heal(self) -> None: ...
+
+    def stop_kubelet(self, *, restart_after_s: float) -> None: ...
+
+    def start_kubelet(self) -> None: ...
+
+
 class CallbackTarget:
     """A ``PowerTarget`` made of callables, to wire a BMC to whatever owns a node's power.
 

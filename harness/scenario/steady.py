@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.bdd.support.workloads import Workload
 from harness.inventory import Inventory
 from harness.kube.observer import Observer
 from harness.kube.waits import wait_state
+from harness.scenario.workloads import Workload
 
 FAILURE_TAINT_KEYS = frozenset(
     {

@@ -1,6 +1,11 @@
 """The phases a step measures: each waits on the timeline (up to a deadline), records what
-it measured in :class:`~harness.bdd.support.report.Measurements` and raises
+it measured in :class:`~harness.scenario.report.Measurements` and raises
 :class:`~harness.checks.CheckFailed` naming every node, pod or volume that missed its limit.
+
+Each expectation waits, within its budget, for its own start event (the unreachable taint
+before eviction, NotReady before the taint) and then for its end event: none relies on an
+earlier step having waited. One that has nothing to judge (no pod on the lost nodes, no
+held volume, no DaemonSet pod) raises :class:`~harness.scenario.errors.NothingToMeasure`.
 
 The step definitions in :mod:`harness.bdd.steps` only parse the sentence, resolve the limit to
 seconds and call one of these inside ``allure.step``.
@@ -9,14 +14,11 @@ seconds and call one of these inside ``allure.step``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import allure
 
-from harness.bdd.support import lost as L
-from harness.bdd.support.report import Measurements
-from harness.bdd.support.targets import Outage, PoweredOn, Targets
-from harness.bdd.support.workloads import PodInfo, Workload
 from harness.budgets import Budgets
 from harness.checks import (
     UNREACHABLE_NO_EXECUTE,
@@ -27,10 +29,18 @@ from harness.checks import (
     taint_present,
     volume_moved,
 )
-from harness.checks.replay import PodReplay
-from harness.errors import WaitTimeout
+from harness.checks.replay import PodReplay, node_at
+from harness.errors import PermanentError, WaitTimeout
+from harness.kube.actions import restart_pods as restart_pods_action
+from harness.kube.client import JSON, KubeClient
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT, Observer
 from harness.kube.timeline import ACTION, Predicate, Timeline, Transition, match
+from harness.power.base import FailureKind, UnsupportedFailure
+from harness.scenario import lost as L
+from harness.scenario.errors import NothingToMeasure, UnsupportedKind
+from harness.scenario.report import Measurements
+from harness.scenario.targets import Outage, PoweredOn, Targets
+from harness.scenario.workloads import PodInfo, Workload
 from harness.session import Session
 
 _FREED = frozenset({"detached", "deleted"})
@@ -50,6 +60,67 @@ def _fail_if(
     its limit (a budget overrun, not a product failure)."""
     if problems:
         raise CheckFailed(expected, "; ".join(problems), waited, check=check, late=late)
+
+
+def _not_ready_within(budgets: Budgets) -> float:
+    return max(budgets.node_not_ready, budgets.control_plane_node_not_ready)
+
+
+def wait_node_event(
+    tl: Timeline,
+    node: str,
+    transition: str,
+    *,
+    after: Transition,
+    within_s: float,
+    what: str,
+    check: str,
+    taint: str | None = None,
+) -> Transition:
+    """The start event of an expectation: ``node``'s first ``transition`` after ``after``,
+    already seen or waited for until ``within_s`` after it. Its absence by then is a
+    :class:`CheckFailed` (the cluster did not do what starts the phase)."""
+    found = L.node_event(tl, node, transition, after=after.mono, taint=taint)
+    if found is not None:
+        return found
+
+    def wanted(t: Transition) -> bool:
+        return taint is None or t.detail.get("taint") == taint
+
+    try:
+        return tl.wait_for(
+            match(NODE, node, transition, after=after, where=wanted),
+            after.mono + within_s,
+            what,
+        )
+    except WaitTimeout as exc:
+        raise CheckFailed(
+            f"{what} within {within_s:g}s of {after.transition}",
+            exc.last_seen,
+            within_s,
+            check=check,
+        ) from None
+
+
+def unreachable_taint(tl: Timeline, outage: Outage, node: str, budgets: Budgets) -> Transition:
+    """Where eviction starts: ``node``'s unreachable NoExecute taint after the outage, waited
+    for within the not-ready and taint budgets (plus the zone's rate limit for each other
+    lost node)."""
+    within = (
+        _not_ready_within(budgets)
+        + budgets.taint_applied
+        + ZONE_TAINT_INTERVAL_S * (len(outage.nodes) - 1)
+    )
+    return wait_node_event(
+        tl,
+        node,
+        "taint-added",
+        after=outage.acks.get(node, outage.sent),
+        within_s=within,
+        what=f"node {node} tainted unreachable (where eviction starts)",
+        check="taint-present",
+        taint=UNREACHABLE_NO_EXECUTE,
+    )
 
 
 # -- power ---------------------------------------------------------------------------------
@@ -134,6 +205,97 @@ def power_on(
     return PoweredOn(targets.nodes, sent, acks, tuple(restored))
 
 
+# -- failures beyond power: partition, kubelet stop, reboot -----------------------------------
+
+
+def _actions_since(timeline: Timeline, before: int, transition: str) -> dict[str, Transition]:
+    return {
+        t.name: t
+        for t in timeline.read_from(before)
+        if t.kind == ACTION and t.transition == transition
+    }
+
+
+def cut(
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    kind: FailureKind,
+    *,
+    undo_after_s: float,
+) -> Outage:
+    """Cut the targets off the network or stop their kubelets; they stay powered on and
+    their pods keep running. The undo is armed on each node first (back by itself after
+    ``undo_after_s``). A node whose drivers cannot do ``kind`` skips the scenario."""
+    for node in targets.nodes:
+        try:
+            session.failure_driver(node, kind)
+        except UnsupportedFailure as exc:
+            raise UnsupportedKind(str(exc)) from None
+    timeline = session.timeline
+    alive = {p.uid for p in observer.pods()}
+    before = len(timeline)
+    with allure.step(f"{kind.value}: {', '.join(targets.nodes)} (undone after {undo_after_s:g}s)"):
+        result = session.cut(targets.nodes, kind, undo_after_s=undo_after_s)
+    sent = _actions_since(timeline, before, f"{kind.value} sent")
+    acks = _actions_since(timeline, before, f"{kind.value} acknowledged")
+    return Outage(
+        targets,
+        tuple(p for p in targets.pods if p.uid in alive),
+        min(sent.values(), key=lambda t: t.mono),
+        acks,
+        "",
+        False,
+        result.skew_s,
+        kind,
+    )
+
+
+def uncut(session: Session, outage: Outage) -> PoweredOn:
+    """Undo a partition or a kubelet stop now; later phases measure from the request."""
+    timeline = session.timeline
+    before = len(timeline)
+    verb = "heal" if outage.kind is FailureKind.PARTITION else "kubelet-start"
+    with allure.step(f"{verb}: {', '.join(outage.nodes)}"):
+        session.uncut(outage.nodes, outage.kind)
+    sent = _actions_since(timeline, before, f"{verb} sent")
+    acks = _actions_since(timeline, before, f"{verb} acknowledged")
+    return PoweredOn(outage.nodes, sent, acks, ())
+
+
+def reboot(session: Session, targets: Targets, measurements: Measurements) -> PoweredOn:
+    """Power-cycle the targets through their BMCs; returns once each reads back as on.
+    Later phases (Ready again) measure from the cycle's request."""
+    timeline = session.timeline
+    before = len(timeline)
+    with allure.step(f"reboot (power cycle): {', '.join(targets.nodes)}"):
+        result = session.power_cycle(targets.nodes)
+    for node in targets.nodes:
+        measurements.record(
+            f"{node} power cycle confirmed", result.acknowledged[node] - result.sent[node], None
+        )
+    sent = _actions_since(timeline, before, "power-cycle sent")
+    acks = _actions_since(timeline, before, "power-cycle acknowledged")
+    return PoweredOn(targets.nodes, sent, acks, ())
+
+
+def outage_of_reboot(
+    timeline: Timeline, targets: Targets, back: PoweredOn, observer: Observer
+) -> Outage:
+    """A reboot as a failure: from the cycle's request to its acknowledgement."""
+    alive = {p.uid for p in observer.pods()}
+    return Outage(
+        targets,
+        tuple(p for p in targets.pods if p.uid in alive),
+        back.last_sent if len(back.sent) == 1 else min(back.sent.values(), key=lambda t: t.mono),
+        back.acks,
+        "",
+        False,
+        0.0,
+        FailureKind.REBOOT,
+    )
+
+
 # -- nodes ---------------------------------------------------------------------------------
 
 
@@ -146,8 +308,17 @@ def nodes_not_ready(
 
 
 def nodes_ready(tl: Timeline, powered_on: PoweredOn, seconds: float, ms: Measurements) -> None:
+    """Each node Ready again within ``seconds`` of its return (power-on, heal, kubelet
+    start, reboot request). A node that was Ready at that request and never went NotReady
+    since (a reboot faster than the node monitor's grace period) is Ready at once: 0 s."""
     for node in powered_on.nodes:
-        m = node_ready(tl, node, since=powered_on.sent[node], budget_s=seconds)
+        since = powered_on.sent[node]
+        went = L.node_event(tl, node, "not-ready", after=since.mono)
+        was = node_at(tl, node, since.mono)
+        if went is None and was is not None and was.ready == "True":
+            ms.record(f"{node} Ready after its return", 0.0, seconds, {"never_not_ready": True})
+            continue
+        m = node_ready(tl, node, since=since, budget_s=seconds)
         ms.check(f"{node} Ready after power-on", m)
 
 
@@ -156,7 +327,9 @@ def nodes_ready(tl: Timeline, powered_on: PoweredOn, seconds: float, ms: Measure
 ZONE_TAINT_INTERVAL_S = 10.0
 
 
-def nodes_tainted(tl: Timeline, outage: Outage, seconds: float, ms: Measurements) -> None:
+def nodes_tainted(
+    tl: Timeline, outage: Outage, seconds: float, ms: Measurements, budgets: Budgets
+) -> None:
     """Unreachable NoExecute taint within ``seconds`` of NotReady; the k-th node of a rack to
     be tainted gets ``seconds + ZONE_TAINT_INTERVAL_S * (k - 1)`` (tainting is rate-limited
     per zone)."""
@@ -171,9 +344,15 @@ def nodes_tainted(tl: Timeline, outage: Outage, seconds: float, ms: Measurements
     for nodes in by_rack.values():
         seen: list[tuple[float, str, float]] = []
         for node in nodes:
-            not_ready = L.node_event(tl, node, "not-ready", after=outage.acks[node].mono)
-            if not_ready is None:
-                raise CheckFailed(f"node {node} NotReady before its taint", "not NotReady", 0.0)
+            not_ready = wait_node_event(
+                tl,
+                node,
+                "not-ready",
+                after=outage.acks[node],
+                within_s=_not_ready_within(budgets),
+                what=f"node {node} NotReady (where its taint is measured from)",
+                check="node-not-ready",
+            )
             m = taint_present(
                 tl, node, UNREACHABLE_NO_EXECUTE, since=not_ready, budget_s=allowed(len(nodes))
             )
@@ -218,30 +397,31 @@ def out_of_service_removed(
 # -- pods ----------------------------------------------------------------------------------
 
 
-def pods_terminating(tl: Timeline, outage: Outage, seconds: float, ms: Measurements) -> None:
+def pods_terminating(
+    tl: Timeline, outage: Outage, seconds: float, ms: Measurements, budgets: Budgets
+) -> None:
     """Every non-DaemonSet pod of each lost node Terminating within ``seconds`` of the node's
-    unreachable taint; at least one pod must have been lost."""
+    unreachable taint (waited for first); nothing to measure without a lost pod."""
     if not outage.lost:
-        raise CheckFailed("at least one pod on the lost nodes", "none", 0.0, check="pods-evicted")
+        raise NothingToMeasure(
+            "no pod of an inventory workload (DaemonSets apart) ran on the lost nodes "
+            f"{', '.join(outage.nodes)}: nothing to evict"
+        )
     for node in outage.nodes:
         had = any(p.node == node for p in outage.lost)
-        taint = L.node_event(
-            tl, node, "taint-added", after=outage.sent.mono, taint=UNREACHABLE_NO_EXECUTE
-        )
-        if taint is None:
-            raise CheckFailed(f"node {node} tainted unreachable first", "no taint", 0.0)
+        taint = unreachable_taint(tl, outage, node, budgets)
         m = pods_evicted(tl, node, since=taint, budget_s=seconds, min_pods=int(had))
         if had:
             ms.check(f"{node} pods Terminating", m)
 
 
-def subject_terminating(tl: Timeline, outage: Outage, seconds: float, ms: Measurements) -> None:
+def subject_terminating(
+    tl: Timeline, outage: Outage, seconds: float, ms: Measurements, budgets: Budgets
+) -> None:
+    """The subject pod Terminating within ``seconds`` of its node's unreachable taint
+    (waited for first)."""
     pod = outage.targets.subject
-    taint = L.node_event(
-        tl, pod.node, "taint-added", after=outage.sent.mono, taint=UNREACHABLE_NO_EXECUTE
-    )
-    if taint is None:
-        raise CheckFailed(f"node {pod.node} tainted unreachable first", "no taint", 0.0)
+    taint = unreachable_taint(tl, outage, pod.node, budgets)
     (timed,) = L.wait_pod_transitions(
         tl,
         [pod],
@@ -382,10 +562,8 @@ def replacement_ready(
 def _held(tl: Timeline, pods: Sequence[PodInfo], outage: Outage) -> list[tuple[PodInfo, str]]:
     held = L.held_volumes(tl, pods, outage.sent.mono)
     if not held:
-        raise CheckFailed(
-            "a ReadWriteOnce volume of a lost pod attached to a lost node",
-            "none of the lost pods had one",
-            0.0,
+        raise NothingToMeasure(
+            "none of the lost pods had a ReadWriteOnce volume attached to a lost node"
         )
     return held
 
@@ -594,7 +772,7 @@ def daemon_pods_ready_again(
     tl: Timeline, outage: Outage, powered_on: PoweredOn, seconds: float, ms: Measurements
 ) -> None:
     if not outage.targets.daemon_pods:
-        raise CheckFailed("a DaemonSet pod on the node", "none", 0.0)
+        raise NothingToMeasure(f"no DaemonSet pod ran on {', '.join(outage.nodes)}")
     for p in outage.targets.daemon_pods:
         ack = powered_on.sent[p.node]
 
@@ -611,8 +789,93 @@ def daemon_pods_ready_again(
 
 def daemon_pods_kept(tl: Timeline, outage: Outage) -> None:
     if not outage.targets.daemon_pods:
-        raise CheckFailed("a DaemonSet pod on the node", "none", 0.0)
+        raise NothingToMeasure(f"no DaemonSet pod ran on {', '.join(outage.nodes)}")
     for p in outage.targets.daemon_pods:
         t = L.pod_event(tl, p, {"terminating", "deleted"})
         if t is not None:
             raise CheckFailed(f"DaemonSet pod {p.ref} kept on {p.node}", tl.describe(t), 0.0)
+
+
+# -- repopulation runbook: restart pods by selector -----------------------------------------
+
+
+@dataclass(frozen=True)
+class Restarted:
+    """What a restart of pods by label selector did: the pods deleted (name -> uid) and
+    the request."""
+
+    namespace: str
+    selector: str
+    pods: Mapping[str, str]
+    sent: Transition
+
+
+def _matching(client: KubeClient, namespace: str, selector: str) -> list[JSON]:
+    items, _ = client.list(f"/api/v1/namespaces/{namespace}/pods", labelSelector=selector)
+    return items
+
+
+def _pod_ready(pod: JSON) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def restart_pods(session: Session, namespace: str, selector: str) -> Restarted:
+    """Delete the pods the selector matches so their controllers re-create them (a step of
+    the etcd-rebuild repopulation runbook). Nothing to undo: the controllers put them back.
+    No pod matching is nothing to measure."""
+    old = {
+        str(p["metadata"]["name"]): str(p["metadata"]["uid"])
+        for p in _matching(session.client, namespace, selector)
+    }
+    if not old:
+        raise NothingToMeasure(f"no pod in namespace {namespace} matches {selector!r}")
+    timeline = session.timeline
+    before = len(timeline)
+    with allure.step(f"restart the pods {selector} in {namespace}: {', '.join(sorted(old))}"):
+        restart_pods_action(session.client, namespace, selector, timeline=timeline)
+    sent = next((t for t in timeline.read_from(before) if t.kind == ACTION), None)
+    if sent is None:
+        raise PermanentError(f"the restart of {selector} in {namespace} recorded no action")
+    return Restarted(namespace, selector, old, sent)
+
+
+def restarted_ready(
+    tl: Timeline, client: KubeClient, restarted: Restarted, seconds: float, ms: Measurements
+) -> None:
+    """As many Ready pods matching the selector as were restarted, none of them one of the
+    deleted ones (by uid: a StatefulSet member comes back under its name), within
+    ``seconds`` of the restart request. Re-evaluated on every transition the watches record
+    (no polling loop)."""
+    gone = set(restarted.pods.values())
+
+    def fresh_ready() -> list[str]:
+        return sorted(
+            str(p["metadata"]["name"])
+            for p in _matching(client, restarted.namespace, restarted.selector)
+            if str(p["metadata"]["uid"]) not in gone
+            and not p["metadata"].get("deletionTimestamp")
+            and _pod_ready(p)
+        )
+
+    def check() -> list[str] | None:
+        ready = fresh_ready()
+        return ready if len(ready) >= len(restarted.pods) else None
+
+    try:
+        ready = tl.wait_until(
+            check,
+            restarted.sent.mono + seconds,
+            f"{len(restarted.pods)} new Ready pods matching {restarted.selector}",
+            last_seen=lambda: f"new and Ready: {', '.join(fresh_ready()) or 'none'}",
+        )
+    except WaitTimeout as exc:
+        raise CheckFailed(
+            f"the {len(restarted.pods)} restarted pods ({restarted.selector}) replaced by Ready "
+            f"pods within {seconds:g}s",
+            exc.last_seen,
+            seconds,
+            check="restarted-ready",
+        ) from None
+    took = tl.clock.monotonic() - restarted.sent.mono
+    ms.record(f"{restarted.selector} restarted and Ready", took, seconds, {"pods": ready})

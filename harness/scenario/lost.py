@@ -2,7 +2,7 @@
 
 Everything here reads the scenario timeline (the observer's watch transitions and the
 harness's own actions); waits block on the timeline until a deadline, never poll. Each
-function takes the lost pods it is about (:class:`~harness.bdd.support.workloads.PodInfo`, from
+function takes the lost pods it is about (:class:`~harness.scenario.workloads.PodInfo`, from
 the ``Given`` step) and returns per-pod measurements, raising
 :class:`~harness.checks.CheckFailed` naming every pod that missed its limit.
 
@@ -22,12 +22,13 @@ import contextlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.bdd.support.workloads import PodInfo
 from harness.checks import CheckFailed
 from harness.checks.replay import pods_at
 from harness.errors import PermanentError, WaitTimeout
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
 from harness.kube.timeline import ACTION, Timeline, Transition
+from harness.scenario.errors import NothingToMeasure
+from harness.scenario.workloads import PodInfo
 
 OUT_OF_SERVICE = "node.kubernetes.io/out-of-service:NoExecute"
 
@@ -162,7 +163,7 @@ def wait_pod_transitions(
 ) -> list[Timed]:
     """Each pod (by uid) reaches one of ``transitions`` within ``limit_s`` of its ref."""
     if not pods:
-        raise CheckFailed(f"{what}: at least one pod to check", "no pods", 0.0, check=check)
+        raise NothingToMeasure(f"{what}: no such pod in this scenario")
     by_uid = {p.uid: p for p in pods}
     after = min(r.mono for r in refs.values())
     deadline = max(r.mono for r in refs.values()) + limit_s
@@ -271,9 +272,7 @@ def wait_rescheduled(
     """Every lost pod has a replacement scheduled off ``exclude`` within ``limit_s`` of the
     moment it stopped blocking it."""
     if not lost:
-        raise CheckFailed(
-            f"{what}: at least one lost pod", "no lost pods", 0.0, check="rescheduled"
-        )
+        raise NothingToMeasure(f"{what}: no such pod was lost in this scenario")
     # Every predecessor must have stopped blocking first (waiting at most the limit).
     refs_deadline = tl.clock.monotonic() + limit_s
     try:

@@ -4,7 +4,8 @@ Feature files never name nodes: a scenario asks for "a worker node running a Sta
 member with a ReadWriteOnce volume" and gets the best match in the cluster under test, so
 the same feature runs against the lab and against a real cluster. Choices are
 deterministic (most relevant pods first, then by name). A cluster that has nothing
-matching skips the scenario, saying what it lacks.
+matching raises :class:`~harness.scenario.errors.NoTargets` (the steps skip the scenario),
+saying what it lacks.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import pytest
-
-from harness.bdd.support.workloads import PodInfo, Workload
 from harness.inventory import Inventory, NodeSpec
 from harness.kube.observer import Observer
 from harness.kube.timeline import Transition
+from harness.power.base import FailureKind
+from harness.scenario.errors import NoTargets
+from harness.scenario.select import Selection
+from harness.scenario.workloads import PodInfo, Workload
 
 PodFilter = Callable[[PodInfo], bool]
 
@@ -108,7 +110,7 @@ def one_node(
         busy = len(regular)
         candidates.append(((-busy if prefer_busy else busy), spec.name, regular, daemons, subjects))
     if not candidates:
-        pytest.skip(f"no Ready, schedulable {role} node runs {why} in this cluster")
+        raise NoTargets(f"no Ready, schedulable {role} node runs {why} in this cluster")
     _, name, regular, daemons, subjects = min(candidates, key=lambda c: (c[0], c[1]))
     return Targets(
         (name,),
@@ -129,7 +131,7 @@ def control_plane_node(inventory: Inventory, observer: Observer) -> Targets:
     )
     total = len(inventory.nodes_by_role("control-plane"))
     if total < 3 or len(nodes) < total:
-        pytest.skip(
+        raise NoTargets(
             f"needs at least 3 Ready control-plane nodes in the inventory (has {total}, "
             f"{len(nodes)} Ready): losing one of fewer loses etcd quorum"
         )
@@ -143,7 +145,7 @@ def busiest_rack(
     critical = {(w.namespace, w.key) for w in workloads if w.critical}
     racks = inventory.racks()
     if len(racks) < 2:
-        pytest.skip(f"needs at least 2 racks in the inventory (has {len(racks)})")
+        raise NoTargets(f"needs at least 2 racks in the inventory (has {len(racks)})")
     scored = []
     for rack in racks:
         nodes = [n.name for n in inventory.nodes_in_rack(rack)]
@@ -178,7 +180,7 @@ def third_of_workers(
     workers = _ready_nodes(inventory, observer, "worker")
     total = len(inventory.nodes_by_role("worker"))
     if len(workers) < total:
-        pytest.skip(f"only {len(workers)} of {total} workers are Ready and schedulable")
+        raise NoTargets(f"only {len(workers)} of {total} workers are Ready and schedulable")
     want = math.ceil(total / 3)
     by_rack: dict[str, list[str]] = {}
     for spec in sorted(workers, key=lambda s: (-len(_split(pods, s.name)[0]), s.name)):
@@ -223,7 +225,7 @@ def third_of_workers(
     pick([])
     chosen = best
     if chosen is None:
-        pytest.skip(
+        raise NoTargets(
             f"no {want} workers (one per rack in turn) whose loss leaves every critical "
             "workload its min_available Ready pods"
         )
@@ -238,9 +240,22 @@ def third_of_workers(
     )
 
 
+def from_selection(inventory: Inventory, selection: Selection, pods: Sequence[PodInfo]) -> Targets:
+    """Targets for the nodes a :class:`~harness.scenario.select.Selection` chose, with the
+    inventory workloads' pods that run on them now."""
+    nodes = selection.nodes
+    regular = [p for p in pods if p.node in nodes and p.kind != "DaemonSet"]
+    daemons = [p for p in pods if p.node in nodes and p.kind == "DaemonSet"]
+    why = selection.why + (f"; seed {selection.seed}" if selection.seed is not None else "")
+    return Targets(
+        tuple(nodes), tuple(regular), tuple(daemons), why=why, racks=_racks(inventory, nodes)
+    )
+
+
 @dataclass(frozen=True)
 class Outage:
-    """What a power-off step did: the lost nodes and pods, and the actions' transitions."""
+    """What a failure step did (a power-off, or with ``kind`` a partition or a kubelet
+    stop): the lost nodes and pods, and the actions' transitions."""
 
     targets: Targets
     lost: tuple[PodInfo, ...]  # targets.pods still alive when the power went
@@ -249,6 +264,7 @@ class Outage:
     protocol: str  # "" for each node's primary power driver
     graceful: bool
     skew_s: float
+    kind: FailureKind = FailureKind.POWER_OFF
 
     @property
     def nodes(self) -> tuple[str, ...]:
