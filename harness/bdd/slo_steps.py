@@ -32,11 +32,11 @@ import orjson
 import pytest
 from pytest_bdd import parsers, then
 
-from harness.bdd.support.steady import Baseline
 from harness.errors import ConfigError, PowercutError
 from harness.inventory import Inventory
 from harness.kube.timeline import ACTION, Timeline
 from harness.report.slo_chart import slo_chart_svg
+from harness.scenario.steady import Baseline
 from harness.session import StoppedByCondition
 from harness.slo.client import PrometheusClient
 from harness.slo.config import slo_by_name
