@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +37,7 @@ from harness.kube.client import JSON, KubeClient, NotFound, Unreachable
 from harness.kube.lock import ClusterLock
 from harness.kube.timeline import Timeline
 from harness.power.base import PowerDriver, PowerState
-from harness.power.factory import driver_for
+from harness.power.factory import available_protocols, driver_for
 from harness.safety import Plan, plan_disruption
 
 log = logging.getLogger(__name__)
@@ -114,35 +114,97 @@ class ClusterExecutor:
             self._client.close()
             self._client = None
 
-    def power_on(self, node: str) -> None:
-        driver = driver_for(
-            self.inventory.node(node),
-            power_protocol_for_restore(self.inventory, node),
-            budgets=self.inventory.timing_budgets(),
-        )
-        try:
-            if driver.state() is not PowerState.ON:
-                driver.on()
-        finally:
-            driver.close()
+    def power_on(self, node: str) -> str | None:
+        """Power the node on through a BMC, unless it already reads ON through any of its
+        ways (then the note says through which). A node whose only way is SSH cannot be
+        powered on, but an SSH answer settles it."""
+        return restore_power(self.inventory, node)
 
-    def uncordon(self, node: str) -> None:
+    def uncordon(self, node: str) -> str | None:
         with self._api() as client, contextlib.suppress(NotFound):
             actions.uncordon(client, node)
+        return None
 
-    def remove_taint(self, node: str, key: str, effect: str) -> None:
-        with self._api() as client, contextlib.suppress(NotFound):
-            actions.remove_taint(client, node, key, effect)
+    def remove_taint(self, node: str, key: str, effect: str) -> str | None:
+        with self._api() as client:
+            try:
+                changed = actions.remove_taint(client, node, key, effect)
+            except NotFound:
+                return f"Node {node} is gone"
+        return None if changed else f"taint {key}:{effect} already gone"
 
-    def restore_node(self, node: str, manifest: dict[str, Any]) -> None:
+    def restore_node(self, node: str, manifest: dict[str, Any]) -> str | None:
         with self._api() as client:
             if client.get_or_none(f"/api/v1/nodes/{node}") is None:
                 client.create("/api/v1/nodes", manifest)
+                return None
+        return f"Node {node} exists already"
 
-    def release_stale_lock(self) -> str | None:
-        """Delete the cluster lock of a crashed run on this machine; its holder, or None."""
+    def release_stale_lock(self, verdicts: Mapping[int, bool] | None = None) -> str | None:
+        """Delete the cluster lock of a run on this machine that is gone (a zombie is
+        gone); its holder, or None. ``verdicts``: pid -> alive, decided already."""
         with self._api() as client:
-            return ClusterLock.break_stale(client)
+            return ClusterLock.break_stale(client, verdicts=verdicts)
+
+
+def read_power(
+    inventory: Inventory, node: str, *, skip: str | None = None
+) -> tuple[PowerState, str, list[str]]:
+    """The node's power as its ways read it: the first that reads ON or OFF wins, in the
+    order BMCs first (the primary, then the alternatives), SSH last. Returns the state, the
+    protocol that read it, and why the others could not ("protocol: error"). ``skip``: a
+    protocol already read."""
+    spec = inventory.node(node)
+    ways = [p for p in available_protocols(spec) if p != "ssh" and p != skip]
+    if "ssh" in available_protocols(spec) and skip != "ssh":
+        ways.append("ssh")
+    errors: list[str] = []
+    for proto in ways:
+        try:
+            driver = driver_for(spec, proto, budgets=inventory.timing_budgets())
+        except PowercutError as exc:
+            errors.append(f"{proto}: {exc}")
+            continue
+        try:
+            state = driver.state()
+        except PowercutError as exc:
+            errors.append(f"{proto}: {exc}")
+            continue
+        finally:
+            driver.close()
+        if state is not PowerState.UNKNOWN:
+            return state, proto, errors
+    return PowerState.UNKNOWN, "", errors
+
+
+def restore_power(inventory: Inventory, node: str) -> str | None:
+    """Power ``node`` on, idempotently: None when it was powered on, a note when it already
+    read ON through one of its ways (nothing was done)."""
+    try:
+        proto: str | None = power_protocol_for_restore(inventory, node)
+    except PermanentError as no_bmc:
+        state, via, errors = read_power(inventory, node)
+        if state is PowerState.ON:
+            return f"already on, read through {via}"
+        seen = f"it reads {state.value}" + (f" ({'; '.join(errors)})" if errors else "")
+        raise PermanentError(f"{no_bmc}; {seen}") from None
+    assert proto is not None
+    driver = driver_for(inventory.node(node), proto, budgets=inventory.timing_budgets())
+    try:
+        try:
+            state = driver.state()
+        except PowercutError as first:
+            # The BMC that could power it on does not answer: another way may still see it on.
+            other, via, _errors = read_power(inventory, node, skip=proto)
+            if other is PowerState.ON:
+                return f"already on, read through {via} ({proto} did not answer: {first})"
+            raise
+        if state is PowerState.ON:
+            return f"already on, read through {proto}"
+        driver.on()
+        return None
+    finally:
+        driver.close()
 
 
 @dataclass
@@ -301,10 +363,10 @@ class Session:
             self._entries[(action, target)] = entry.id
             fn()
 
-    def _undone(self, action: str, target: str) -> None:
+    def _undone(self, action: str, target: str, *, note: str | None = None) -> None:
         entry_id = self._entries.pop((action, target), None)
         if entry_id is not None and self.journal is not None:
-            self.journal.mark_undone(entry_id)
+            self.journal.mark_undone(entry_id, note)
 
     def _journal_entries(self) -> list[JournalEntry]:
         if self.journal is not None:
@@ -316,7 +378,8 @@ class Session:
     def journal_down(self) -> set[str]:
         """Nodes the durable journal still owes a power-on: powered off (or partitioned, or
         caught in a power action that failed midway) by this run or an earlier one that was
-        not undone, such as an earlier ``powercut power off``."""
+        not undone, such as an earlier ``powercut power off``. A power-off that failed
+        before it acted owes nothing, so it is not here."""
         return {
             str(e.undo.args["node"])
             for e in self._journal_entries()
@@ -327,8 +390,32 @@ class Session:
         """The nodes the blast-radius rules count as down: this session's and the journal's."""
         return self.down | self.journal_down()
 
+    def settle_restored(self, nodes: Iterable[str]) -> dict[str, str]:
+        """Read the power of ``nodes`` (the journal owes each a power-on) through all their
+        ways; each that reads ON is not down: what the journal owes for it is settled, with
+        a note saying how it was seen. Returns node -> note for the settled ones. Nodes that
+        read OFF, or cannot be read, stay owed: they are, or may be, down."""
+        settled: dict[str, str] = {}
+        for node in sorted(set(nodes)):
+            state, via, _errors = read_power(self.inventory, node)
+            if state is not PowerState.ON:
+                continue
+            note = f"reads on through {via}"
+            settled[node] = note
+            if self.journal is not None:  # a dry run does not write the journal
+                self._power_restored(node, note=note)
+        return settled
+
     def _check_blast_radius(self, names: list[str], action: str) -> Plan:
-        down = self.nodes_down()
+        earlier_owed = self.journal_down() - self.down
+        if earlier_owed:
+            for node, note in self.settle_restored(earlier_owed).items():
+                self.say(
+                    f"the journal {self.journal_path} owed a power-on for {node}, which "
+                    f"{note}: not counted as down" + ("" if self.journal is None else "; settled")
+                )
+                earlier_owed.discard(node)
+        down = self.down | earlier_owed
         earlier = sorted(down - self.down)
         if earlier:
             self.say(
@@ -337,14 +424,14 @@ class Session:
             )
         return plan_disruption(self.inventory, names, already_down=sorted(down), action=action)
 
-    def _power_restored(self, node: str) -> None:
+    def _power_restored(self, node: str, *, note: str | None = None) -> None:
         """The node is on: every power-on the journal owes for it is settled."""
-        self._undone("power_off", f"node/{node}")
-        self._undone("power_cycle", f"node/{node}")
+        self._undone("power_off", f"node/{node}", note=note)
+        self._undone("power_cycle", f"node/{node}", note=note)
         if self.journal is not None:
             for e in self.journal.entries():
                 if e.owes_undo and e.undo.action == "power_on" and e.undo.args.get("node") == node:
-                    self.journal.mark_undone(e.id)
+                    self.journal.mark_undone(e.id, note)
         self.down.discard(node)
 
     # -- power ------------------------------------------------------------------------------
@@ -396,7 +483,15 @@ class Session:
         def one(node: str) -> None:
             proto = protocol if protocol not in (None, "ssh") else None
             if proto is None:
-                proto = power_protocol_for_restore(self.inventory, node)
+                try:
+                    proto = power_protocol_for_restore(self.inventory, node)
+                except PermanentError:
+                    # No BMC can switch it on; if it reads ON anyway, nothing is owed.
+                    note = restore_power(self.inventory, node)  # raises unless it reads ON
+                    self._power_restored(node, note=note)
+                    with self._say_lock:
+                        self.say(f"{node}: {note}; nothing to do")
+                    return
             driver = self.driver(node, proto)
             result.sent[node] = time.monotonic()
             self.timeline.action(node, "power-on sent")

@@ -29,7 +29,17 @@ from sushy import connector as sushy_connector
 from sushy import exceptions as sushy_exc
 
 from harness.errors import PermanentError, PowercutError, TemporaryError
-from harness.power._wait import SYSTEM_CLOCK, Clock, Deadline, Secret, redact, retry, wait_until
+from harness.power._wait import (
+    SYSTEM_CLOCK,
+    Clock,
+    Deadline,
+    Secret,
+    before_acting,
+    redact,
+    refusal_acted_on_nothing,
+    retry,
+    wait_until,
+)
 from harness.power.base import PowerState, ResetType
 
 log = logging.getLogger(__name__)
@@ -101,31 +111,34 @@ class RedfishDriver:
         reset = ResetType.GRACEFUL_SHUTDOWN if graceful else ResetType.FORCE_OFF
         with self._lock:
             deadline = self._deadline()
-            if self._current(deadline) is PowerState.OFF:
-                return
+            with before_acting():
+                if self._current(deadline) is PowerState.OFF:
+                    return
             self._send(reset, deadline)
             self._wait_for(PowerState.OFF, deadline, reset)
 
     def on(self) -> None:
         with self._lock:
             deadline = self._deadline()
-            if self._current(deadline) is PowerState.ON:
-                return
+            with before_acting():
+                if self._current(deadline) is PowerState.ON:
+                    return
             self._send(ResetType.ON, deadline)
             self._wait_for(PowerState.ON, deadline, ResetType.ON)
 
     def cycle(self) -> None:
         with self._lock:
             deadline = self._deadline()
-            if self._current(deadline) is PowerState.OFF:
-                reset = ResetType.ON
-            else:
-                allowed = self._call("read the allowed reset types", self._allowed, deadline)
-                reset = (
-                    ResetType.POWER_CYCLE
-                    if ResetType.POWER_CYCLE.value in allowed
-                    else ResetType.FORCE_RESTART
-                )
+            with before_acting():
+                if self._current(deadline) is PowerState.OFF:
+                    reset = ResetType.ON
+                else:
+                    allowed = self._call("read the allowed reset types", self._allowed, deadline)
+                    reset = (
+                        ResetType.POWER_CYCLE
+                        if ResetType.POWER_CYCLE.value in allowed
+                        else ResetType.FORCE_RESTART
+                    )
             self._send(reset, deadline)
             self._wait_for(PowerState.ON, deadline, reset)
 
@@ -150,7 +163,9 @@ class RedfishDriver:
         return self._call("read the power state", lambda: self._read_state()[0], deadline)
 
     def _send(self, reset: ResetType, deadline: Deadline) -> None:
-        self._call(f"accept ResetType {reset.value}", lambda: self._reset(reset), deadline)
+        # A refusal (401/403, 400, a ResetType not allowed, TLS) means the BMC took nothing.
+        with refusal_acted_on_nothing():
+            self._call(f"accept ResetType {reset.value}", lambda: self._reset(reset), deadline)
         log.info("%s: Redfish accepted ResetType %s", self.node, reset.value)
 
     def _wait_for(self, want: PowerState, deadline: Deadline, reset: ResetType) -> None:

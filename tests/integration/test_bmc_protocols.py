@@ -317,6 +317,7 @@ def test_ipmi_wrong_password_is_permanent_at_once_and_never_shown(
         driver.off()
     assert time.monotonic() - started < 3
     assert node_a.calls() == []
+    assert caught.value.acted is False  # the journal records it as not done: nothing owed
     assert_secret_hidden(wrong, str(caught.value), repr(caught.value), repr(driver))
     assert_secret_hidden(creds.password, repr(driver))
 
@@ -466,6 +467,7 @@ def test_redfish_wrong_password_is_permanent_at_once_and_never_shown(
         driver.off()
     assert time.monotonic() - started < 2
     assert node_a.calls() == []
+    assert caught.value.acted is False  # a 401 before any command: not done, nothing owed
     assert_secret_hidden(wrong, str(caught.value), repr(caught.value), repr(driver))
 
 
@@ -529,6 +531,39 @@ def test_ssh_powers_off_and_reboots_the_node(
     driver.cycle()
     assert driver.state() is PowerState.ON
     assert node_a.calls() == [OFF_GRACEFUL, ON, OFF_FORCED, ON, RESET]
+
+
+def test_ssh_power_off_to_a_host_that_keeps_answering_acted_on_nothing(
+    node_a: MemoryTarget, open_ssh: Callable[..., SshDriver]
+) -> None:
+    # A power-off command that the host runs and survives (a masked poweroff target, a
+    # hung shutdown): SSH keeps answering to the end of the deadline.
+    driver = open_ssh(command_off_forced="true", timeout_s=1.5)
+
+    with pytest.raises(WaitTimeout, match="still answering") as caught:
+        driver.off()
+    assert caught.value.acted is False
+    assert node_a.power_state() is PowerState.ON
+    assert node_a.calls() == []
+
+
+def test_a_power_off_that_reached_the_bmc_may_have_acted(
+    redfish_server: RedfishServer,
+    node_a: MemoryTarget,
+    open_redfish: Callable[..., RedfishDriver],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The BMC took ForceOff, but the read-back never shows Off in time: owed, not "not done".
+    driver = open_redfish(redfish_server, timeout_s=1.0)
+    monkeypatch.setattr(driver, "_wait_for", _never_off)
+    with pytest.raises(WaitTimeout) as caught:
+        driver.off()
+    assert caught.value.acted is None
+    assert node_a.calls() == [OFF_FORCED]
+
+
+def _never_off(*_args: object) -> None:
+    raise WaitTimeout(expected="PowerState Off", last_seen="PowerState On", waited_s=1.0)
 
 
 def test_ssh_cannot_power_on(node_a: MemoryTarget, open_ssh: Callable[..., SshDriver]) -> None:

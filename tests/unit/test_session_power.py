@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.budgets import profile
-from harness.errors import PermanentError, WaitTimeout
+from harness.errors import PermanentError, WaitTimeout, not_acted
 from harness.inventory import Inventory, load_inventory
 from harness.journal import EntryState, Journal
 from harness.power.base import PowerState
@@ -87,6 +87,8 @@ def test_powering_on_in_a_later_invocation_settles_what_the_journal_owes(
 def test_a_power_off_that_failed_midway_still_counts_as_down(
     inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs
 ) -> None:
+    # The BMC took the power-off, then the read-back failed: the node reads OFF.
+    bmcs.during[("w1", "off")] = lambda: bmcs.power.__setitem__("w1", PowerState.OFF)
     bmcs.fail[("w1", "off")] = PermanentError("w1: read-back timed out")
     with pytest.raises(PermanentError):
         power_off(inventory, api, ["w1"])
@@ -94,6 +96,51 @@ def test_a_power_off_that_failed_midway_still_counts_as_down(
     assert entry.state is EntryState.FAILED
     with pytest.raises(SafetyViolation, match="1 already down"):
         power_off(inventory, api, ["w2", "w3"])
+
+
+def test_a_failed_power_off_whose_node_reads_on_is_settled_and_not_counted(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs, said: list[str]
+) -> None:
+    # It may have half-happened (so it is owed), but the node reads ON when next counted.
+    bmcs.fail[("w1", "off")] = PermanentError("w1: read-back timed out")
+    with pytest.raises(PermanentError):
+        power_off(inventory, api, ["w1"])
+    assert owed(inventory) == ["power_off node/w1"]
+    with Session(inventory, client=api.client(), undo_on_exit=False, say=said.append) as s:
+        s.power_off(["w2", "w3"])  # 2 down: within max_nodes_down only if w1 is not counted
+    assert bmcs.power["w2"] is bmcs.power["w3"] is PowerState.OFF
+    assert owed(inventory) == ["power_off node/w2", "power_off node/w3"]
+    entry = next(e for e in Journal.read(journal_path_for(inventory)) if e.target == "node/w1")
+    assert entry.state is EntryState.UNDONE and entry.note == "reads on through ipmi"
+    assert any("owed a power-on for w1, which reads on through ipmi" in m for m in said)
+
+
+def test_a_power_off_refused_before_it_acted_owes_nothing(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs
+) -> None:
+    bmcs.fail[("w1", "off")] = not_acted(PermanentError("w1: HTTP 401 refused the credentials"))
+    with pytest.raises(PermanentError, match="401"):
+        power_off(inventory, api, ["w1"])
+    (entry,) = Journal.read(journal_path_for(inventory))
+    assert entry.state is EntryState.NOT_DONE and not entry.owes_undo
+    assert "401" in (entry.error or "")
+    power_off(inventory, api, ["w2", "w3"])  # w1 is not counted as down
+    assert bmcs.ops("state").count("w1") == 0  # and was not even read: nothing was owed
+
+
+def test_a_node_without_a_bmc_that_reads_on_settles_a_power_on(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    power_off(inventory, api, ["w1"])
+    bmcs.power["w1"] = PowerState.ON  # it came back by itself (or by hand)
+    monkeypatch.setattr(
+        "harness.session.power_protocol_for_restore",
+        lambda _inv, node: (_ for _ in ()).throw(PermanentError(f"{node}: no BMC")),
+    )
+    with Session(inventory, client=api.client(), undo_on_exit=False) as s:
+        s.power_on(["w1"])
+    assert owed(inventory) == []
+    assert bmcs.ops("on") == []
 
 
 def test_a_dry_run_counts_the_journal_too(
