@@ -76,6 +76,7 @@ __all__ = [
     "EntryState",
     "Journal",
     "JournalEntry",
+    "JournalNote",
     "Terminated",
     "UndoExecutor",
     "UndoFailed",
@@ -273,6 +274,18 @@ class JournalEntry:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class JournalNote:
+    """Something the journal keeps that owes nothing, such as a fencing override: an
+    operator's explicit permission to act as if a node were off when no BMC confirmed it."""
+
+    action: str
+    target: str
+    detail: str
+    at: float  # wall clock, seconds since the epoch
+    by: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class UndoResult:
     """What one undo did (``seconds``: how long it took, when measured)."""
 
@@ -341,7 +354,7 @@ class Journal:
         try:
             if created:
                 _fsync_dir(self.path.parent)
-            self._entries, valid_length = _load(self.path)
+            self._entries, self._notes, valid_length = _load(self.path)
             if valid_length < os.fstat(fd).st_size:
                 # The previous writer died mid-line; that record was never acknowledged.
                 log.warning("journal %s: dropping an incomplete last line", self.path)
@@ -356,8 +369,37 @@ class Journal:
     @staticmethod
     def read(path: str | os.PathLike[str]) -> list[JournalEntry]:
         """Entries of a journal file without opening it for writing (no lock)."""
-        entries, _ = _load(Path(path))
+        entries, _notes, _ = _load(Path(path))
         return list(entries.values())
+
+    @staticmethod
+    def read_notes(path: str | os.PathLike[str]) -> list[JournalNote]:
+        """The notes of a journal file (fencing overrides...), oldest first, without a lock."""
+        _entries, notes, _ = _load(Path(path))
+        return notes
+
+    def notes(self) -> list[JournalNote]:
+        with self._lock:
+            return list(self._notes)
+
+    def note(self, action: str, target: str, detail: str) -> JournalNote:
+        """Record something that owes nothing (a fencing override); durable on return."""
+        now = self._clock()
+        with self._lock:
+            self._append(
+                {
+                    "op": "note",
+                    "id": "-",
+                    "action": action,
+                    "target": target,
+                    "detail": detail,
+                    "by": self.by,
+                    "ts": now,
+                }
+            )
+            note = JournalNote(action, target, detail, now, self.by)
+            self._notes.append(note)
+            return note
 
     def entries(self) -> list[JournalEntry]:
         """All entries, oldest first."""
@@ -553,13 +595,15 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _load(path: Path) -> tuple[dict[str, JournalEntry], int]:
-    """Entries by id (in begin order) and the byte length of the well-formed prefix."""
+def _load(path: Path) -> tuple[dict[str, JournalEntry], list[JournalNote], int]:
+    """Entries by id (in begin order), notes, and the byte length of the well-formed
+    prefix."""
     entries: dict[str, JournalEntry] = {}
+    notes: list[JournalNote] = []
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return entries, 0
+        return entries, notes, 0
     except OSError as exc:
         raise PermanentError(f"cannot read journal {path}: {exc.strerror}") from None
     offset = 0
@@ -577,7 +621,18 @@ def _load(path: Path) -> tuple[dict[str, JournalEntry], int]:
             record = json.loads(raw)
             if not isinstance(record, dict):
                 raise ValueError("not a JSON object")
-            _fold(entries, record)
+            if record.get("op") == "note":
+                notes.append(
+                    JournalNote(
+                        str(record["action"]),
+                        str(record["target"]),
+                        str(record["detail"]),
+                        float(record["ts"]),
+                        str(record["by"]) if record.get("by") else None,
+                    )
+                )
+            else:
+                _fold(entries, record)
         except (ValueError, KeyError, TypeError, PermanentError) as exc:
             if is_last:
                 # A write cut short by a crash: never acknowledged, so never acted upon.
@@ -587,7 +642,7 @@ def _load(path: Path) -> tuple[dict[str, JournalEntry], int]:
                 "then run recover again"
             ) from None
         offset += len(raw) + 1
-    return entries, offset
+    return entries, notes, offset
 
 
 def _fold(entries: dict[str, JournalEntry], record: dict[str, Any]) -> None:

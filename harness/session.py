@@ -33,6 +33,7 @@ from harness.journal import (
     shield_signals,
 )
 from harness.kube import actions
+from harness.kube.actions import Fence, FencingRequired
 from harness.kube.client import JSON, KubeClient, NotFound, Unreachable
 from harness.kube.lock import ClusterLock
 from harness.kube.timeline import Timeline
@@ -278,6 +279,7 @@ class Session:
         self.plan: list[str] = []
         self.down: set[str] = set()
         self.last_power: PowerResult | None = None
+        self.fence_overrides: list[str] = []  # "node: reason (BMC: what it said)"
         self._drivers: dict[tuple[str, str | None], PowerDriver] = {}
         self._drivers_lock = threading.Lock()
         self._entries: dict[tuple[str, str], str] = {}
@@ -655,23 +657,93 @@ class Session:
         ClusterExecutor(self.inventory, self.client).restore_node(node, dict(spec.args["manifest"]))
         self._undone("delete_node", f"node/{node}")
 
-    def force_delete_pods(self, node: str) -> list[str]:
-        if self.dry_run:
-            self.plan.append(f"force-delete the pods of {node} (grace 0)")
-            return []
-        return list(actions.force_delete_pods(self.client, node, timeline=self.timeline))
+    # -- fencing ----------------------------------------------------------------------------
 
-    def add_out_of_service_taint(self, node: str) -> None:
+    def fence(self, node: str, *, override: str | None = None, what: str = "fence") -> Fence:
+        """Confirm through the node's BMCs that it is powered OFF, before anything that is
+        safe only on a node that is shut down (the out-of-service taint, force-deleting the
+        pods of a node that is not Ready).
+
+        Only a BMC (or a power plugin such as kind's) can confirm: SSH cannot tell a node
+        that is off from one cut off from the network, which still runs its pods. When no
+        BMC reads OFF, raises :class:`~harness.kube.actions.FencingRequired` naming what
+        each BMC said, unless ``override`` gives the operator's reason: then the override
+        is recorded in the journal (a note) and in the timeline, which the report shows.
+        """
+        spec = self.inventory.node(node)
+        seen: list[str] = []
+        for proto in available_protocols(spec):
+            if proto == "ssh":
+                continue
+            try:
+                state = self.driver(node, proto).state()
+            except PowercutError as exc:
+                seen.append(f"{proto} did not answer: {exc}")
+                continue
+            if state is PowerState.OFF:
+                fence = Fence(node, off_by=proto)
+                self.timeline.action(node, "fenced", via=proto)
+                return fence
+            seen.append(f"{proto} reads power {state.value}")
+        said = "; ".join(seen) or "it has no BMC (SSH cannot tell off from cut off)"
+        if override is None or not override.strip():
+            raise FencingRequired(node, what, f"no BMC confirmed power OFF ({said})")
+        fence = Fence(node, override=override.strip())
+        self.timeline.action(node, "fencing overridden", reason=fence.override, bmc=said)
+        if self.journal is not None:
+            self.journal.note("fence_override", f"node/{node}", f"{fence.override} (BMC: {said})")
+        self.fence_overrides.append(f"{node}: {fence.override} (BMC: {said})")
+        with self._say_lock:
+            self.say(f"WARNING: {node} is NOT fenced ({said}); overridden: {fence.override}")
+        return fence
+
+    def force_delete_pods(
+        self,
+        node: str,
+        *,
+        namespace: str | None = None,
+        only_terminating: bool = False,
+        fence_override: str | None = None,
+    ) -> list[str]:
+        """Force-delete the node's pods; on a node that is not Ready, only once its BMC
+        confirmed power OFF (or with ``fence_override``, recorded and reported)."""
         if self.dry_run:
             self.plan.append(
-                f"taint {node} {actions.OUT_OF_SERVICE_KEY}:NoExecute; undo: remove it"
+                f"force-delete the pods of {node} (grace 0); if it is not Ready, only once "
+                "its BMC confirms power OFF"
+            )
+            return []
+        what = "force-delete the pods of"
+        ready = actions.node_ready(self.client, node)
+        fence = self.fence(node, override=fence_override, what=what) if ready is False else None
+        return list(
+            actions.force_delete_pods(
+                self.client,
+                node,
+                namespace=namespace,
+                only_terminating=only_terminating,
+                fence=fence,
+                timeline=self.timeline,
+            )
+        )
+
+    def add_out_of_service_taint(self, node: str, *, fence_override: str | None = None) -> None:
+        """The out-of-service taint, only once the node's BMC confirmed power OFF (or with
+        ``fence_override``: the operator's reason, recorded in the journal and the report)."""
+        if self.dry_run:
+            self.plan.append(
+                f"confirm {node} is powered OFF through its BMC, then taint it "
+                f"{actions.OUT_OF_SERVICE_KEY}:NoExecute; undo: remove it"
             )
             return
+        fence = self.fence(node, override=fence_override, what="set the out-of-service taint on")
         self._journaled(
             "out_of_service",
             f"node/{node}",
             UndoSpec.remove_taint(node, actions.OUT_OF_SERVICE_KEY, "NoExecute"),
-            lambda: actions.add_out_of_service_taint(self.client, node, timeline=self.timeline),
+            lambda: actions.add_out_of_service_taint(
+                self.client, node, fence=fence, timeline=self.timeline
+            ),
         )
 
     def remove_out_of_service_taint(self, node: str) -> None:
