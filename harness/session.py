@@ -22,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from harness.errors import PermanentError, PowercutError
+from harness.errors import PermanentError, PowercutError, not_acted
 from harness.inventory import Inventory
 from harness.journal import (
     Journal,
@@ -37,7 +37,7 @@ from harness.kube.actions import Fence, FencingRequired
 from harness.kube.client import JSON, KubeClient, NotFound, Unreachable
 from harness.kube.lock import ClusterLock
 from harness.kube.timeline import Timeline
-from harness.power.base import PowerDriver, PowerState
+from harness.power.base import PowerDriver, PowerState, Unprepared, prepare_off
 from harness.power.factory import available_protocols, driver_for
 from harness.safety import Plan, plan_disruption
 
@@ -216,12 +216,25 @@ class PowerResult:
     sent: dict[str, float] = field(default_factory=dict)
     acknowledged: dict[str, float] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    confirmed: dict[str, float] = field(default_factory=dict)  # the new state read back
+    synchronized: bool = False  # prepared first, then every request released together
 
     @property
     def skew_s(self) -> float:
         """Between the first and the last acknowledgement."""
         acks = list(self.acknowledged.values())
         return max(acks) - min(acks) if len(acks) > 1 else 0.0
+
+    @property
+    def sent_spread_s(self) -> float:
+        """Between the first and the last request sent."""
+        sent = list(self.sent.values())
+        return max(sent) - min(sent) if len(sent) > 1 else 0.0
+
+    @property
+    def request_to_ack_s(self) -> dict[str, float]:
+        """Per node: request sent -> acknowledged."""
+        return {n: a - self.sent[n] for n, a in self.acknowledged.items() if n in self.sent}
 
     @property
     def first_ack(self) -> float:
@@ -439,10 +452,25 @@ class Session:
     # -- power ------------------------------------------------------------------------------
 
     def power_off(
-        self, nodes: Iterable[str], *, graceful: bool = False, protocol: str | None = None
+        self,
+        nodes: Iterable[str],
+        *,
+        graceful: bool = False,
+        protocol: str | None = None,
+        synchronized: bool = True,
     ) -> PowerResult:
-        """Power the nodes off in parallel; returns once every BMC acknowledged and the new
-        state was read back. The skew between the first and last acknowledgement is kept."""
+        """Power the nodes off together; returns once every BMC acknowledged and the new
+        state was read back.
+
+        Synchronized (the default), as a PDU failing cuts a rack at once: every node's
+        connection, authentication, system discovery (Redfish) or session (IPMI) and
+        current state are prepared first, in parallel; then a barrier releases every request
+        together, and only then are the new states read back. If one node cannot be
+        prepared, no request is sent (the others are journaled as not done). Drivers that
+        cannot prepare (SSH, plugins) run their whole power-off when released. The skew
+        between the first and last acknowledgement is kept (``PowerResult.skew_s``) and put
+        on the timeline. ``synchronized=False``: the earlier way, each node's whole
+        power-off (connect, authenticate, discover, send, read back) started in parallel."""
         names = list(nodes)
         plan = self._check_blast_radius(names, "power off")
         how = "graceful" if graceful else "forced"
@@ -452,26 +480,56 @@ class Session:
                 self.plan.append(f"power off {n} ({how}) through {proto}; undo: power on")
             self.plan.extend(plan.describe())
             return PowerResult(names)
-        result = PowerResult(names)
+        result = PowerResult(names, synchronized=synchronized)
+        barrier = threading.Barrier(len(names))
 
         def one(node: str) -> None:
             driver = self.driver(node, protocol)
 
             def act() -> None:
+                if synchronized:
+                    try:
+                        prepared = prepare_off(driver, graceful=graceful)
+                    except BaseException:
+                        barrier.abort()  # no node of this cut is sent its request
+                        raise
+                    try:
+                        barrier.wait()
+                    except threading.BrokenBarrierError:
+                        raise not_acted(
+                            PermanentError(
+                                f"{node}: power-off not sent: another node of the same cut "
+                                "could not be prepared"
+                            )
+                        ) from None
+                else:
+                    prepared = Unprepared(driver, graceful)
                 result.sent[node] = time.monotonic()
                 self.timeline.action(
                     node, "power-off sent", graceful=graceful, protocol=protocol or ""
                 )
-                driver.off(graceful=graceful)
+                prepared.fire()
                 result.acknowledged[node] = time.monotonic()
                 self.timeline.action(node, "power-off acknowledged")
+                prepared.confirm()
+                result.confirmed[node] = time.monotonic()
+                self.timeline.action(node, "power-off confirmed")
 
             self._journaled("power_off", f"node/{node}", UndoSpec.power_on(node), act)
             self.down.add(node)
             self._told(result, node, "power-off", PowerState.OFF)
 
-        self._parallel(names, one, result, "power off")
+        self._parallel(names, one, result, "power off", workers=len(names))
         self.last_power = result
+        if len(names) > 1:
+            self.timeline.action(
+                names[0],
+                "power-off ack skew",
+                skew_ms=round(result.skew_s * 1000, 1),
+                sent_spread_ms=round(result.sent_spread_s * 1000, 1),
+                nodes=",".join(names),
+                synchronized=synchronized,
+            )
         self.say(f"powered off {', '.join(names)} ({how}); ack skew {result.skew_s * 1000:.0f} ms")
         return result
 
@@ -554,7 +612,13 @@ class Session:
             self.say(f"{node}: {what} acknowledged after {took:.1f} s, state {state.name}")
 
     def _parallel(
-        self, names: list[str], fn: Callable[[str], None], result: PowerResult, what: str
+        self,
+        names: list[str],
+        fn: Callable[[str], None],
+        result: PowerResult,
+        what: str,
+        *,
+        workers: int = 16,
     ) -> None:
         def run(node: str) -> None:
             started = time.monotonic()
@@ -567,7 +631,7 @@ class Session:
                     )
                 raise
 
-        pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(names))))
+        pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(names))))
         futures = {n: pool.submit(run, n) for n in names}
         try:
             wait(futures.values())

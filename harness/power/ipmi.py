@@ -55,7 +55,7 @@ from harness.power._wait import (
     retry,
     wait_until,
 )
-from harness.power.base import PowerState
+from harness.power.base import NothingToDo, PowerState, PreparedPower
 
 log = logging.getLogger(__name__)
 
@@ -286,6 +286,19 @@ class IpmiDriver:
             self._control(what, deadline)
             self._wait_for(PowerState.OFF, what, deadline)
 
+    def prepare_off(self, *, graceful: bool = False) -> PreparedPower:
+        """Open the session and read the chassis state now; the returned request then sends
+        one chassis control command when fired."""
+        what = "soft shutdown" if graceful else "power down"
+        with self._lock:
+            deadline = self._deadline()
+            with before_acting():
+                if self._call("report the power state", self._read_state, deadline) is (
+                    PowerState.OFF
+                ):
+                    return NothingToDo()
+        return _PreparedControl(self, what, PowerState.OFF, deadline)
+
     def on(self) -> None:
         with self._lock:
             deadline = self._deadline()
@@ -439,6 +452,25 @@ class IpmiDriver:
             # Not ipmi.close(): it skips closing the socket when Close Session fails.
             _quietly(ipmi.session.close)
             _quietly(ipmi.interface.close)
+
+
+class _PreparedControl:
+    """One chassis control command over a session opened in advance (see
+    :meth:`IpmiDriver.prepare_off`)."""
+
+    def __init__(self, driver: IpmiDriver, what: str, want: PowerState, deadline: Deadline) -> None:
+        self.driver = driver
+        self.what = what
+        self.want = want
+        self.deadline = deadline
+
+    def fire(self) -> None:
+        with self.driver._lock:
+            self.driver._control(self.what, self.deadline)
+
+    def confirm(self) -> None:
+        with self.driver._lock:
+            self.driver._wait_for(self.want, self.what, self.deadline)
 
 
 def _quietly(action: Callable[[], object]) -> None:

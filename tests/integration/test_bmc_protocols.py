@@ -34,7 +34,7 @@ from harness.lab.bmc.ipmi import IpmiServer
 from harness.lab.bmc.redfish import RedfishServer, system_uuid
 from harness.lab.bmc.ssh import SshServer
 from harness.lab.bmc.target import MemoryTarget, PowerCall
-from harness.power.base import PowerDriver, PowerState
+from harness.power.base import NothingToDo, PowerDriver, PowerState
 from harness.power.ipmi import IpmiDriver
 from harness.power.redfish import RedfishDriver
 from harness.power.ssh import SshDriver
@@ -674,3 +674,57 @@ def test_ssh_sees_a_node_powered_off_through_its_bmc(
     finally:
         ipmi.stop()
     assert node_a.calls() == [OFF_FORCED, ON]
+
+
+# -- prepared power-offs (the synchronized cut) -------------------------------------------------
+
+
+def test_redfish_prepare_connects_and_finds_the_system_then_fire_sends_one_post(
+    redfish_server: RedfishServer,
+    node_a: MemoryTarget,
+    node_b: MemoryTarget,
+    open_redfish: Callable[..., RedfishDriver],
+) -> None:
+    driver = open_redfish(redfish_server)
+    prepared = driver.prepare_off()
+    assert node_a.calls() == []  # prepared: nothing sent that acts
+    started = time.monotonic()
+    prepared.fire()
+    took = time.monotonic() - started
+    assert node_a.calls() == [OFF_FORCED]
+    prepared.confirm()
+    assert node_a.power_state() is PowerState.OFF
+    assert took < 1.0, f"request to acknowledgement took {took:.3f} s"
+    assert isinstance(driver.prepare_off(), NothingToDo)  # already off: nothing to send
+    assert node_b.calls() == []
+
+
+@INTERFACES
+def test_ipmi_prepare_opens_the_session_then_fire_sends_one_command(
+    interface: Literal["ipmitool", "rmcpplus"],
+    ipmi_server: IpmiServer,
+    node_a: MemoryTarget,
+    open_ipmi: Callable[..., IpmiDriver],
+) -> None:
+    driver = open_ipmi(ipmi_server, interface)
+    prepared = driver.prepare_off(graceful=True)
+    assert node_a.calls() == []
+    assert ipmi_server.sessions()["node-a"][1] == 1  # the session is open, ready
+    prepared.fire()
+    prepared.confirm()
+    assert node_a.calls() == [OFF_GRACEFUL]
+    assert node_a.power_state() is PowerState.OFF
+    opened, _open_now = ipmi_server.sessions()["node-a"]
+    assert opened == 1, "prepare and fire share one session"
+
+
+def test_redfish_prepare_with_a_wrong_password_acted_on_nothing(
+    redfish_server: RedfishServer,
+    node_a: MemoryTarget,
+    open_redfish: Callable[..., RedfishDriver],
+) -> None:
+    driver = open_redfish(redfish_server, password="Wr0ng-Passw0rd-XYZ")
+    with pytest.raises(PermanentError, match="refused the credentials") as caught:
+        driver.prepare_off()
+    assert caught.value.acted is False
+    assert node_a.calls() == []

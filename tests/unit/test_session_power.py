@@ -13,6 +13,7 @@ from harness.budgets import profile
 from harness.errors import PermanentError, WaitTimeout, not_acted
 from harness.inventory import Inventory, load_inventory
 from harness.journal import EntryState, Journal
+from harness.kube.timeline import ACTION
 from harness.power.base import PowerState
 from harness.safety import SafetyViolation
 from harness.session import Session, journal_path_for
@@ -285,3 +286,42 @@ def test_power_off_failing_on_several_nodes_keeps_the_error_type_and_its_fields(
     assert "w2: timed out after 30.0s" in message
     assert info.value.waited_s == 30.0 and info.value.last_seen == "no session"
     assert isinstance(info.value.__cause__, WaitTimeout)
+
+
+# -- the synchronized cut --------------------------------------------------------------------
+
+
+def test_a_cut_prepares_every_node_before_any_request_is_sent(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs
+) -> None:
+    with Session(inventory, client=api.client(), undo_on_exit=False) as s:
+        result = s.power_off(["w1", "w2"])
+        marker = s.timeline.first(ACTION, "w1", "power-off ack skew")
+    ops = [op for _n, op in bmcs.calls]
+    assert sorted(ops) == ["off", "off", "prepare", "prepare"]
+    assert ops[:2] == ["prepare", "prepare"]  # the barrier: no request before all are ready
+    assert result.synchronized and set(result.confirmed) == {"w1", "w2"}
+    assert marker is not None
+    assert marker.detail["nodes"] == "w1,w2" and marker.detail["synchronized"] is True
+    assert marker.detail["skew_ms"] == round(result.skew_s * 1000, 1)
+
+
+def test_if_one_node_cannot_be_prepared_no_node_of_the_cut_is_sent_anything(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs
+) -> None:
+    bmcs.fail[("w2", "prepare")] = not_acted(PermanentError("w2: Redfish refused (HTTP 401)"))
+    with pytest.raises(PermanentError, match="HTTP 401"):
+        power_off(inventory, api, ["w1", "w2"])
+    assert bmcs.ops("off") == []
+    assert bmcs.power["w1"] is bmcs.power["w2"] is PowerState.ON
+    states = {e.target: e.state for e in Journal.read(journal_path_for(inventory))}
+    assert states == {"node/w1": EntryState.NOT_DONE, "node/w2": EntryState.NOT_DONE}
+
+
+def test_the_earlier_way_is_still_there_for_comparison(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs
+) -> None:
+    with Session(inventory, client=api.client(), undo_on_exit=False) as s:
+        result = s.power_off(["w1", "w2"], synchronized=False)
+    assert not result.synchronized
+    assert bmcs.ops("prepare") == [] and sorted(bmcs.ops("off")) == ["w1", "w2"]
