@@ -57,6 +57,7 @@ bench: lab-bin
 	$(PY) bench/lab_bench.py || status=1; \
 	$(PY) bench/longevity_bench.py report || status=1; \
 	$(PY) bench/longevity_bench.py rss --sim || status=1; \
+	$(PY) bench/cut_bench.py || status=1; \
 	exit $$status
 
 clean:

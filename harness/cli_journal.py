@@ -115,12 +115,14 @@ def cmd_journal(args: argparse.Namespace) -> int:
     if not path.exists():
         print(f"no journal at {path}: nothing owed")
         return 0
-    entries = Journal.read(path)
+    entries = Journal.read(path)  # (notes, such as fencing overrides, are listed after)
     owed = [e for e in entries if e.owes_undo]
     print(f"journal {path}: {len(owed)} owed of {len(entries)} entries")
     for entry in reversed(entries if args.all else owed):
         for line in describe(entry):
             print(line)
+    for note in Journal.read_notes(path):
+        print(f"note {_at(note.at)}  {note.action} {note.target}  by {note.by}: {note.detail}")
     if owed:
         print(
             "undo them: powercut recover -i INVENTORY; or after a manual fix: powercut journal "

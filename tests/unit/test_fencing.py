@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.cli import main
 from harness.errors import PermanentError
 from harness.inventory import Inventory, load_inventory
 from harness.journal import Journal
@@ -75,7 +76,7 @@ def test_an_unanswering_bmc_does_not_fence(
 
 
 def test_an_override_is_journaled_put_on_the_timeline_and_said(
-    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs, capsys: pytest.CaptureFixture[str]
 ) -> None:
     said: list[str] = []
     with Session(inventory, client=api.client(), say=said.append) as s:
@@ -95,6 +96,10 @@ def test_an_override_is_journaled_put_on_the_timeline_and_said(
     assert (note.action, note.target) == ("fence_override", "node/w1")
     assert note.detail == "w1 unplugged at the PDU (J. Doe) (BMC: ipmi reads power on)"
     assert [e.owes_undo for e in Journal.read(journal_path_for(inventory))] == [False]
+    assert main(["journal", "--journal", str(journal_path_for(inventory))]) == 0
+    out = capsys.readouterr().out
+    assert "fence_override node/w1  by " in out
+    assert out.rstrip().endswith("w1 unplugged at the PDU (J. Doe) (BMC: ipmi reads power on)")
 
 
 def test_force_deleting_a_not_ready_nodes_pods_needs_the_bmc_to_read_off(
