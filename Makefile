@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_FLAGS ?=
 
-.PHONY: venv report-tools lint types layers unit check lab-bin lab-test integration features test demo bench clean
+.PHONY: venv report-tools lint types layers unit check lab-bin lab-test integration features fault-test test demo bench clean
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -42,8 +42,14 @@ integration: venv report-tools
 features: lab-bin report-tools
 	bash scripts/features.sh
 
+## fault-test: the fault-injection bench's short form (one of each fault against a lab of its
+## own: SIGKILL + recover, SIGTERM, SIGINT, BMCs that stop answering, API servers restarted
+## mid-watch, the controller-manager leader's node powered off); nothing may be left
+fault-test: lab-bin
+	$(PY) bench/fault_bench.py --short
+
 ## test: everything the project checks
-test: check integration lab-test features
+test: check integration lab-test features fault-test
 
 ## demo: bring the lab up, run the features against it, write the HTML report
 demo: lab-bin report-tools
