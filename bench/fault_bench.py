@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import random
 import signal
@@ -53,7 +54,7 @@ from harness.journal import Journal
 from harness.kube.actions import OUT_OF_SERVICE_KEY
 from harness.kube.client import Gone, KubeClient
 from harness.kube.lock import LEASE_NAME, LEASE_NAMESPACE
-from harness.kube.observer import Observer
+from harness.kube.observer import NODE, Observer
 from harness.kube.timeline import Timeline
 from harness.power.base import PowerState
 from harness.power.factory import driver_for
@@ -61,12 +62,14 @@ from harness.session import journal_path_for
 
 #: Feature scenarios picked from at random (`-k` expressions), each a few dozen seconds.
 SCENARIOS = (
-    "stuck_pods_are_force_deleted",
-    "out_of_service_taint_moves",
-    "Node_object_is_deleted",
-    "drained_power_cycled",
+    "stuck_pods_are_forcedeleted",
+    "outofservice_taint_moves",
+    "node_object_is_deleted",
+    "drained_powercycled",
     "member_waits",
-    "rack_loses_power",
+    "every_node_of_one_rack",
+    "daemonset_pods_return and redfish",
+    "worker_loses_power_as_a_chaostoolkit",
 )
 SIGNAL_FAULTS = ("sigkill", "sigterm", "sigint")
 OTHER_FAULTS = ("bmc-stops", "apiserver-restart", "cp-lease-holder")
@@ -253,10 +256,12 @@ def children(pid: int) -> list[int]:
     return [int(p) for p in text.split()]
 
 
-def start_target(lab: Lab, rng: random.Random) -> tuple[subprocess.Popen[bytes], str]:
+def start_target(
+    lab: Lab, rng: random.Random, *, longevity: bool = True
+) -> tuple[subprocess.Popen[bytes], str]:
     """A random scenario or a longevity run, in a session of its own."""
     out = lab.root / f"out-{time.monotonic_ns()}"
-    if rng.random() < 0.7:
+    if not longevity or rng.random() < 0.7:
         scenario = rng.choice(SCENARIOS)
         argv = ["run", "-i", str(lab.inventory_path), "--out", str(out), "--no-html",
                 "--", "-k", scenario]  # fmt: skip
@@ -441,7 +446,7 @@ def apiserver_restart(
         seen = sum(
             1
             for t in tl
-            if t.kind == "node" and t.name == node and t.transition in ("cordoned", "uncordoned")
+            if t.kind == NODE and t.name == node and t.transition in ("cordoned", "uncordoned")
         )
         obs.stop()
         independent.close()
@@ -464,15 +469,18 @@ def apiserver_restart(
 def controller_manager_leader(lab: Lab) -> str | None:
     """The control-plane node whose controller-manager logged the latest lease acquisition."""
     best: tuple[str, str] | None = None
-    for log in (lab.state / "logs").glob("*controller-manager*"):
+    prefix = "kube-controller-manager-"
+    for log in (lab.state / "logs").glob(f"{prefix}*.log"):
         for line in log.read_text(errors="replace").splitlines():
-            if "successfully acquired lease kube-system/kube-controller-manager" in line:
-                stamp = line.split()[1] if len(line.split()) > 1 else ""
+            low = line.lower()
+            if (
+                "successfully acquired lease" in low
+                and "kube-system/kube-controller-manager" in low
+            ):
+                stamp = " ".join(line.split()[:2])  # klog: "I1125 08:18:34.674999"
                 if best is None or stamp > best[0]:
-                    best = (stamp, log.name)
-    if best is None:
-        return None
-    return next((p for p in best[1].replace(".log", "").split("-") if p.startswith("cp")), None)
+                    best = (stamp, log.stem.removeprefix(prefix))
+    return None if best is None else best[1]
 
 
 def cp_lease_holder(
@@ -481,7 +489,7 @@ def cp_lease_holder(
     cps = [n.name for n in inv.nodes_by_role("control-plane")]
     leader = controller_manager_leader(lab)
     victim = next((c for c in cps if leader and leader in c), rng.choice(cps))
-    proc, what = start_target(lab, rng)
+    proc, what = start_target(lab, rng, longevity=False)  # one that ends by itself
     time.sleep(rng.uniform(3.0, 20.0))
     d = driver_for(inv.node(victim), budgets=inv.timing_budgets())
     try:
@@ -513,7 +521,14 @@ def main() -> int:
     ap.add_argument("--short", action="store_true", help="the short form: one of each fault")
     ap.add_argument("--seed", type=int, default=None, help="replay a run (printed at the start)")
     ap.add_argument("--base-port", type=int, default=26600, help="the bench lab's ports")
+    ap.add_argument(
+        "--only",
+        choices=[*SIGNAL_FAULTS, *OTHER_FAULTS],
+        default=None,
+        help="inject only this fault (--count times)",
+    )
     args = ap.parse_args()
+    logging.basicConfig(level=logging.ERROR)  # the watches' reconnections are expected here
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     rng = random.Random(seed)
     if args.short:
@@ -522,6 +537,8 @@ def main() -> int:
         faults = [*SIGNAL_FAULTS, *OTHER_FAULTS]
         faults += [rng.choice([*SIGNAL_FAULTS * 3, *OTHER_FAULTS]) for _ in range(args.count)]
         faults = faults[: max(args.count, len(SIGNAL_FAULTS) + len(OTHER_FAULTS))]
+    if args.only:
+        faults = [args.only] * args.count
     rng.shuffle(faults)
     print(f"fault bench: {len(faults)} interruptions, seed {seed}", flush=True)
     tally = Tally()
