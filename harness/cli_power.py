@@ -41,7 +41,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     for name, text in (
         ("status", "print each node's power state"),
         ("on", "power nodes on (settles the power-ons the journal owes for them)"),
-        ("off", "power nodes off (in parallel; safety-checked, journaled)"),
+        (
+            "off",
+            "power nodes off (a synchronized cut: every BMC prepared, then every request "
+            "released together; safety-checked, journaled)",
+        ),
         ("cycle", "power-cycle nodes (in parallel; safety-checked, journaled)"),
     ):
         p = psub.add_parser(name, help=text)

@@ -8,7 +8,9 @@ this driver with a BMC driver to bring nodes back.
   Refused keys and unknown or changed host keys are ``PermanentError``, never "off".
 - ``off()``: runs ``command_off`` (graceful) or ``command_off_forced``, then waits until SSH
   stops answering. A forced power-off usually kills the connection before any exit status:
-  that counts as accepted. A non-zero exit status is a ``PermanentError``.
+  that counts as accepted. A non-zero exit status is a ``PermanentError``. A host that
+  keeps answering to the end of the deadline raises ``WaitTimeout`` marked ``acted =
+  False``: the power-off did not happen, so the journal owes nothing for it.
 - ``cycle()``: runs ``command_reboot``, waits for the connection to drop, then for SSH to
   answer again.
 
