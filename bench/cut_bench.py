@@ -20,12 +20,13 @@ acknowledgement <= 100 ms (p50) on a lab BMC, synchronized. Exit 1 if a target i
 
 Run: ``.venv/bin/python bench/cut_bench.py [--inventory INV --nodes w1,w2,...] [--rounds 5]``
 (or ``make bench``). Without ``--inventory`` it brings a lab up on ``--base-port`` (default
-26500) and takes it down at the end.
+``$POWERCUT_BENCH_PORT`` or 25000) and takes it down at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -71,7 +72,12 @@ def main() -> int:
     ap.add_argument("--nodes", default="", help="comma-separated nodes (default: N workers)")
     ap.add_argument("--count", type=int, default=10, help="nodes to cut at once (default 10)")
     ap.add_argument("--rounds", type=int, default=5, help="cuts per way and protocol")
-    ap.add_argument("--base-port", type=int, default=26500, help="the bench lab's ports")
+    ap.add_argument(
+        "--base-port",
+        type=int,
+        default=int(os.environ.get("POWERCUT_BENCH_PORT", "25000")),
+        help="the bench lab's first port (default $POWERCUT_BENCH_PORT or 25000; a lab takes 1000)",
+    )
     ap.add_argument(
         "--protocols",
         default="mixed,redfish,ipmi",

@@ -520,7 +520,12 @@ def main() -> int:
     ap.add_argument("--count", type=int, default=50, help="interruptions (default 50)")
     ap.add_argument("--short", action="store_true", help="the short form: one of each fault")
     ap.add_argument("--seed", type=int, default=None, help="replay a run (printed at the start)")
-    ap.add_argument("--base-port", type=int, default=26600, help="the bench lab's ports")
+    ap.add_argument(
+        "--base-port",
+        type=int,
+        default=int(os.environ.get("POWERCUT_BENCH_PORT", "25000")),
+        help="the bench lab's first port (default $POWERCUT_BENCH_PORT or 25000; a lab takes 1000)",
+    )
     ap.add_argument(
         "--only",
         choices=[*SIGNAL_FAULTS, *OTHER_FAULTS],
