@@ -396,7 +396,11 @@ class IndependentWatch(threading.Thread):
                     if self.stop.is_set():
                         return
             except Gone:
+                # Re-list and diff, as the Observer does: the net change is one flip or none.
                 items, rv = self.client.list(path, fieldSelector=selector)
+                now = bool(items[0]["spec"].get("unschedulable")) if items else False
+                self.flips += now != last
+                last = now
             except PowercutError:
                 time.sleep(0.2)
 
