@@ -380,10 +380,15 @@ class IndependentWatch(threading.Thread):
     def run(self) -> None:
         path = "/api/v1/nodes"
         selector = f"metadata.name={self.node}"
-        items, rv = self.client.list(path, fieldSelector=selector)
-        last = bool(items[0]["spec"].get("unschedulable")) if items else False
+        last: bool | None = None
+        rv: str | None = None
         while not self.stop.is_set():
             try:
+                if rv is None:  # (re-)list and diff: the net change is one flip or none
+                    items, rv = self.client.list(path, fieldSelector=selector)
+                    now = bool(items[0]["spec"].get("unschedulable")) if items else False
+                    self.flips += last is not None and now != last
+                    last = now
                 for ev in self.client.watch(
                     path, resource_version=rv, timeout_s=30, fieldSelector=selector,
                     on_open=self._opened,
@@ -396,11 +401,7 @@ class IndependentWatch(threading.Thread):
                     if self.stop.is_set():
                         return
             except Gone:
-                # Re-list and diff, as the Observer does: the net change is one flip or none.
-                items, rv = self.client.list(path, fieldSelector=selector)
-                now = bool(items[0]["spec"].get("unschedulable")) if items else False
-                self.flips += now != last
-                last = now
+                rv = None
             except PowercutError:
                 time.sleep(0.2)
 
