@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from harness.journal import Journal, UndoResult, recover, run_alive
 from harness.kube.client import KubeClient
 from harness.power.factory import driver_for
 from harness.preflight import PreflightFailed, preflight
-from harness.session import ClusterExecutor, Session, journal_path_for
+from harness.session import ClusterExecutor, Session, journal_path_for, recent_power_actions
 
 PROTOCOLS = ("ipmi", "redfish", "ssh")
 
@@ -250,6 +251,16 @@ def cmd_recover(args: argparse.Namespace) -> int:
                     flush=True,
                 )
             mine = len(pending) - len(theirs)
+            young = recent_power_actions(inv, [e for e in pending if e.pid not in alive])
+            if young:
+                wait = max(young.values())
+                print(
+                    f"waiting {wait:.0f} s: a power action on {', '.join(sorted(young))} "
+                    "began less than one power deadline ago and a BMC may still apply it; "
+                    "its node's power is read after that",
+                    flush=True,
+                )
+                time.sleep(wait)
             if mine:
                 print(
                     f"recovering {mine} disruption(s) from {path} "

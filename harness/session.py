@@ -25,6 +25,7 @@ from typing import Any, Self
 from harness.errors import PermanentError, PowercutError, not_acted
 from harness.inventory import Inventory
 from harness.journal import (
+    EntryState,
     Journal,
     JournalEntry,
     UndoSpec,
@@ -38,7 +39,7 @@ from harness.kube.client import JSON, KubeClient, NotFound, Unreachable
 from harness.kube.lock import ClusterLock
 from harness.kube.timeline import Timeline
 from harness.power.base import PowerDriver, PowerState, Unprepared, prepare_off
-from harness.power.factory import available_protocols, driver_for
+from harness.power.factory import available_protocols, driver_for, power_timeout_s
 from harness.safety import Plan, plan_disruption
 
 log = logging.getLogger(__name__)
@@ -176,6 +177,29 @@ def read_power(
         if state is not PowerState.UNKNOWN:
             return state, proto, errors
     return PowerState.UNKNOWN, "", errors
+
+
+_wall = time.time  # the wall clock journal entries are stamped with (tests move it)
+
+
+def recent_power_actions(
+    inventory: Inventory, entries: Iterable[JournalEntry], *, now: float | None = None
+) -> dict[str, float]:
+    """Nodes with an owed power-on whose power action began less than one power deadline
+    (``power_ack`` + ``power_state_verify``) ago and may not have finished (pending or
+    failed), with the seconds left. Some BMCs apply a power change seconds after they
+    accepted it: until the deadline, reading ON does not show the action did not happen."""
+    window = power_timeout_s(inventory.timing_budgets())
+    at = _wall() if now is None else now
+    left: dict[str, float] = {}
+    for e in entries:
+        if not e.owes_undo or e.undo.action != "power_on" or e.state is EntryState.DONE:
+            continue
+        remaining = e.started_at + window - at
+        node = str(e.undo.args.get("node", ""))
+        if remaining > 0 and node:
+            left[node] = max(remaining, left.get(node, 0.0))
+    return left
 
 
 def restore_power(inventory: Inventory, node: str) -> str | None:
@@ -409,9 +433,12 @@ class Session:
         """Read the power of ``nodes`` (the journal owes each a power-on) through all their
         ways; each that reads ON is not down: what the journal owes for it is settled, with
         a note saying how it was seen. Returns node -> note for the settled ones. Nodes that
-        read OFF, or cannot be read, stay owed: they are, or may be, down."""
+        read OFF, or cannot be read, stay owed: they are, or may be, down. So does a node
+        whose power action began less than one power deadline ago (see
+        :func:`recent_power_actions`): a BMC may still apply it late."""
         settled: dict[str, str] = {}
-        for node in sorted(set(nodes)):
+        young = recent_power_actions(self.inventory, self._journal_entries())
+        for node in sorted(set(nodes) - set(young)):
             state, via, _errors = read_power(self.inventory, node)
             if state is not PowerState.ON:
                 continue

@@ -355,3 +355,22 @@ def test_powercut_journal_lists_what_is_owed_by_whom_and_why_and_forget_settles_
         main(["journal", "forget", failed.id, "-i", str(inventory)])  # no --reason
     assert exited.value.code == 2
     assert "required: --reason" in capsys.readouterr().err
+
+
+def test_recover_waits_out_a_power_action_that_a_bmc_may_still_apply(
+    tmp_path: Path,
+    bmcs: FakeBmcs,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    inventory = write_inventory(tmp_path, "http://127.0.0.1:9")
+    path = journal_path_for(load_inventory(inventory))
+    with Journal(path) as journal:  # killed in the middle of a power-off, just now
+        journal.begin("power_off", "node/w1", UndoSpec.power_on("w1"))
+    slept: list[float] = []
+    monkeypatch.setattr("harness.cli_power.time.sleep", slept.append)
+    main(["recover", "-i", str(inventory)])
+    out = capsys.readouterr().out
+    assert "a power action on w1 began less than one power deadline ago" in out
+    assert len(slept) == 1 and 25 < slept[0] <= 30  # the fast profile's deadline: 30 s
+    assert "settled (" in out and "already on, read through ipmi" in out  # read afterwards

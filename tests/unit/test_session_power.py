@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -100,13 +101,22 @@ def test_a_power_off_that_failed_midway_still_counts_as_down(
 
 
 def test_a_failed_power_off_whose_node_reads_on_is_settled_and_not_counted(
-    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs, said: list[str]
+    inventory: Inventory,
+    api: FakeApiServer,
+    bmcs: FakeBmcs,
+    said: list[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # It may have half-happened (so it is owed), but the node reads ON when next counted.
     bmcs.fail[("w1", "off")] = PermanentError("w1: read-back timed out")
     with pytest.raises(PermanentError):
         power_off(inventory, api, ["w1"])
     assert owed(inventory) == ["power_off node/w1"]
+    # Within one power deadline of the attempt a BMC may still apply it: still counted.
+    with pytest.raises(SafetyViolation, match="1 already down"):
+        power_off(inventory, api, ["w2", "w3"])
+    later = time.time() + 31  # the fast profile's power deadline is 30 s
+    monkeypatch.setattr("harness.session._wall", lambda: later)
     with Session(inventory, client=api.client(), undo_on_exit=False, say=said.append) as s:
         s.power_off(["w2", "w3"])  # 2 down: within max_nodes_down only if w1 is not counted
     assert bmcs.power["w2"] is bmcs.power["w3"] is PowerState.OFF
