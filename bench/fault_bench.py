@@ -342,7 +342,7 @@ def bmc_stops(
     moment = rng.uniform(0.0, 0.6)
     time.sleep(moment)
     os.kill(supervisor, signal.SIGSTOP)
-    frozen = rng.uniform(5.0, 20.0)
+    frozen = rng.uniform(5.0, 45.0)  # past the power deadline (30 s, fast) about half the time
     try:
         time.sleep(frozen)
     finally:
