@@ -10,7 +10,8 @@ of these faults:
 * ``sigterm`` / ``sigint``: the signal to powercut, which must undo and exit 3;
 * ``bmc-stops``: the lab's BMCs stop answering (its supervisor is SIGSTOPped) in the middle
   of a ``powercut power off``, and answer again later; then ``powercut recover``;
-* ``apiserver-restart``: every API server of the lab is killed (the lab restarts them) while
+* ``apiserver-restart``: every API server of the lab (one, with ``--one-apiserver`` and in the
+  short form) is killed (the lab restarts them) while
   an Observer watches a node being cordoned and uncordoned; the Observer's transitions are
   checked against the acknowledged patches and an independent watch of its own;
 * ``cp-lease-holder``: the control-plane node whose controller-manager holds the leader
@@ -375,6 +376,7 @@ class IndependentWatch(threading.Thread):
         self.node = node
         self.flips = 0
         self.stop = threading.Event()
+        self.listed = threading.Event()  # the first list is in: flips from now on count
         self._cancel: Callable[[], None] | None = None
 
     def run(self) -> None:
@@ -389,6 +391,7 @@ class IndependentWatch(threading.Thread):
                     now = bool(items[0]["spec"].get("unschedulable")) if items else False
                     self.flips += last is not None and now != last
                     last = now
+                    self.listed.set()
                 for ev in self.client.watch(
                     path, resource_version=rv, timeout_s=30, fieldSelector=selector,
                     on_open=self._opened,
@@ -416,19 +419,22 @@ class IndependentWatch(threading.Thread):
 
 
 def apiserver_restart(
-    lab: Lab, inv: Inventory, client: KubeClient, rng: random.Random, tally: Tally
+    lab: Lab, inv: Inventory, client: KubeClient, rng: random.Random, tally: Tally, every: bool
 ) -> str:
     node = rng.choice([n.name for n in inv.nodes_by_role("worker")])
     tl = Timeline()
     obs = Observer(client.clone(), None, timeline=tl).start()
     independent = IndependentWatch(client.clone(), node)
     independent.start()
+    if not independent.listed.wait(30):
+        tally.notes.append("apiserver-restart: the independent watch could not list in 30 s")
     flips = 0
     kill_at = rng.randint(5, 25)
     try:
         for i in range(40):
             if i == kill_at:
-                for pid in lab.pids("apiserver"):
+                pids = lab.pids("apiserver")
+                for pid in pids if every else rng.sample(pids, 1):
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
             body = {"spec": {"unschedulable": True if flips % 2 == 0 else None}}
@@ -464,7 +470,8 @@ def apiserver_restart(
             f"the independent watch {independent.flips}"
         )
     tag = (
-        f"apiserver-restart at flip {kill_at} of {flips} on {node}: observer {seen}, "
+        f"apiserver-restart ({'every' if every else 'one'} API server) at flip {kill_at} of "
+        f"{flips} on {node}: observer {seen}, "
         f"independent {independent.flips}"
     )
     settle_and_count(lab, inv, client, tally, tag)
@@ -537,7 +544,15 @@ def main() -> int:
         default=None,
         help="inject only this fault (--count times)",
     )
+    ap.add_argument(
+        "--one-apiserver",
+        action="store_true",
+        help="restart one API server of three (a lost control-plane node), not all at once "
+        "(the short form does)",
+    )
     args = ap.parse_args()
+    if args.short:
+        args.one_apiserver = True
     logging.basicConfig(level=logging.ERROR)  # the watches' reconnections are expected here
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     rng = random.Random(seed)
@@ -566,7 +581,7 @@ def main() -> int:
                 elif fault == "bmc-stops":
                     tag = bmc_stops(lab, inv, client, rng, tally)
                 elif fault == "apiserver-restart":
-                    tag = apiserver_restart(lab, inv, client, rng, tally)
+                    tag = apiserver_restart(lab, inv, client, rng, tally, not args.one_apiserver)
                 else:
                     tag = cp_lease_holder(lab, inv, client, rng, tally)
                 tally.interruptions[fault] += 1
