@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_FLAGS ?=
 
-.PHONY: venv report-tools lint types layers unit check lab-bin lab-test integration features wheel-test test demo bench clean
+.PHONY: venv report-tools lint types layers unit check lab-bin lab-test integration features wheel-test fault-test test demo bench clean
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -44,13 +44,19 @@ integration: venv report-tools
 features: lab-bin report-tools
 	bash scripts/features.sh
 
+## fault-test: the fault-injection bench's short form (one of each fault against a lab of its
+## own: SIGKILL + recover, SIGTERM, SIGINT, BMCs that stop answering, API servers restarted
+## mid-watch, the controller-manager leader's node powered off); nothing may be left
+fault-test: lab-bin
+	$(PY) bench/fault_bench.py --short
+
 ## wheel-test: the built wheel in a fresh virtualenv outside the repo, run from an empty
 ## directory: one built-in scenario and a `powercut init` project's feature, report checked
 wheel-test: lab-bin report-tools
 	bash scripts/wheel-test.sh
 
 ## test: everything the project checks
-test: check integration lab-test features wheel-test
+test: check integration lab-test features wheel-test fault-test
 
 ## demo: bring the lab up, run the features against it, write the HTML report
 demo: lab-bin report-tools
@@ -64,6 +70,7 @@ bench: lab-bin
 	$(PY) bench/lab_bench.py || status=1; \
 	$(PY) bench/longevity_bench.py report || status=1; \
 	$(PY) bench/longevity_bench.py rss --sim || status=1; \
+	$(PY) bench/cut_bench.py || status=1; \
 	exit $$status
 
 clean:

@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.cli_power import add_parsers as add_power
 
     add_power(sub)
+    from harness.cli_journal import add_parsers as add_journal
+
+    add_journal(sub)
     from harness.cli_run import add_parsers as add_run
 
     add_run(sub)

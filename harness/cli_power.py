@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harness.driver_registry import installed_drivers
 from harness.errors import PowercutError
 from harness.inventory import Inventory, load_inventory
-from harness.journal import Journal, UndoResult, recover
+from harness.journal import Journal, UndoResult, recover, run_alive
 from harness.kube.client import KubeClient
 from harness.power.factory import driver_for
 from harness.preflight import PreflightFailed, preflight
-from harness.session import ClusterExecutor, Session, journal_path_for
+from harness.session import ClusterExecutor, Session, journal_path_for, recent_power_actions
 
 
 def _inventory_and_protocol(p: argparse.ArgumentParser, protocol_help: str) -> None:
@@ -39,7 +41,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     for name, text in (
         ("status", "print each node's power state"),
         ("on", "power nodes on (settles the power-ons the journal owes for them)"),
-        ("off", "power nodes off (in parallel; safety-checked, journaled)"),
+        (
+            "off",
+            "power nodes off (a synchronized cut: every BMC prepared, then every request "
+            "released together; safety-checked, journaled)",
+        ),
         ("cycle", "power-cycle nodes (in parallel; safety-checked, journaled)"),
     ):
         p = psub.add_parser(name, help=text)
@@ -71,7 +77,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="undo whatever a crashed or interrupted run left (power on, uncordon, untaint)",
         description="Replay the journal of an inventory: run every undo still owed, "
         "power-ons first (they need only the BMCs, not the API server), then the others, "
-        "newest first. What fails stays owed (exit 4): fix the cause and run it again. "
+        "newest first. An undo whose target already reads restored (a node that reads ON "
+        "through any of its ways, a taint already gone) is settled without acting. The "
+        "run that wrote the journal is judged once, alive or gone (a zombie is gone): a "
+        "gone run's cluster lock is released with its journal; a live run's undos are left "
+        "to it. What fails stays owed (exit 4): fix the cause and run it again. "
         "Idempotent: a second run does nothing.",
     )
     rec.add_argument("--inventory", "-i", required=True, type=Path, help="inventory YAML")
@@ -198,7 +208,9 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 
 def _print_undo(result: UndoResult) -> None:
     took = f" ({result.seconds:.1f} s)" if result.seconds is not None else ""
-    if result.ok:
+    if result.ok and result.note:
+        print(f"  settled{took}: {result.description}: {result.note}", flush=True)
+    elif result.ok:
         print(f"  done{took}: {result.description}", flush=True)
     else:
         print(f"  FAILED{took}: {result.description}: {result.error}", flush=True)
@@ -219,21 +231,49 @@ def cmd_recover(args: argparse.Namespace) -> int:
     executor = ClusterExecutor(inv, lambda: KubeClient.from_kubeconfig(c.kubeconfig, c.context))
     failed = 0
     lock_failed = False
+    alive: set[int] = set()
     try:
         with Journal(path) as journal:
             pending = journal.pending_undos()
-            if pending:
+            # Judge each run that wrote what is owed once: alive (its undos are its own) or
+            # gone (a zombie is gone); the same verdict decides its cluster lock below.
+            verdicts: dict[int, bool] = {}
+            for e in pending:
+                if e.pid is not None and e.pid != os.getpid() and e.pid not in verdicts:
+                    verdicts[e.pid] = run_alive(e.pid, e.proc)
+            alive = {pid for pid, is_alive in verdicts.items() if is_alive}
+            theirs = [e for e in pending if e.pid in alive]
+            if theirs:
                 print(
-                    f"recovering {len(pending)} disruption(s) from {path} "
+                    f"left to the run(s) still alive (pid {', '.join(map(str, sorted(alive)))}): "
+                    f"{len(theirs)} disruption(s); stop that run (it undoes them) or wait",
+                    flush=True,
+                )
+            mine = len(pending) - len(theirs)
+            young = recent_power_actions(inv, [e for e in pending if e.pid not in alive])
+            if young:
+                wait = max(young.values())
+                print(
+                    f"waiting {wait:.0f} s: a power action on {', '.join(sorted(young))} "
+                    "began less than one power deadline ago and a BMC may still apply it; "
+                    "its node's power is read after that",
+                    flush=True,
+                )
+                time.sleep(wait)
+            if mine:
+                print(
+                    f"recovering {mine} disruption(s) from {path} "
                     "(power-ons first, then the rest, newest first):",
                     flush=True,
                 )
-                results = recover(journal, executor, on_result=_print_undo)
+                results = recover(
+                    journal, executor, on_result=_print_undo, skip=lambda e: e.pid in alive
+                )
                 failed += sum(not r.ok for r in results)
-            else:
+            elif not pending:
                 print(f"nothing to recover: every disruption in {path} was undone")
         try:
-            stale = executor.release_stale_lock()
+            stale = executor.release_stale_lock(verdicts)
         except PowercutError as exc:
             lock_failed = True
             print(
@@ -246,9 +286,10 @@ def cmd_recover(args: argparse.Namespace) -> int:
                 print(f"  done: released the cluster lock of a run that is gone ({stale})")
     finally:
         executor.close()
-    if failed or lock_failed:
+    if failed or lock_failed or alive:
         what = [f"{failed} undo(s) failed"] if failed else []
         what += ["the cluster lock could not be checked"] if lock_failed else []
+        what += ["a run that is still alive owes undos"] if alive else []
         print(f"{' and '.join(what)}; fix the cause and run recover again", file=sys.stderr)
         return 4
     return 0

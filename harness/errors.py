@@ -7,9 +7,20 @@ contain secrets.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 
 class PowercutError(Exception):
-    """Base class of every error the harness raises on purpose."""
+    """Base class of every error the harness raises on purpose.
+
+    ``acted`` says whether a disruptive action that raised this had changed anything:
+    ``False`` when it failed before anything that acts reached its target (a BMC refused
+    the credentials before any command, an SSH power-off left the host answering), so the
+    journal records it as not done and owes no undo; ``None`` (the default) when it may
+    have half-happened.
+    """
+
+    acted: bool | None = None
 
 
 class PermanentError(PowercutError):
@@ -40,3 +51,18 @@ class WaitTimeout(PowercutError):
         super().__init__(
             f"timed out after {waited_s:.1f}s waiting for {expected}; last seen: {last_seen}"
         )
+
+
+E = TypeVar("E", bound=PowercutError)
+
+
+def not_acted(exc: E) -> E:
+    """Mark ``exc`` as raised before its action changed anything (see ``acted``)."""
+    exc.acted = False
+    return exc
+
+
+def has_acted(exc: BaseException) -> bool:
+    """Whether the action that raised ``exc`` may have changed something (the safe default:
+    anything but a ``PowercutError`` marked ``acted = False``)."""
+    return not (isinstance(exc, PowercutError) and exc.acted is False)

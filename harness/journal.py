@@ -13,13 +13,24 @@ Two layers:
 
 Entry life cycle (``state``)::
 
-    pending --action returned--> done --undo ran--> undone
-       \\--action raised--> failed --undo ran--> undone
+    pending --action returned--> done --undo ran / target reads restored--> undone
+       |\\--action raised--> failed --undo ran / target reads restored--> undone
+       \\--action raised before it acted--> not-done
+    pending, done, failed --operator: `powercut journal forget ID --reason`--> forgotten
 
-``pending``, ``done`` and ``failed`` all still owe their undo: an action that raised may
-have half-happened (the BMC took the power-off, the read-back timed out). Undo operations
-must therefore be idempotent (powering on a node that is on is a no-op), and so is
-:func:`recover`: entries already ``undone`` are skipped, so running it twice is harmless.
+``pending``, ``done`` and ``failed`` still owe their undo: an action that raised may have
+half-happened (the BMC took the power-off, the read-back timed out). An action that raised
+*before* it changed anything (a Redfish 401 before any command reached the BMC; an SSH
+power-off after which the host kept answering: see ``PowercutError.acted``) is
+``not-done`` and owes nothing. An undo is also settled when its target already reads
+restored (a node that reads ON through any of its ways, a taint already gone): the
+executor says so and the entry is marked ``undone`` with that note. ``forgotten`` records
+an operator's manual fix, with the reason given. Undo operations must be idempotent
+(powering on a node that is on is a no-op), and so is :func:`recover`: settled entries are
+skipped, so running it twice is harmless.
+
+Each entry records who began it (``by``: host and process id, as the cluster lock names
+its holder), so ``recover`` can tell whether that run is still alive.
 
 This module has no Kubernetes or BMC dependency: undos are data (:class:`UndoSpec`) carried
 out by an injected :class:`UndoExecutor`.
@@ -30,6 +41,8 @@ File format (one JSON object per line)::
      "undo": {"action": "power_on", "args": {"node": "w1"}}, "ts": 1700000000.0, "at": "..."}
     {"op": "state", "id": "...", "state": "done", "ts": ..., "at": "..."}
     {"op": "undo_failed", "id": "...", "error": "...", "ts": ..., "at": "..."}
+    {"op": "state", "id": "...", "state": "undone", "note": "already on (ipmi)", ...}
+    {"op": "state", "id": "...", "state": "forgotten", "note": "<operator's reason>", ...}
 
 A crash can leave only the last line incomplete; it is ignored on load and trimmed before
 the next append. Damage anywhere else raises ``PermanentError`` naming the line: silently
@@ -46,6 +59,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 import uuid
@@ -55,12 +69,14 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, Final, Protocol, Self, runtime_checkable
 
-from harness.errors import PermanentError
+from harness.errors import PermanentError, has_acted
 
 __all__ = [
+    "OWED_STATES",
     "EntryState",
     "Journal",
     "JournalEntry",
+    "JournalNote",
     "Terminated",
     "UndoExecutor",
     "UndoFailed",
@@ -68,8 +84,11 @@ __all__ = [
     "UndoSpec",
     "UndoStack",
     "install_signal_handlers",
+    "process_alive",
+    "process_identity",
     "recover",
     "recovery_order",
+    "run_alive",
     "shield_signals",
 ]
 
@@ -80,20 +99,83 @@ class EntryState(enum.StrEnum):
     PENDING = "pending"  # undo registered, action started
     DONE = "done"  # action completed; undo owed
     FAILED = "failed"  # action raised; it may have half-happened; undo owed
-    UNDONE = "undone"  # undo completed
+    NOT_DONE = "not-done"  # action raised before it changed anything; nothing owed
+    UNDONE = "undone"  # undo completed, or the target already read restored
+    FORGOTTEN = "forgotten"  # an operator fixed it by hand (`powercut journal forget`)
+
+
+#: The states in which an entry still owes its undo.
+OWED_STATES: Final[frozenset[EntryState]] = frozenset(
+    (EntryState.PENDING, EntryState.DONE, EntryState.FAILED)
+)
+
+
+def this_process() -> str:
+    """Who begins an entry: ``host/pid-N``, the prefix the cluster lock's holder has too."""
+    return f"{socket.gethostname()}/pid-{os.getpid()}"
+
+
+def process_alive(pid: int, *, proc: Path = Path("/proc")) -> bool:
+    """Whether process ``pid`` of this machine is alive. A zombie is not: it has exited and
+    only waits for its parent to reap it (PID 1 in many containers does not at once), and
+    neither is a process being torn down (state X). Read from ``/proc/PID/stat``; where
+    there is no ``/proc``, a signal 0 decides (which counts zombies as alive)."""
+    if pid <= 0:
+        return False
+    try:
+        stat = (proc / str(pid) / "stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        if proc.is_dir():
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    # "PID (comm) STATE ...": comm may hold spaces and parentheses; the state follows the last ")".
+    state = stat.rpartition(")")[2].split()[:1]
+    return not state or state[0] not in ("Z", "X", "x")
+
+
+def process_identity(pid: int, *, proc: Path = Path("/proc")) -> str | None:
+    """What tells process ``pid`` from a later one that reuses its number: the boot id and
+    the process's start time (``/proc``), or None where they cannot be read."""
+    try:
+        boot = (proc / "sys" / "kernel" / "random" / "boot_id").read_text().strip()
+        fields = (proc / str(pid) / "stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    # Fields after the comm: state is field 3 of stat, starttime field 22.
+    return f"{boot}:{fields[19]}" if len(fields) > 19 else None
+
+
+def run_alive(pid: int, identity: str | None) -> bool:
+    """Whether the process that wrote an entry (``pid``, with ``identity`` when recorded)
+    is still running: alive, not a zombie, and not a later process with the same number."""
+    if not process_alive(pid):
+        return False
+    return identity is None or process_identity(pid) in (None, identity)
 
 
 @runtime_checkable
 class UndoExecutor(Protocol):
-    """What :func:`recover` needs to put the cluster back. Every method must be idempotent."""
+    """What :func:`recover` needs to put the cluster back. Every method must be idempotent.
 
-    def power_on(self, node: str) -> None: ...
+    A method may return a note saying the target already read restored (``"already on,
+    read through ipmi"``): the entry is then settled with that note instead of "undone".
+    """
 
-    def uncordon(self, node: str) -> None: ...
+    def power_on(self, node: str) -> str | None: ...
 
-    def remove_taint(self, node: str, key: str, effect: str) -> None: ...
+    def uncordon(self, node: str) -> str | None: ...
 
-    def restore_node(self, node: str, manifest: dict[str, Any]) -> None: ...
+    def remove_taint(self, node: str, key: str, effect: str) -> str | None: ...
+
+    def restore_node(self, node: str, manifest: dict[str, Any]) -> str | None: ...
 
     # Optional, for the failure kinds beyond power (an executor without them reports the
     # undo as failed, naming it): ``heal(node, protocol)`` reconnects a partitioned node,
@@ -151,11 +233,14 @@ class UndoSpec:
         """Start a stopped kubelet through the driver that stopped it."""
         return cls("start_kubelet", {"node": node, "protocol": protocol})
 
-    def run(self, executor: UndoExecutor) -> None:
+    def run(self, executor: UndoExecutor) -> str | None:
+        """Carry the undo out; returns the executor's note when the target already read
+        restored (nothing had to be done), else None."""
         method = getattr(executor, self.action, None)
         if not callable(method):
             raise PermanentError(f"the undo executor cannot {self.action}")
-        method(**self.args)
+        note = method(**self.args)
+        return note if isinstance(note, str) else None
 
     def __str__(self) -> str:
         shown = ", ".join(f"{k}={v!r}" for k, v in self.args.items() if k != "manifest")
@@ -177,10 +262,22 @@ class JournalEntry:
     error: str | None = None  # why the action failed
     undo_error: str | None = None  # why the last undo attempt failed
     undo_attempts: int = 0
+    by: str | None = None  # host/pid-N of the process that began it (None: older journals)
+    note: str | None = None  # how it was settled: "already on ...", an operator's reason
+    proc: str | None = None  # boot id and start time of ``by`` (tells a reused pid apart)
 
     @property
     def owes_undo(self) -> bool:
-        return self.state is not EntryState.UNDONE
+        return self.state in OWED_STATES
+
+    @property
+    def pid(self) -> int | None:
+        """The process id of ``by`` when it ran on this host, else None."""
+        if self.by is None:
+            return None
+        host, _, rest = self.by.partition("/pid-")
+        text = rest.split("/", 1)[0]
+        return int(text) if host == socket.gethostname() and text.isdigit() else None
 
     @property
     def duration_s(self) -> float | None:
@@ -188,6 +285,18 @@ class JournalEntry:
 
     def __str__(self) -> str:
         return f"{self.action} {self.target} [{self.state}] (undo: {self.undo})"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JournalNote:
+    """Something the journal keeps that owes nothing, such as a fencing override: an
+    operator's explicit permission to act as if a node were off when no BMC confirmed it."""
+
+    action: str
+    target: str
+    detail: str
+    at: float  # wall clock, seconds since the epoch
+    by: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -199,6 +308,7 @@ class UndoResult:
     error: str | None = None
     entry_id: str | None = None
     seconds: float | None = None
+    note: str | None = None  # the target already read restored: nothing had to be done
 
 
 class UndoFailed(PermanentError):
@@ -239,6 +349,8 @@ class Journal:
         new_id: Callable[[], str] = lambda: uuid.uuid4().hex[:12],
     ) -> None:
         self.path = Path(path)
+        self.by = this_process()
+        self.proc = process_identity(os.getpid())
         self._clock = clock
         self._new_id = new_id
         self._lock = threading.Lock()
@@ -256,7 +368,7 @@ class Journal:
         try:
             if created:
                 _fsync_dir(self.path.parent)
-            self._entries, valid_length = _load(self.path)
+            self._entries, self._notes, valid_length = _load(self.path)
             if valid_length < os.fstat(fd).st_size:
                 # The previous writer died mid-line; that record was never acknowledged.
                 log.warning("journal %s: dropping an incomplete last line", self.path)
@@ -271,8 +383,37 @@ class Journal:
     @staticmethod
     def read(path: str | os.PathLike[str]) -> list[JournalEntry]:
         """Entries of a journal file without opening it for writing (no lock)."""
-        entries, _ = _load(Path(path))
+        entries, _notes, _ = _load(Path(path))
         return list(entries.values())
+
+    @staticmethod
+    def read_notes(path: str | os.PathLike[str]) -> list[JournalNote]:
+        """The notes of a journal file (fencing overrides...), oldest first, without a lock."""
+        _entries, notes, _ = _load(Path(path))
+        return notes
+
+    def notes(self) -> list[JournalNote]:
+        with self._lock:
+            return list(self._notes)
+
+    def note(self, action: str, target: str, detail: str) -> JournalNote:
+        """Record something that owes nothing (a fencing override); durable on return."""
+        now = self._clock()
+        with self._lock:
+            self._append(
+                {
+                    "op": "note",
+                    "id": "-",
+                    "action": action,
+                    "target": target,
+                    "detail": detail,
+                    "by": self.by,
+                    "ts": now,
+                }
+            )
+            note = JournalNote(action, target, detail, now, self.by)
+            self._notes.append(note)
+            return note
 
     def entries(self) -> list[JournalEntry]:
         """All entries, oldest first."""
@@ -305,10 +446,14 @@ class Journal:
                     "action": action,
                     "target": target,
                     "undo": {"action": undo.action, "args": dict(undo.args)},
+                    "by": self.by,
+                    "proc": self.proc,
                     "ts": now,
                 }
             )
-            entry = JournalEntry(entry_id, action, target, undo, EntryState.PENDING, now)
+            entry = JournalEntry(
+                entry_id, action, target, undo, EntryState.PENDING, now, by=self.by, proc=self.proc
+            )
             self._entries[entry_id] = entry
             return dataclasses.replace(entry)
 
@@ -320,9 +465,33 @@ class Journal:
         """The action raised; it may have half-happened, so its undo is still owed."""
         self._set_state(entry_id, EntryState.FAILED, error=error)
 
-    def mark_undone(self, entry_id: str) -> None:
-        """The undo completed. Marking an entry undone twice is a no-op."""
-        self._set_state(entry_id, EntryState.UNDONE)
+    def mark_not_done(self, entry_id: str, error: str) -> None:
+        """The action raised before it changed anything: nothing is owed."""
+        self._set_state(entry_id, EntryState.NOT_DONE, error=error)
+
+    def mark_undone(self, entry_id: str, note: str | None = None) -> None:
+        """The undo completed (``note``: or the target already read restored, and how that
+        was seen). Marking an entry that owes nothing undone is a no-op."""
+        self._set_state(entry_id, EntryState.UNDONE, note=note)
+
+    def forget(self, entry_id: str, reason: str) -> JournalEntry:
+        """An operator fixed the entry's target by hand: it owes nothing any more. The
+        reason is recorded (``powercut journal`` shows it); it may not be empty."""
+        if not reason.strip():
+            raise PermanentError(
+                f"journal {self.path}: forgetting entry {entry_id} needs a reason "
+                "(what was fixed by hand, by whom)"
+            )
+        with self._lock:
+            entry = self._entry(entry_id)
+            if not entry.owes_undo:
+                raise PermanentError(
+                    f"journal {self.path}: entry {entry_id} ({entry.action} {entry.target}) "
+                    f"owes nothing (it is {entry.state}); only entries that are "
+                    f"{', '.join(sorted(OWED_STATES))} can be forgotten"
+                )
+        self._set_state(entry_id, EntryState.FORGOTTEN, note=reason.strip())
+        return self.get(entry_id)
 
     def mark_undo_failed(self, entry_id: str, error: str) -> None:
         """An undo attempt failed; the entry keeps owing its undo."""
@@ -338,13 +507,18 @@ class Journal:
         """Journal ``action`` on ``target`` around the ``with`` body.
 
         The entry (and its undo) is on disk before the body runs; it is marked ``done`` when
-        the body returns and ``failed`` when it raises (the exception propagates).
+        the body returns, ``failed`` when it raises, and ``not-done`` when it raises an error
+        that says it acted on nothing (``PowercutError.acted is False``); the exception
+        propagates.
         """
         entry = self.begin(action, target, undo)
         try:
             yield entry
         except BaseException as exc:
-            self.mark_failed(entry.id, _describe_exception(exc))
+            if has_acted(exc):
+                self.mark_failed(entry.id, _describe_exception(exc))
+            else:
+                self.mark_not_done(entry.id, _describe_exception(exc))
             raise
         self.mark_done(entry.id)
 
@@ -373,23 +547,34 @@ class Journal:
         except KeyError:
             raise PermanentError(f"journal {self.path} has no entry {entry_id!r}") from None
 
-    def _set_state(self, entry_id: str, state: EntryState, *, error: str | None = None) -> None:
+    def _set_state(
+        self,
+        entry_id: str,
+        state: EntryState,
+        *,
+        error: str | None = None,
+        note: str | None = None,
+    ) -> None:
         now = self._clock()
         with self._lock:
             entry = self._entry(entry_id)
             if entry.state is state:
                 return
-            if entry.state is EntryState.UNDONE:
+            if not entry.owes_undo:
+                if state is EntryState.UNDONE:
+                    return  # settled already (not done, undone, forgotten): nothing to undo
                 raise PermanentError(
-                    f"journal {self.path}: entry {entry_id} is already undone, "
+                    f"journal {self.path}: entry {entry_id} is already {entry.state}, "
                     f"cannot mark it {state}"
                 )
             record: dict[str, Any] = {"op": "state", "id": entry_id, "state": str(state)}
             if error is not None:
                 record["error"] = error
+            if note is not None:
+                record["note"] = note
             record["ts"] = now
             self._append(record)
-            _apply_state(entry, state, now, error)
+            _apply_state(entry, state, now, error, note)
 
     def _append(self, record: dict[str, Any]) -> None:
         if self._fd is None:
@@ -403,14 +588,17 @@ class Journal:
         os.fsync(self._fd)
 
 
-def _apply_state(entry: JournalEntry, state: EntryState, ts: float, error: str | None) -> None:
+def _apply_state(
+    entry: JournalEntry, state: EntryState, ts: float, error: str | None, note: str | None
+) -> None:
     entry.state = state
-    if state in (EntryState.DONE, EntryState.FAILED):
+    if state in (EntryState.DONE, EntryState.FAILED, EntryState.NOT_DONE):
         entry.ended_at = ts
         entry.error = error
-    elif state is EntryState.UNDONE:
+    elif state in (EntryState.UNDONE, EntryState.FORGOTTEN):
         entry.undone_at = ts
         entry.undo_error = None
+        entry.note = note
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -421,13 +609,15 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _load(path: Path) -> tuple[dict[str, JournalEntry], int]:
-    """Entries by id (in begin order) and the byte length of the well-formed prefix."""
+def _load(path: Path) -> tuple[dict[str, JournalEntry], list[JournalNote], int]:
+    """Entries by id (in begin order), notes, and the byte length of the well-formed
+    prefix."""
     entries: dict[str, JournalEntry] = {}
+    notes: list[JournalNote] = []
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return entries, 0
+        return entries, notes, 0
     except OSError as exc:
         raise PermanentError(f"cannot read journal {path}: {exc.strerror}") from None
     offset = 0
@@ -445,7 +635,18 @@ def _load(path: Path) -> tuple[dict[str, JournalEntry], int]:
             record = json.loads(raw)
             if not isinstance(record, dict):
                 raise ValueError("not a JSON object")
-            _fold(entries, record)
+            if record.get("op") == "note":
+                notes.append(
+                    JournalNote(
+                        str(record["action"]),
+                        str(record["target"]),
+                        str(record["detail"]),
+                        float(record["ts"]),
+                        str(record["by"]) if record.get("by") else None,
+                    )
+                )
+            else:
+                _fold(entries, record)
         except (ValueError, KeyError, TypeError, PermanentError) as exc:
             if is_last:
                 # A write cut short by a crash: never acknowledged, so never acted upon.
@@ -455,7 +656,7 @@ def _load(path: Path) -> tuple[dict[str, JournalEntry], int]:
                 "then run recover again"
             ) from None
         offset += len(raw) + 1
-    return entries, offset
+    return entries, notes, offset
 
 
 def _fold(entries: dict[str, JournalEntry], record: dict[str, Any]) -> None:
@@ -471,13 +672,22 @@ def _fold(entries: dict[str, JournalEntry], record: dict[str, Any]) -> None:
             undo=UndoSpec(str(undo["action"]), dict(undo.get("args", {}))),
             state=EntryState.PENDING,
             started_at=ts,
+            by=str(record["by"]) if record.get("by") else None,
+            proc=str(record["proc"]) if record.get("proc") else None,
         )
         return
     entry = entries.get(entry_id)
     if entry is None:
         raise ValueError(f"record for unknown entry {entry_id!r}")
     if op == "state":
-        _apply_state(entry, EntryState(record["state"]), ts, record.get("error"))
+        note = record.get("note")
+        _apply_state(
+            entry,
+            EntryState(record["state"]),
+            ts,
+            record.get("error"),
+            None if note is None else str(note),
+        )
     elif op == "undo_failed":
         entry.undo_error = str(record.get("error"))
         entry.undo_attempts += 1
@@ -509,6 +719,7 @@ def recover(
     *,
     on_result: Callable[[UndoResult], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    skip: Callable[[JournalEntry], bool] = lambda _entry: False,
 ) -> list[UndoResult]:
     """Run every undo the journal still owes (see :func:`recovery_order`); return what was
     done. ``on_result`` is called as each undo finishes.
@@ -516,23 +727,24 @@ def recover(
     Each success is marked ``undone`` at once, so an interrupted recovery resumes where it
     stopped and a second run does nothing. A failed undo is recorded and the others still
     run; check ``all(r.ok for r in results)``. ``KeyboardInterrupt`` stops recovery (what
-    remains stays owed in the journal).
+    remains stays owed in the journal). Entries for which ``skip`` is true are left owed
+    (a run that is still alive: its undos are its own).
     """
     results: list[UndoResult] = []
-    for entry in recovery_order(journal.pending_undos()):
+    for entry in recovery_order([e for e in journal.pending_undos() if not skip(e)]):
         description = f"{entry.undo} (undoes {entry.action} {entry.target})"
         started = clock()
         try:
-            entry.undo.run(executor)
+            note = entry.undo.run(executor)
         except Exception as exc:  # noqa: BLE001 - recorded, reported, and the others still run
             error = _describe_exception(exc)
             journal.mark_undo_failed(entry.id, error)
             log.error("recover: %s failed: %s", description, error)
             result = UndoResult(description, False, error, entry.id, clock() - started)
         else:
-            journal.mark_undone(entry.id)
-            log.info("recover: %s", description)
-            result = UndoResult(description, True, None, entry.id, clock() - started)
+            journal.mark_undone(entry.id, note)
+            log.info("recover: %s%s", description, f" ({note})" if note else "")
+            result = UndoResult(description, True, None, entry.id, clock() - started, note)
         results.append(result)
         if on_result is not None:
             on_result(result)
@@ -632,14 +844,14 @@ class UndoStack:
         self.journal = journal
         self.executor = executor
         self.keep_on_failure = keep_on_failure
-        self._stack: list[tuple[str, Callable[[], None], str | None]] = []
+        self._stack: list[tuple[str, Callable[[], object], str | None]] = []
         self.kept: list[str] = []
 
     def __len__(self) -> int:
         return len(self._stack)
 
     def push(
-        self, description: str, undo: Callable[[], None], *, entry_id: str | None = None
+        self, description: str, undo: Callable[[], object], *, entry_id: str | None = None
     ) -> None:
         """Register ``undo`` (call it *before* the action it undoes). ``entry_id`` links it to
         a journal entry, which is marked undone when the undo succeeds."""
@@ -652,12 +864,14 @@ class UndoStack:
             raise PermanentError("UndoStack.disruption needs a journal and an executor")
         executor = self.executor
         with self.journal.disruption(action, target, undo=undo) as entry:
-            self.push(
-                f"{undo} (undoes {action} {target})",
-                lambda: undo.run(executor),
-                entry_id=entry.id,
-            )
-            yield entry
+            pushed = (f"{undo} (undoes {action} {target})", lambda: undo.run(executor), entry.id)
+            self._stack.append(pushed)
+            try:
+                yield entry
+            except BaseException as exc:
+                if not has_acted(exc) and pushed in self._stack:
+                    self._stack.remove(pushed)  # nothing happened: nothing to undo
+                raise
 
     def run(self) -> list[UndoResult]:
         """Run and pop every undo, newest first; failures are recorded and the rest still run.
@@ -670,7 +884,7 @@ class UndoStack:
             while self._stack:
                 description, undo, entry_id = self._stack.pop()
                 try:
-                    undo()
+                    outcome = undo()
                 except Exception as exc:  # noqa: BLE001 - recorded; the other undos still run
                     error = _describe_exception(exc)
                     log.error("undo %s failed: %s", description, error)
@@ -678,10 +892,11 @@ class UndoStack:
                         self.journal.mark_undo_failed(entry_id, error)
                     results.append(UndoResult(description, False, error, entry_id))
                     continue
+                note = outcome if isinstance(outcome, str) else None
                 if self.journal is not None and entry_id is not None:
-                    self.journal.mark_undone(entry_id)
-                log.info("undone: %s", description)
-                results.append(UndoResult(description, True, None, entry_id))
+                    self.journal.mark_undone(entry_id, note)
+                log.info("undone: %s%s", description, f" ({note})" if note else "")
+                results.append(UndoResult(description, True, None, entry_id, note=note))
         return results
 
     def __enter__(self) -> Self:

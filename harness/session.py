@@ -16,16 +16,17 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self
 
-from harness.errors import PermanentError, PowercutError
+from harness.errors import PermanentError, PowercutError, not_acted
 from harness.inventory import Inventory
 from harness.journal import (
+    EntryState,
     Journal,
     JournalEntry,
     UndoSpec,
@@ -34,6 +35,7 @@ from harness.journal import (
     shield_signals,
 )
 from harness.kube import actions
+from harness.kube.actions import Fence, FencingRequired
 from harness.kube.client import JSON, KubeClient, NotFound, Unreachable
 from harness.kube.lock import ClusterLock
 from harness.kube.timeline import Timeline
@@ -43,10 +45,12 @@ from harness.power.base import (
     PowerState,
     SupportsKubeletStop,
     SupportsPartition,
+    Unprepared,
     UnsupportedFailure,
+    prepare_off,
     supports,
 )
-from harness.power.factory import driver_for
+from harness.power.factory import available_protocols, driver_for, power_timeout_s
 from harness.safety import Plan, plan_disruption
 from harness.slo.watch import watcher_for
 
@@ -145,30 +149,31 @@ class ClusterExecutor:
             self._client.close()
             self._client = None
 
-    def power_on(self, node: str) -> None:
-        driver = driver_for(
-            self.inventory.node(node),
-            power_protocol_for_restore(self.inventory, node),
-            budgets=self.inventory.timing_budgets(),
-        )
-        try:
-            if driver.state() is not PowerState.ON:
-                driver.on()
-        finally:
-            driver.close()
+    def power_on(self, node: str) -> str | None:
+        """Power the node on through a BMC, unless it already reads ON through any of its
+        ways (then the note says through which). A node whose only way is SSH cannot be
+        powered on, but an SSH answer settles it."""
+        return restore_power(self.inventory, node)
 
-    def uncordon(self, node: str) -> None:
+    def uncordon(self, node: str) -> str | None:
         with self._api() as client, contextlib.suppress(NotFound):
             actions.uncordon(client, node)
+        return None
 
-    def remove_taint(self, node: str, key: str, effect: str) -> None:
-        with self._api() as client, contextlib.suppress(NotFound):
-            actions.remove_taint(client, node, key, effect)
+    def remove_taint(self, node: str, key: str, effect: str) -> str | None:
+        with self._api() as client:
+            try:
+                changed = actions.remove_taint(client, node, key, effect)
+            except NotFound:
+                return f"Node {node} is gone"
+        return None if changed else f"taint {key}:{effect} already gone"
 
-    def restore_node(self, node: str, manifest: dict[str, Any]) -> None:
+    def restore_node(self, node: str, manifest: dict[str, Any]) -> str | None:
         with self._api() as client:
             if client.get_or_none(f"/api/v1/nodes/{node}") is None:
                 client.create("/api/v1/nodes", manifest)
+                return None
+        return f"Node {node} exists already"
 
     def heal(self, node: str, protocol: str) -> None:
         self._through(node, protocol, FailureKind.PARTITION)
@@ -189,10 +194,94 @@ class ClusterExecutor:
         finally:
             driver.close()
 
-    def release_stale_lock(self) -> str | None:
-        """Delete the cluster lock of a crashed run on this machine; its holder, or None."""
+    def release_stale_lock(self, verdicts: Mapping[int, bool] | None = None) -> str | None:
+        """Delete the cluster lock of a run on this machine that is gone (a zombie is
+        gone); its holder, or None. ``verdicts``: pid -> alive, decided already."""
         with self._api() as client:
-            return ClusterLock.break_stale(client)
+            return ClusterLock.break_stale(client, verdicts=verdicts)
+
+
+def read_power(
+    inventory: Inventory, node: str, *, skip: str | None = None
+) -> tuple[PowerState, str, list[str]]:
+    """The node's power as its ways read it: the first that reads ON or OFF wins, in the
+    order BMCs first (the primary, then the alternatives), SSH last. Returns the state, the
+    protocol that read it, and why the others could not ("protocol: error"). ``skip``: a
+    protocol already read."""
+    spec = inventory.node(node)
+    ways = [p for p in available_protocols(spec) if p != "ssh" and p != skip]
+    if "ssh" in available_protocols(spec) and skip != "ssh":
+        ways.append("ssh")
+    errors: list[str] = []
+    for proto in ways:
+        try:
+            driver = driver_for(spec, proto, budgets=inventory.timing_budgets())
+        except PowercutError as exc:
+            errors.append(f"{proto}: {exc}")
+            continue
+        try:
+            state = driver.state()
+        except PowercutError as exc:
+            errors.append(f"{proto}: {exc}")
+            continue
+        finally:
+            driver.close()
+        if state is not PowerState.UNKNOWN:
+            return state, proto, errors
+    return PowerState.UNKNOWN, "", errors
+
+
+_wall = time.time  # the wall clock journal entries are stamped with (tests move it)
+
+
+def recent_power_actions(
+    inventory: Inventory, entries: Iterable[JournalEntry], *, now: float | None = None
+) -> dict[str, float]:
+    """Nodes with an owed power-on whose power action began less than one power deadline
+    (``power_ack`` + ``power_state_verify``) ago and may not have finished (pending or
+    failed), with the seconds left. Some BMCs apply a power change seconds after they
+    accepted it: until the deadline, reading ON does not show the action did not happen."""
+    window = power_timeout_s(inventory.timing_budgets())
+    at = _wall() if now is None else now
+    left: dict[str, float] = {}
+    for e in entries:
+        if not e.owes_undo or e.undo.action != "power_on" or e.state is EntryState.DONE:
+            continue
+        remaining = e.started_at + window - at
+        node = str(e.undo.args.get("node", ""))
+        if remaining > 0 and node:
+            left[node] = max(remaining, left.get(node, 0.0))
+    return left
+
+
+def restore_power(inventory: Inventory, node: str) -> str | None:
+    """Power ``node`` on, idempotently: None when it was powered on, a note when it already
+    read ON through one of its ways (nothing was done)."""
+    try:
+        proto: str | None = power_protocol_for_restore(inventory, node)
+    except PermanentError as no_bmc:
+        state, via, errors = read_power(inventory, node)
+        if state is PowerState.ON:
+            return f"already on, read through {via}"
+        seen = f"it reads {state.value}" + (f" ({'; '.join(errors)})" if errors else "")
+        raise PermanentError(f"{no_bmc}; {seen}") from None
+    assert proto is not None
+    driver = driver_for(inventory.node(node), proto, budgets=inventory.timing_budgets())
+    try:
+        try:
+            state = driver.state()
+        except PowercutError as first:
+            # The BMC that could power it on does not answer: another way may still see it on.
+            other, via, _errors = read_power(inventory, node, skip=proto)
+            if other is PowerState.ON:
+                return f"already on, read through {via} ({proto} did not answer: {first})"
+            raise
+        if state is PowerState.ON:
+            return f"already on, read through {proto}"
+        driver.on()
+        return None
+    finally:
+        driver.close()
 
 
 @dataclass
@@ -203,12 +292,25 @@ class PowerResult:
     sent: dict[str, float] = field(default_factory=dict)
     acknowledged: dict[str, float] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    confirmed: dict[str, float] = field(default_factory=dict)  # the new state read back
+    synchronized: bool = False  # prepared first, then every request released together
 
     @property
     def skew_s(self) -> float:
         """Between the first and the last acknowledgement."""
         acks = list(self.acknowledged.values())
         return max(acks) - min(acks) if len(acks) > 1 else 0.0
+
+    @property
+    def sent_spread_s(self) -> float:
+        """Between the first and the last request sent."""
+        sent = list(self.sent.values())
+        return max(sent) - min(sent) if len(sent) > 1 else 0.0
+
+    @property
+    def request_to_ack_s(self) -> dict[str, float]:
+        """Per node: request sent -> acknowledged."""
+        return {n: a - self.sent[n] for n, a in self.acknowledged.items() if n in self.sent}
 
     @property
     def first_ack(self) -> float:
@@ -266,6 +368,7 @@ class Session:
         self.plan: list[str] = []
         self.down: set[str] = set()
         self.last_power: PowerResult | None = None
+        self.fence_overrides: list[str] = []  # "node: reason (BMC: what it said)"
         self._drivers: dict[tuple[str, str | None], PowerDriver] = {}
         self._drivers_lock = threading.Lock()
         self._entries: dict[tuple[str, str], str] = {}
@@ -419,10 +522,10 @@ class Session:
             self._entries[(action, target)] = entry.id
             fn()
 
-    def _undone(self, action: str, target: str) -> None:
+    def _undone(self, action: str, target: str, *, note: str | None = None) -> None:
         entry_id = self._entries.pop((action, target), None)
         if entry_id is not None and self.journal is not None:
-            self.journal.mark_undone(entry_id)
+            self.journal.mark_undone(entry_id, note)
 
     def _journal_entries(self) -> list[JournalEntry]:
         if self.journal is not None:
@@ -434,7 +537,8 @@ class Session:
     def journal_down(self) -> set[str]:
         """Nodes the durable journal still owes a power-on: powered off (or partitioned, or
         caught in a power action that failed midway) by this run or an earlier one that was
-        not undone, such as an earlier ``powercut power off``."""
+        not undone, such as an earlier ``powercut power off``. A power-off that failed
+        before it acted owes nothing, so it is not here."""
         return {
             str(e.undo.args["node"])
             for e in self._journal_entries()
@@ -445,8 +549,35 @@ class Session:
         """The nodes the blast-radius rules count as down: this session's and the journal's."""
         return self.down | self.journal_down()
 
+    def settle_restored(self, nodes: Iterable[str]) -> dict[str, str]:
+        """Read the power of ``nodes`` (the journal owes each a power-on) through all their
+        ways; each that reads ON is not down: what the journal owes for it is settled, with
+        a note saying how it was seen. Returns node -> note for the settled ones. Nodes that
+        read OFF, or cannot be read, stay owed: they are, or may be, down. So does a node
+        whose power action began less than one power deadline ago (see
+        :func:`recent_power_actions`): a BMC may still apply it late."""
+        settled: dict[str, str] = {}
+        young = recent_power_actions(self.inventory, self._journal_entries())
+        for node in sorted(set(nodes) - set(young)):
+            state, via, _errors = read_power(self.inventory, node)
+            if state is not PowerState.ON:
+                continue
+            note = f"reads on through {via}"
+            settled[node] = note
+            if self.journal is not None:  # a dry run does not write the journal
+                self._power_restored(node, note=note)
+        return settled
+
     def _check_blast_radius(self, names: list[str], action: str) -> Plan:
-        down = self.nodes_down()
+        earlier_owed = self.journal_down() - self.down
+        if earlier_owed:
+            for node, note in self.settle_restored(earlier_owed).items():
+                self.say(
+                    f"the journal {self.journal_path} owed a power-on for {node}, which "
+                    f"{note}: not counted as down" + ("" if self.journal is None else "; settled")
+                )
+                earlier_owed.discard(node)
+        down = self.down | earlier_owed
         earlier = sorted(down - self.down)
         if earlier:
             self.say(
@@ -455,23 +586,38 @@ class Session:
             )
         return plan_disruption(self.inventory, names, already_down=sorted(down), action=action)
 
-    def _power_restored(self, node: str) -> None:
+    def _power_restored(self, node: str, *, note: str | None = None) -> None:
         """The node is on: every power-on the journal owes for it is settled."""
-        self._undone("power_off", f"node/{node}")
-        self._undone("power_cycle", f"node/{node}")
+        self._undone("power_off", f"node/{node}", note=note)
+        self._undone("power_cycle", f"node/{node}", note=note)
         if self.journal is not None:
             for e in self.journal.entries():
                 if e.owes_undo and e.undo.action == "power_on" and e.undo.args.get("node") == node:
-                    self.journal.mark_undone(e.id)
+                    self.journal.mark_undone(e.id, note)
         self.down.discard(node)
 
     # -- power ------------------------------------------------------------------------------
 
     def power_off(
-        self, nodes: Iterable[str], *, graceful: bool = False, protocol: str | None = None
+        self,
+        nodes: Iterable[str],
+        *,
+        graceful: bool = False,
+        protocol: str | None = None,
+        synchronized: bool = True,
     ) -> PowerResult:
-        """Power the nodes off in parallel; returns once every BMC acknowledged and the new
-        state was read back. The skew between the first and last acknowledgement is kept."""
+        """Power the nodes off together; returns once every BMC acknowledged and the new
+        state was read back.
+
+        Synchronized (the default), as a PDU failing cuts a rack at once: every node's
+        connection, authentication, system discovery (Redfish) or session (IPMI) and
+        current state are prepared first, in parallel; then a barrier releases every request
+        together, and only then are the new states read back. If one node cannot be
+        prepared, no request is sent (the others are journaled as not done). Drivers that
+        cannot prepare (SSH, plugins) run their whole power-off when released. The skew
+        between the first and last acknowledgement is kept (``PowerResult.skew_s``) and put
+        on the timeline. ``synchronized=False``: the earlier way, each node's whole
+        power-off (connect, authenticate, discover, send, read back) started in parallel."""
         names = list(nodes)
         plan = self._check_blast_radius(names, "power off")
         how = "graceful" if graceful else "forced"
@@ -481,26 +627,56 @@ class Session:
                 self.plan.append(f"power off {n} ({how}) through {proto}; undo: power on")
             self.plan.extend(plan.describe())
             return PowerResult(names)
-        result = PowerResult(names)
+        result = PowerResult(names, synchronized=synchronized)
+        barrier = threading.Barrier(len(names))
 
         def one(node: str) -> None:
             driver = self.driver(node, protocol)
 
             def act() -> None:
+                if synchronized:
+                    try:
+                        prepared = prepare_off(driver, graceful=graceful)
+                    except BaseException:
+                        barrier.abort()  # no node of this cut is sent its request
+                        raise
+                    try:
+                        barrier.wait()
+                    except threading.BrokenBarrierError:
+                        raise not_acted(
+                            PermanentError(
+                                f"{node}: power-off not sent: another node of the same cut "
+                                "could not be prepared"
+                            )
+                        ) from None
+                else:
+                    prepared = Unprepared(driver, graceful)
                 result.sent[node] = time.monotonic()
                 self.timeline.action(
                     node, "power-off sent", graceful=graceful, protocol=protocol or ""
                 )
-                driver.off(graceful=graceful)
+                prepared.fire()
                 result.acknowledged[node] = time.monotonic()
                 self.timeline.action(node, "power-off acknowledged")
+                prepared.confirm()
+                result.confirmed[node] = time.monotonic()
+                self.timeline.action(node, "power-off confirmed")
 
             self._journaled("power_off", f"node/{node}", UndoSpec.power_on(node), act)
             self.down.add(node)
             self._told(result, node, "power-off", PowerState.OFF)
 
-        self._parallel(names, one, result, "power off")
+        self._parallel(names, one, result, "power off", workers=len(names))
         self.last_power = result
+        if len(names) > 1:
+            self.timeline.action(
+                names[0],
+                "power-off ack skew",
+                skew_ms=round(result.skew_s * 1000, 1),
+                sent_spread_ms=round(result.sent_spread_s * 1000, 1),
+                nodes=",".join(names),
+                synchronized=synchronized,
+            )
         self.say(f"powered off {', '.join(names)} ({how}); ack skew {result.skew_s * 1000:.0f} ms")
         return result
 
@@ -514,7 +690,15 @@ class Session:
         def one(node: str) -> None:
             proto = protocol if protocol not in (None, "ssh") else None
             if proto is None:
-                proto = power_protocol_for_restore(self.inventory, node)
+                try:
+                    proto = power_protocol_for_restore(self.inventory, node)
+                except PermanentError:
+                    # No BMC can switch it on; if it reads ON anyway, nothing is owed.
+                    note = restore_power(self.inventory, node)  # raises unless it reads ON
+                    self._power_restored(node, note=note)
+                    with self._say_lock:
+                        self.say(f"{node}: {note}; nothing to do")
+                    return
             driver = self.driver(node, proto)
             result.sent[node] = time.monotonic()
             self.timeline.action(node, "power-on sent")
@@ -575,7 +759,13 @@ class Session:
             self.say(f"{node}: {what} acknowledged after {took:.1f} s, state {state.name}")
 
     def _parallel(
-        self, names: list[str], fn: Callable[[str], None], result: PowerResult, what: str
+        self,
+        names: list[str],
+        fn: Callable[[str], None],
+        result: PowerResult,
+        what: str,
+        *,
+        workers: int = 16,
     ) -> None:
         def run(node: str) -> None:
             started = time.monotonic()
@@ -588,7 +778,7 @@ class Session:
                     )
                 raise
 
-        pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(names))))
+        pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(names))))
         futures = {n: pool.submit(run, n) for n in names}
         try:
             wait(futures.values())
@@ -777,23 +967,93 @@ class Session:
         ClusterExecutor(self.inventory, self.client).restore_node(node, dict(spec.args["manifest"]))
         self._undone("delete_node", f"node/{node}")
 
-    def force_delete_pods(self, node: str) -> list[str]:
-        if self.dry_run:
-            self.plan.append(f"force-delete the pods of {node} (grace 0)")
-            return []
-        return list(actions.force_delete_pods(self.client, node, timeline=self.timeline))
+    # -- fencing ----------------------------------------------------------------------------
 
-    def add_out_of_service_taint(self, node: str) -> None:
+    def fence(self, node: str, *, override: str | None = None, what: str = "fence") -> Fence:
+        """Confirm through the node's BMCs that it is powered OFF, before anything that is
+        safe only on a node that is shut down (the out-of-service taint, force-deleting the
+        pods of a node that is not Ready).
+
+        Only a BMC (or a power plugin such as kind's) can confirm: SSH cannot tell a node
+        that is off from one cut off from the network, which still runs its pods. When no
+        BMC reads OFF, raises :class:`~harness.kube.actions.FencingRequired` naming what
+        each BMC said, unless ``override`` gives the operator's reason: then the override
+        is recorded in the journal (a note) and in the timeline, which the report shows.
+        """
+        spec = self.inventory.node(node)
+        seen: list[str] = []
+        for proto in available_protocols(spec):
+            if proto == "ssh":
+                continue
+            try:
+                state = self.driver(node, proto).state()
+            except PowercutError as exc:
+                seen.append(f"{proto} did not answer: {exc}")
+                continue
+            if state is PowerState.OFF:
+                fence = Fence(node, off_by=proto)
+                self.timeline.action(node, "fenced", via=proto)
+                return fence
+            seen.append(f"{proto} reads power {state.value}")
+        said = "; ".join(seen) or "it has no BMC (SSH cannot tell off from cut off)"
+        if override is None or not override.strip():
+            raise FencingRequired(node, what, f"no BMC confirmed power OFF ({said})")
+        fence = Fence(node, override=override.strip())
+        self.timeline.action(node, "fencing overridden", reason=fence.override, bmc=said)
+        if self.journal is not None:
+            self.journal.note("fence_override", f"node/{node}", f"{fence.override} (BMC: {said})")
+        self.fence_overrides.append(f"{node}: {fence.override} (BMC: {said})")
+        with self._say_lock:
+            self.say(f"WARNING: {node} is NOT fenced ({said}); overridden: {fence.override}")
+        return fence
+
+    def force_delete_pods(
+        self,
+        node: str,
+        *,
+        namespace: str | None = None,
+        only_terminating: bool = False,
+        fence_override: str | None = None,
+    ) -> list[str]:
+        """Force-delete the node's pods; on a node that is not Ready, only once its BMC
+        confirmed power OFF (or with ``fence_override``, recorded and reported)."""
         if self.dry_run:
             self.plan.append(
-                f"taint {node} {actions.OUT_OF_SERVICE_KEY}:NoExecute; undo: remove it"
+                f"force-delete the pods of {node} (grace 0); if it is not Ready, only once "
+                "its BMC confirms power OFF"
+            )
+            return []
+        what = "force-delete the pods of"
+        ready = actions.node_ready(self.client, node)
+        fence = self.fence(node, override=fence_override, what=what) if ready is False else None
+        return list(
+            actions.force_delete_pods(
+                self.client,
+                node,
+                namespace=namespace,
+                only_terminating=only_terminating,
+                fence=fence,
+                timeline=self.timeline,
+            )
+        )
+
+    def add_out_of_service_taint(self, node: str, *, fence_override: str | None = None) -> None:
+        """The out-of-service taint, only once the node's BMC confirmed power OFF (or with
+        ``fence_override``: the operator's reason, recorded in the journal and the report)."""
+        if self.dry_run:
+            self.plan.append(
+                f"confirm {node} is powered OFF through its BMC, then taint it "
+                f"{actions.OUT_OF_SERVICE_KEY}:NoExecute; undo: remove it"
             )
             return
+        fence = self.fence(node, override=fence_override, what="set the out-of-service taint on")
         self._journaled(
             "out_of_service",
             f"node/{node}",
             UndoSpec.remove_taint(node, actions.OUT_OF_SERVICE_KEY, "NoExecute"),
-            lambda: actions.add_out_of_service_taint(self.client, node, timeline=self.timeline),
+            lambda: actions.add_out_of_service_taint(
+                self.client, node, fence=fence, timeline=self.timeline
+            ),
         )
 
     def remove_out_of_service_taint(self, node: str) -> None:

@@ -385,30 +385,36 @@ def force_delete_pods(
     node: str,
     namespace: str | None = None,
     only_terminating: bool = False,
+    fence_override: str | None = None,
     configuration: Configuration = None,
 ) -> list[str]:
     """Delete the node's pods with grace period 0 (``kubectl delete --force``), DaemonSet
     and mirror pods aside. Returns ``namespace/name`` of the pods deleted. Nothing to undo:
-    their controllers re-create them elsewhere."""
+    their controllers re-create them elsewhere. On a node that is not Ready, refused unless
+    its BMC confirms power OFF, or ``fence_override`` gives the reason (journaled)."""
     inventory = load(configuration)
     with session(inventory) as s:
-        return kube.force_delete_pods(
-            s.client,
+        return s.force_delete_pods(
             node,
             namespace=namespace or None,
             only_terminating=only_terminating,
-            timeline=s.timeline,
+            fence_override=fence_override or None,
         )
 
 
-def set_out_of_service(node: str, configuration: Configuration = None) -> dict[str, Any]:
+def set_out_of_service(
+    node: str, fence_override: str | None = None, configuration: Configuration = None
+) -> dict[str, Any]:
     """Taint the node ``node.kubernetes.io/out-of-service=nodeshutdown:NoExecute``: on a
     NotReady node its Terminating pods are force-deleted and their volumes force-detached
-    at once. Journaled; undo with ``remove_out_of_service``."""
+    at once. Refused unless the node's BMC confirms power OFF, or ``fence_override`` gives
+    the operator's reason (journaled, returned). Journaled; undo with
+    ``remove_out_of_service``."""
     inventory = load(configuration)
     with session(inventory) as s:
-        s.add_out_of_service_taint(node)
-    return {"node": node}
+        s.add_out_of_service_taint(node, fence_override=fence_override or None)
+        overrides = list(s.fence_overrides)
+    return {"node": node, "fence_overrides": overrides} if overrides else {"node": node}
 
 
 def remove_out_of_service(

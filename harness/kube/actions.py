@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.errors import TemporaryError, WaitTimeout
+from harness.errors import PermanentError, TemporaryError, WaitTimeout
 from harness.kube.client import JSON, Conflict, Gone, KubeClient, NotFound, TooManyRequests
 from harness.kube.timeline import SYSTEM_CLOCK, Clock, Timeline
 
@@ -52,6 +52,68 @@ _GENERATED_METADATA = (
 _CONFLICT_RETRIES = 5
 
 Key = tuple[str, str]
+
+
+# -- fencing -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """Why it is safe to treat ``node`` as shut down: its BMC confirmed power OFF
+    (``off_by``: which BMC read it, e.g. ``"ipmi 10.0.0.11"``), or an operator's explicit
+    ``override`` (the reason given; the session records it in the journal and the timeline,
+    so the report shows it). Exactly one of the two. Built by ``Session.fence``."""
+
+    node: str
+    off_by: str | None = None
+    override: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.off_by is None) == (self.override is None):
+            raise PermanentError(
+                f"a fence of {self.node} needs exactly one of: off_by (the BMC that read "
+                "power OFF) or override (the operator's reason)"
+            )
+        if self.override is not None and not self.override.strip():
+            raise PermanentError(f"a fencing override for {self.node} needs a reason")
+
+    def __str__(self) -> str:
+        if self.off_by is not None:
+            return f"{self.node} fenced: power OFF confirmed by {self.off_by}"
+        return f"{self.node} NOT fenced, overridden: {self.override}"
+
+
+class FencingRequired(PermanentError):
+    """An action that is safe only on a node that is really off was asked without a fence."""
+
+    def __init__(self, node: str, what: str, reason: str) -> None:
+        self.node = node
+        self.what = what
+        super().__init__(
+            f"refused to {what} {node}: {reason}. Kubernetes allows it only on a node that "
+            "is shut down: on a node that still runs its pods (a partition, a hung kubelet) "
+            "volumes would be detached, and pods started elsewhere, under a running writer. "
+            "Power the node off through its BMC first, or give an explicit override (it is "
+            "journaled and shown in the report)"
+        )
+
+
+def _require_fence(node: str, fence: Fence | None, what: str) -> None:
+    if fence is None:
+        raise FencingRequired(node, what, "no fence: no BMC confirmed the node's power OFF")
+    if fence.node != node:
+        raise FencingRequired(node, what, f"the fence given is for {fence.node}")
+
+
+def node_ready(client: KubeClient, node: str) -> bool | None:
+    """The node's Ready condition (None: no such Node)."""
+    obj = client.get_or_none(f"/api/v1/nodes/{node}")
+    if obj is None:
+        return None
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
 
 
 # -- recording -----------------------------------------------------------------------------
@@ -253,10 +315,14 @@ def remove_taint(
 
 
 def add_out_of_service_taint(
-    client: KubeClient, node: str, *, timeline: Timeline | None = None
+    client: KubeClient, node: str, *, fence: Fence | None, timeline: Timeline | None = None
 ) -> bool:
     """``node.kubernetes.io/out-of-service=nodeshutdown:NoExecute``: on a NotReady node,
-    Terminating pods are force-deleted and their volumes force-detached at once."""
+    Terminating pods are force-deleted and their volumes force-detached at once.
+
+    Refused (:class:`FencingRequired`) without a ``fence`` for this node: a BMC that
+    confirmed power OFF, or an explicit override."""
+    _require_fence(node, fence, "set the out-of-service taint on")
     return add_taint(
         client,
         node,
@@ -535,6 +601,7 @@ def force_delete_pods(
     namespace: str | None = None,
     only_terminating: bool = False,
     include_daemonsets: bool = False,
+    fence: Fence | None = None,
     timeline: Timeline | None = None,
 ) -> list[str]:
     """Delete the node's pods with grace period 0 (what ``kubectl delete --force`` does).
@@ -542,7 +609,15 @@ def force_delete_pods(
     Mirror pods are skipped (deleting them does nothing), DaemonSet pods unless
     ``include_daemonsets`` (the controller would put them back on the same node). Returns
     ``namespace/name`` of the pods deleted.
+
+    On a node that is not Ready (lost, or partitioned: its pods may still run and write),
+    refused (:class:`FencingRequired`) without a ``fence`` for it. A Ready node's kubelet
+    stops the containers of the pods deleted; a deleted Node's pods are PodGC's anyway.
     """
+    if fence is None and node_ready(client, node) is False:
+        _require_fence(node, fence, "force-delete the pods of (NotReady)")
+    elif fence is not None:
+        _require_fence(node, fence, "force-delete the pods of")
     deleted: list[str] = []
     with _recorded(timeline, "force-delete-pods", node) as summary:
         for pod in _pods_on(client, node, namespace):

@@ -9,8 +9,10 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 
 from harness.errors import PermanentError, PowercutError
+from harness.journal import process_alive
 from harness.kube.client import JSON, Conflict, KubeClient, NotFound
 
 log = logging.getLogger(__name__)
@@ -26,6 +28,13 @@ def _parse(ts: str | None) -> float:
     if not ts:
         return 0.0
     return dt.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def holder_pid(holder: str) -> int | None:
+    """The process id of a lock holder (``host/pid-N/...``) that ran on this machine."""
+    host, _, rest = holder.partition("/pid-")
+    text = rest.split("/", 1)[0]
+    return int(text) if host == socket.gethostname() and text.isdigit() else None
 
 
 class ClusterLocked(PermanentError):
@@ -117,9 +126,14 @@ class ClusterLock:
             log.warning("releasing the cluster lock failed (it expires by itself): %s", exc)
 
     @staticmethod
-    def break_stale(client: KubeClient) -> str | None:
-        """Delete the lock if a process on this machine held it and is gone (a crashed run).
+    def break_stale(
+        client: KubeClient, *, verdicts: Mapping[int, bool] | None = None
+    ) -> str | None:
+        """Delete the lock if a process on this machine held it and is gone (a crashed run;
+        a zombie is gone too, see :func:`process_alive`).
 
+        ``verdicts`` (pid -> alive) are decisions made already, such as ``recover``'s
+        about the run whose journal it just undid: the same run is never judged twice.
         Returns the holder it removed, or None. A holder on another machine, or alive here,
         is left alone: its Lease expires by itself when it stops renewing.
         """
@@ -128,17 +142,13 @@ class ClusterLock:
         if lease is None:
             return None
         holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
-        host, _, rest = holder.partition("/pid-")
-        pid_text = rest.split("/", 1)[0]
-        if host != socket.gethostname() or not pid_text.isdigit():
+        pid = holder_pid(holder)
+        if pid is None:
             return None
-        try:
-            os.kill(int(pid_text), 0)
+        known = (verdicts or {}).get(pid)
+        alive = process_alive(pid) if known is None else known
+        if alive:
             return None  # still running
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            return None
         try:
             client.delete(path, body={"preconditions": {"uid": lease["metadata"]["uid"]}})
         except (NotFound, Conflict):

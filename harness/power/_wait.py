@@ -13,12 +13,13 @@ library needs the value.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Final, NoReturn, Protocol, TypeVar, final
 
 from harness import progress
-from harness.errors import TemporaryError, WaitTimeout
+from harness.errors import PermanentError, PowercutError, TemporaryError, WaitTimeout, not_acted
 
 T = TypeVar("T")
 
@@ -147,6 +148,29 @@ def retry(
         poll_s=poll_s,
         max_backoff_s=max_backoff_s,
     )
+
+
+@contextlib.contextmanager
+def before_acting() -> Iterator[None]:
+    """Errors raised in the block came before anything that acts was sent (reads, session
+    set-up, a BMC refusing the command itself): the action changed nothing."""
+    try:
+        yield
+    except PowercutError as exc:
+        not_acted(exc)
+        raise
+
+
+@contextlib.contextmanager
+def refusal_acted_on_nothing() -> Iterator[None]:
+    """A ``PermanentError`` raised in the block is the target refusing the request (bad
+    credentials, a command it does not take): nothing acted. Other errors (a timeout
+    waiting for the answer) may have acted."""
+    try:
+        yield
+    except PermanentError as exc:
+        not_acted(exc)
+        raise
 
 
 def _timeout(expected: str, last_seen: str, deadline: Deadline) -> NoReturn:

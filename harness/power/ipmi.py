@@ -44,8 +44,18 @@ from pyipmi.interfaces.ipmitool import Ipmitool
 from pyipmi.interfaces.rmcpplus import RmcpPlus
 
 from harness.errors import PermanentError, PowercutError, TemporaryError
-from harness.power._wait import SYSTEM_CLOCK, Clock, Deadline, Secret, redact, retry, wait_until
-from harness.power.base import PowerState
+from harness.power._wait import (
+    SYSTEM_CLOCK,
+    Clock,
+    Deadline,
+    Secret,
+    before_acting,
+    redact,
+    refusal_acted_on_nothing,
+    retry,
+    wait_until,
+)
+from harness.power.base import NothingToDo, PowerState, PreparedPower
 
 log = logging.getLogger(__name__)
 
@@ -268,23 +278,43 @@ class IpmiDriver:
         what = "soft shutdown" if graceful else "power down"
         with self._lock:
             deadline = self._deadline()
-            if self._call("report the power state", self._read_state, deadline) is PowerState.OFF:
-                return
+            with before_acting():
+                if self._call("report the power state", self._read_state, deadline) is (
+                    PowerState.OFF
+                ):
+                    return
             self._control(what, deadline)
             self._wait_for(PowerState.OFF, what, deadline)
+
+    def prepare_off(self, *, graceful: bool = False) -> PreparedPower:
+        """Open the session and read the chassis state now; the returned request then sends
+        one chassis control command when fired."""
+        what = "soft shutdown" if graceful else "power down"
+        with self._lock:
+            deadline = self._deadline()
+            with before_acting():
+                if self._call("report the power state", self._read_state, deadline) is (
+                    PowerState.OFF
+                ):
+                    return NothingToDo()
+        return _PreparedControl(self, what, PowerState.OFF, deadline)
 
     def on(self) -> None:
         with self._lock:
             deadline = self._deadline()
-            if self._call("report the power state", self._read_state, deadline) is PowerState.ON:
-                return
+            with before_acting():
+                if self._call("report the power state", self._read_state, deadline) is (
+                    PowerState.ON
+                ):
+                    return
             self._control("power up", deadline)
             self._wait_for(PowerState.ON, "power up", deadline)
 
     def cycle(self) -> None:
         with self._lock:
             deadline = self._deadline()
-            current = self._call("report the power state", self._read_state, deadline)
+            with before_acting():
+                current = self._call("report the power state", self._read_state, deadline)
             what = "power up" if current is PowerState.OFF else "power cycle"
             self._control(what, deadline)
             self._wait_for(PowerState.ON, what, deadline)
@@ -314,7 +344,10 @@ class IpmiDriver:
             "power cycle": lambda ipmi: ipmi.chassis_control_power_cycle(),
         }
         action = actions[what]
-        self._call(f"accept chassis {what}", lambda: self._ipmi_op(what, action), deadline)
+        # A refusal (credentials, a completion code the BMC gives for a command it will not
+        # run) means the chassis took nothing.
+        with refusal_acted_on_nothing():
+            self._call(f"accept chassis {what}", lambda: self._ipmi_op(what, action), deadline)
         log.info("%s: IPMI accepted chassis %s", self.node, what)
 
     def _wait_for(self, want: PowerState, what: str, deadline: Deadline) -> None:
@@ -419,6 +452,25 @@ class IpmiDriver:
             # Not ipmi.close(): it skips closing the socket when Close Session fails.
             _quietly(ipmi.session.close)
             _quietly(ipmi.interface.close)
+
+
+class _PreparedControl:
+    """One chassis control command over a session opened in advance (see
+    :meth:`IpmiDriver.prepare_off`)."""
+
+    def __init__(self, driver: IpmiDriver, what: str, want: PowerState, deadline: Deadline) -> None:
+        self.driver = driver
+        self.what = what
+        self.want = want
+        self.deadline = deadline
+
+    def fire(self) -> None:
+        with self.driver._lock:
+            self.driver._control(self.what, self.deadline)
+
+    def confirm(self) -> None:
+        with self.driver._lock:
+            self.driver._wait_for(self.want, self.what, self.deadline)
 
 
 def _quietly(action: Callable[[], object]) -> None:

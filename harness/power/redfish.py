@@ -29,8 +29,18 @@ from sushy import connector as sushy_connector
 from sushy import exceptions as sushy_exc
 
 from harness.errors import PermanentError, PowercutError, TemporaryError
-from harness.power._wait import SYSTEM_CLOCK, Clock, Deadline, Secret, redact, retry, wait_until
-from harness.power.base import PowerState, ResetType
+from harness.power._wait import (
+    SYSTEM_CLOCK,
+    Clock,
+    Deadline,
+    Secret,
+    before_acting,
+    redact,
+    refusal_acted_on_nothing,
+    retry,
+    wait_until,
+)
+from harness.power.base import NothingToDo, PowerState, PreparedPower, ResetType
 
 log = logging.getLogger(__name__)
 
@@ -101,31 +111,51 @@ class RedfishDriver:
         reset = ResetType.GRACEFUL_SHUTDOWN if graceful else ResetType.FORCE_OFF
         with self._lock:
             deadline = self._deadline()
-            if self._current(deadline) is PowerState.OFF:
-                return
+            with before_acting():
+                if self._current(deadline) is PowerState.OFF:
+                    return
             self._send(reset, deadline)
             self._wait_for(PowerState.OFF, deadline, reset)
+
+    def prepare_off(self, *, graceful: bool = False) -> PreparedPower:
+        """Connect (TLS), authenticate, find the system, read its state and the reset types
+        it allows, now; the returned request then sends one POST when fired."""
+        reset = ResetType.GRACEFUL_SHUTDOWN if graceful else ResetType.FORCE_OFF
+        with self._lock:
+            deadline = self._deadline()
+            with before_acting():
+                if self._current(deadline) is PowerState.OFF:
+                    return NothingToDo()
+                allowed = self._call("read the allowed reset types", self._allowed, deadline)
+                if reset.value not in allowed:
+                    raise PermanentError(
+                        f"{self.node}: the Redfish system does not allow ResetType "
+                        f"{reset.value}; valid values: {', '.join(sorted(allowed)) or 'none'}"
+                    )
+        return _PreparedReset(self, reset, PowerState.OFF, deadline)
 
     def on(self) -> None:
         with self._lock:
             deadline = self._deadline()
-            if self._current(deadline) is PowerState.ON:
-                return
+            with before_acting():
+                if self._current(deadline) is PowerState.ON:
+                    return
             self._send(ResetType.ON, deadline)
             self._wait_for(PowerState.ON, deadline, ResetType.ON)
 
     def cycle(self) -> None:
         with self._lock:
             deadline = self._deadline()
-            if self._current(deadline) is PowerState.OFF:
-                reset = ResetType.ON
-            else:
-                allowed = self._call("read the allowed reset types", self._allowed, deadline)
-                reset = (
-                    ResetType.POWER_CYCLE
-                    if ResetType.POWER_CYCLE.value in allowed
-                    else ResetType.FORCE_RESTART
-                )
+            with before_acting():
+                if self._current(deadline) is PowerState.OFF:
+                    reset = ResetType.ON
+                else:
+                    allowed = self._call("read the allowed reset types", self._allowed, deadline)
+                    reset = (
+                        ResetType.POWER_CYCLE
+                        if ResetType.POWER_CYCLE.value in allowed
+                        else ResetType.FORCE_RESTART
+                    )
             self._send(reset, deadline)
             self._wait_for(PowerState.ON, deadline, reset)
 
@@ -150,7 +180,9 @@ class RedfishDriver:
         return self._call("read the power state", lambda: self._read_state()[0], deadline)
 
     def _send(self, reset: ResetType, deadline: Deadline) -> None:
-        self._call(f"accept ResetType {reset.value}", lambda: self._reset(reset), deadline)
+        # A refusal (401/403, 400, a ResetType not allowed, TLS) means the BMC took nothing.
+        with refusal_acted_on_nothing():
+            self._call(f"accept ResetType {reset.value}", lambda: self._reset(reset), deadline)
         log.info("%s: Redfish accepted ResetType %s", self.node, reset.value)
 
     def _wait_for(self, want: PowerState, deadline: Deadline, reset: ResetType) -> None:
@@ -309,6 +341,36 @@ class RedfishDriver:
             f"{'several are' if named else 'none is'} named {self.node!r}; set system_id. "
             f"Systems: {listing}"
         )
+
+
+class _PreparedReset:
+    """One ResetType POST over a connection opened, authenticated and pointed at the system
+    in advance (see :meth:`RedfishDriver.prepare_off`)."""
+
+    def __init__(
+        self, driver: RedfishDriver, reset: ResetType, want: PowerState, deadline: Deadline
+    ) -> None:
+        self.driver = driver
+        self.reset = reset
+        self.want = want
+        self.deadline = deadline
+
+    def fire(self) -> None:
+        d = self.driver
+
+        def post() -> None:
+            d._sushy(
+                f"ResetType {self.reset.value}",
+                lambda: d._get_system().reset_system(sushy.ResetType(self.reset.value)),
+            )
+
+        with d._lock, refusal_acted_on_nothing():
+            d._call(f"accept ResetType {self.reset.value}", post, self.deadline)
+        log.info("%s: Redfish accepted ResetType %s", d.node, self.reset.value)
+
+    def confirm(self) -> None:
+        with self.driver._lock:
+            self.driver._wait_for(self.want, self.deadline, self.reset)
 
 
 def _ids(paths: Collection[str]) -> list[str]:

@@ -8,7 +8,9 @@ this driver with a BMC driver to bring nodes back.
   Refused keys and unknown or changed host keys are ``PermanentError``, never "off".
 - ``off()``: runs ``command_off`` (graceful) or ``command_off_forced``, then waits until SSH
   stops answering. A forced power-off usually kills the connection before any exit status:
-  that counts as accepted. A non-zero exit status is a ``PermanentError``.
+  that counts as accepted. A non-zero exit status is a ``PermanentError``. A host that
+  keeps answering to the end of the deadline raises ``WaitTimeout`` marked ``acted =
+  False``: the power-off did not happen, so the journal owes nothing for it.
 - ``cycle()``: runs ``command_reboot``, waits for the connection to drop, then for SSH to
   answer again.
 
@@ -42,8 +44,8 @@ from typing import Final, TypeVar
 
 import paramiko
 
-from harness.errors import PermanentError, TemporaryError
-from harness.power._wait import SYSTEM_CLOCK, Clock, Deadline, retry, wait_until
+from harness.errors import PermanentError, TemporaryError, WaitTimeout, not_acted
+from harness.power._wait import SYSTEM_CLOCK, Clock, Deadline, before_acting, retry, wait_until
 from harness.power.base import FailureKind, PowerState
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 ON_REFUSED: Final = "SSH can cut power but cannot restore it; use the node's BMC (ipmi or redfish)"
+STILL_ANSWERING: Final = "still answering"
 
 #: The iptables chain of a partition, and the transient units that undo the cuts.
 PARTITION_CHAIN: Final = "POWERCUT-PARTITION"
@@ -198,17 +201,26 @@ class SshDriver:
         command = self.command_off if graceful else self.command_off_forced
         with self._lock:
             deadline = self._deadline()
-            if self._probe(deadline) is PowerState.OFF:
-                return
-            self._power_command(command, deadline)
-            wait_until(
-                lambda: self._probe(deadline),
-                lambda seen: seen is PowerState.OFF,
-                expected=f"{self._where} to stop answering after {command!r}",
-                deadline=deadline,
-                poll_s=self.poll_s,
-                describe=lambda seen: "still answering" if seen is PowerState.ON else seen.value,
-            )
+            with before_acting():
+                if self._probe(deadline) is PowerState.OFF:
+                    return
+                # Never sent (it could not connect, or the command exited non-zero): nothing
+                # acted. A command that went out and lost its connection returns.
+                self._power_command(command, deadline)
+            try:
+                wait_until(
+                    lambda: self._probe(deadline),
+                    lambda seen: seen is PowerState.OFF,
+                    expected=f"{self._where} to stop answering after {command!r}",
+                    deadline=deadline,
+                    poll_s=self.poll_s,
+                    describe=lambda seen: STILL_ANSWERING if seen is PowerState.ON else seen.value,
+                )
+            except WaitTimeout as exc:
+                if exc.last_seen == STILL_ANSWERING:
+                    # The host answered to the end: the power-off did not happen.
+                    not_acted(exc)
+                raise
 
     def on(self) -> None:
         raise PermanentError(f"{self.node}: {ON_REFUSED}")

@@ -35,7 +35,7 @@ from harness.lab.bmc.redfish import RedfishServer, system_uuid
 from harness.lab.bmc.ssh import SshServer
 from harness.lab.bmc.target import MemoryTarget, PowerCall
 from harness.lab.supervisor import LabError
-from harness.power.base import FailureKind, PowerDriver, PowerState, supports
+from harness.power.base import FailureKind, NothingToDo, PowerDriver, PowerState, supports
 from harness.power.ipmi import IpmiDriver
 from harness.power.redfish import RedfishDriver
 from harness.power.ssh import SshDriver
@@ -318,6 +318,7 @@ def test_ipmi_wrong_password_is_permanent_at_once_and_never_shown(
         driver.off()
     assert time.monotonic() - started < 3
     assert node_a.calls() == []
+    assert caught.value.acted is False  # the journal records it as not done: nothing owed
     assert_secret_hidden(wrong, str(caught.value), repr(caught.value), repr(driver))
     assert_secret_hidden(creds.password, repr(driver))
 
@@ -467,6 +468,7 @@ def test_redfish_wrong_password_is_permanent_at_once_and_never_shown(
         driver.off()
     assert time.monotonic() - started < 2
     assert node_a.calls() == []
+    assert caught.value.acted is False  # a 401 before any command: not done, nothing owed
     assert_secret_hidden(wrong, str(caught.value), repr(caught.value), repr(driver))
 
 
@@ -530,6 +532,39 @@ def test_ssh_powers_off_and_reboots_the_node(
     driver.cycle()
     assert driver.state() is PowerState.ON
     assert node_a.calls() == [OFF_GRACEFUL, ON, OFF_FORCED, ON, RESET]
+
+
+def test_ssh_power_off_to_a_host_that_keeps_answering_acted_on_nothing(
+    node_a: MemoryTarget, open_ssh: Callable[..., SshDriver]
+) -> None:
+    # A power-off command that the host runs and survives (a masked poweroff target, a
+    # hung shutdown): SSH keeps answering to the end of the deadline.
+    driver = open_ssh(command_off_forced="true", timeout_s=1.5)
+
+    with pytest.raises(WaitTimeout, match="still answering") as caught:
+        driver.off()
+    assert caught.value.acted is False
+    assert node_a.power_state() is PowerState.ON
+    assert node_a.calls() == []
+
+
+def test_a_power_off_that_reached_the_bmc_may_have_acted(
+    redfish_server: RedfishServer,
+    node_a: MemoryTarget,
+    open_redfish: Callable[..., RedfishDriver],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The BMC took ForceOff, but the read-back never shows Off in time: owed, not "not done".
+    driver = open_redfish(redfish_server, timeout_s=1.0)
+    monkeypatch.setattr(driver, "_wait_for", _never_off)
+    with pytest.raises(WaitTimeout) as caught:
+        driver.off()
+    assert caught.value.acted is None
+    assert node_a.calls() == [OFF_FORCED]
+
+
+def _never_off(*_args: object) -> None:
+    raise WaitTimeout(expected="PowerState Off", last_seen="PowerState On", waited_s=1.0)
 
 
 def test_ssh_cannot_power_on(node_a: MemoryTarget, open_ssh: Callable[..., SshDriver]) -> None:
@@ -727,3 +762,57 @@ def test_the_default_partition_arms_its_heal_before_it_cuts() -> None:
     assert ssh.COMMAND_KUBELET_STOP.index("systemd-run") < ssh.COMMAND_KUBELET_STOP.index(
         "systemctl stop kubelet"
     )
+
+
+# -- prepared power-offs (the synchronized cut) -------------------------------------------------
+
+
+def test_redfish_prepare_connects_and_finds_the_system_then_fire_sends_one_post(
+    redfish_server: RedfishServer,
+    node_a: MemoryTarget,
+    node_b: MemoryTarget,
+    open_redfish: Callable[..., RedfishDriver],
+) -> None:
+    driver = open_redfish(redfish_server)
+    prepared = driver.prepare_off()
+    assert node_a.calls() == []  # prepared: nothing sent that acts
+    started = time.monotonic()
+    prepared.fire()
+    took = time.monotonic() - started
+    assert node_a.calls() == [OFF_FORCED]
+    prepared.confirm()
+    assert node_a.power_state() is PowerState.OFF
+    assert took < 1.0, f"request to acknowledgement took {took:.3f} s"
+    assert isinstance(driver.prepare_off(), NothingToDo)  # already off: nothing to send
+    assert node_b.calls() == []
+
+
+@INTERFACES
+def test_ipmi_prepare_opens_the_session_then_fire_sends_one_command(
+    interface: Literal["ipmitool", "rmcpplus"],
+    ipmi_server: IpmiServer,
+    node_a: MemoryTarget,
+    open_ipmi: Callable[..., IpmiDriver],
+) -> None:
+    driver = open_ipmi(ipmi_server, interface)
+    prepared = driver.prepare_off(graceful=True)
+    assert node_a.calls() == []
+    assert ipmi_server.sessions()["node-a"][1] == 1  # the session is open, ready
+    prepared.fire()
+    prepared.confirm()
+    assert node_a.calls() == [OFF_GRACEFUL]
+    assert node_a.power_state() is PowerState.OFF
+    opened, _open_now = ipmi_server.sessions()["node-a"]
+    assert opened == 1, "prepare and fire share one session"
+
+
+def test_redfish_prepare_with_a_wrong_password_acted_on_nothing(
+    redfish_server: RedfishServer,
+    node_a: MemoryTarget,
+    open_redfish: Callable[..., RedfishDriver],
+) -> None:
+    driver = open_redfish(redfish_server, password="Wr0ng-Passw0rd-XYZ")
+    with pytest.raises(PermanentError, match="refused the credentials") as caught:
+        driver.prepare_off()
+    assert caught.value.acted is False
+    assert node_a.calls() == []

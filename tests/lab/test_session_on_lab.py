@@ -16,6 +16,7 @@ import yaml
 
 from harness.inventory import load_inventory
 from harness.journal import Journal
+from harness.kube.timeline import ACTION
 from harness.power.base import PowerState
 from harness.power.factory import driver_for
 from harness.session import Session, journal_path_for
@@ -206,3 +207,27 @@ def test_secrets_never_appear(lab: LabHandle, env: dict[str, str], tmp_path: Pat
         seen.append(journal.read_text())
     for text in seen:
         assert wrong not in text and real not in text
+
+
+def test_fencing_needs_the_bmc_to_read_off_before_the_out_of_service_taint(
+    lab: LabHandle, env: dict[str, str]
+) -> None:
+    from harness.kube.actions import OUT_OF_SERVICE_KEY, FencingRequired
+
+    def tainted() -> bool:
+        taints = lab.client.get(f"/api/v1/nodes/{VICTIM}")["spec"].get("taints") or []
+        return any(t["key"] == OUT_OF_SERVICE_KEY for t in taints)
+
+    with Session(lab.inventory, client=lab.client) as s:
+        # Running (as a partitioned node would be): refused, through its real BMCs.
+        with pytest.raises(FencingRequired, match="reads power on"):
+            s.add_out_of_service_taint(VICTIM)
+        assert not tainted()
+        s.power_off([VICTIM])
+        s.add_out_of_service_taint(VICTIM)  # the BMC reads OFF: fenced
+        assert tainted()
+        fenced = s.timeline.first(ACTION, VICTIM, "fenced")
+        assert fenced is not None
+    # The session undid both, the taint first: nothing is left.
+    assert not tainted()
+    assert power(lab) is PowerState.ON

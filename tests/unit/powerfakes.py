@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from harness.inventory import NodeSpec
-from harness.power.base import PowerState
+from harness.power.base import NothingToDo, PowerState, PreparedPower, Unprepared
 from tests import fakeapi
 
 #: Nodes of :data:`INVENTORY`: three control-plane nodes and four workers in two racks.
@@ -56,6 +56,14 @@ class FakeDriver:
     def off(self, *, graceful: bool = False) -> None:
         self.bmcs.act(self.node, "off")
         self.bmcs.power[self.node] = PowerState.OFF
+
+    def prepare_off(self, *, graceful: bool = False) -> PreparedPower:
+        """As the ipmi and redfish drivers: ready the request (op ``prepare``); firing it is
+        the ``off`` op."""
+        self.bmcs.act(self.node, "prepare")
+        if self.bmcs.power[self.node] is PowerState.OFF:
+            return NothingToDo()
+        return Unprepared(self, graceful)
 
     def on(self) -> None:
         self.bmcs.act(self.node, "on")

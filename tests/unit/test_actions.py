@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.errors import WaitTimeout
+from harness.errors import PermanentError, WaitTimeout
 from harness.kube import actions
 from harness.kube.actions import DrainProgress
 from harness.kube.client import ApiError, KubeClient
@@ -59,9 +59,10 @@ def test_out_of_service_taint_is_added_once_and_removed(
     other = {"key": "example.com/maintenance", "value": "", "effect": "NoSchedule"}
     api.update("nodes", "", "w1", lambda o: o["spec"]["taints"].append(other))
     tl = Timeline()
-    assert actions.add_out_of_service_taint(client, "w1", timeline=tl) is True
+    fence = actions.Fence("w1", off_by="ipmi")
+    assert actions.add_out_of_service_taint(client, "w1", fence=fence, timeline=tl) is True
     assert api.get("nodes", "", "w1")["spec"]["taints"] == [other, OOS]  # type: ignore[index]
-    assert actions.add_out_of_service_taint(client, "w1") is False
+    assert actions.add_out_of_service_taint(client, "w1", fence=fence) is False
     patches = [r for r in api.requests if r.method == "PATCH"]
     assert patches[0].body["metadata"]["resourceVersion"]  # optimistic concurrency
     assert actions.remove_out_of_service_taint(client, "w1") is True
@@ -292,3 +293,43 @@ def test_rerun_job_deletes_and_recreates(api: FakeApiServer, client: KubeClient)
     assert (
         done is not None and done.namespace == "ns" and done.detail["uid"] == new["metadata"]["uid"]
     )
+
+
+# -- fencing ---------------------------------------------------------------------------------
+
+
+def test_the_out_of_service_taint_is_refused_without_a_fence_for_that_node(
+    api: FakeApiServer, client: KubeClient
+) -> None:
+    with pytest.raises(actions.FencingRequired, match="no BMC confirmed the node's power OFF"):
+        actions.add_out_of_service_taint(client, "w1", fence=None)
+    with pytest.raises(actions.FencingRequired, match="the fence given is for w2"):
+        actions.add_out_of_service_taint(client, "w1", fence=actions.Fence("w2", off_by="ipmi"))
+    assert api.get("nodes", "", "w1")["spec"]["taints"] == []  # type: ignore[index]
+    assert not [r for r in api.requests if r.method == "PATCH"]
+    override = actions.Fence("w1", override="node pulled from the rack by hand")
+    assert actions.add_out_of_service_taint(client, "w1", fence=override) is True
+
+
+def test_a_fence_is_a_bmc_reading_or_an_override_with_a_reason() -> None:
+    with pytest.raises(PermanentError, match="exactly one"):
+        actions.Fence("w1")
+    with pytest.raises(PermanentError, match="exactly one"):
+        actions.Fence("w1", off_by="ipmi", override="both")
+    with pytest.raises(PermanentError, match="needs a reason"):
+        actions.Fence("w1", override=" ")
+    assert str(actions.Fence("w1", off_by="redfish")) == (
+        "w1 fenced: power OFF confirmed by redfish"
+    )
+
+
+def test_force_deleting_the_pods_of_a_node_that_is_not_ready_needs_a_fence(
+    api: FakeApiServer, client: KubeClient
+) -> None:
+    api.update("nodes", "", "w1", lambda o: o["status"]["conditions"][0].update(status="Unknown"))
+    api.add("pods", pod("db-0", node_name="w1", owner=("StatefulSet", "db")))
+    with pytest.raises(actions.FencingRequired, match="refused to force-delete the pods of"):
+        actions.force_delete_pods(client, "w1")
+    assert api.get("pods", "default", "db-0") is not None
+    fence = actions.Fence("w1", off_by="redfish")
+    assert actions.force_delete_pods(client, "w1", fence=fence) == ["default/db-0"]

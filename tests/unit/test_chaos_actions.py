@@ -19,6 +19,7 @@ from harness.chaos import actions
 from harness.checks import CheckFailed
 from harness.errors import ConfigError, PermanentError
 from harness.journal import EntryState, Journal, recover
+from harness.kube.actions import FencingRequired
 from harness.safety import SafetyViolation
 from harness.session import ClusterExecutor, journal_path_for
 from tests.fakechaos import Cluster, fake_cluster
@@ -187,7 +188,13 @@ def test_a_drain_blocked_by_a_budget_fails_the_check_and_stays_owed(cluster: Clu
 
 
 def test_out_of_service_taint_and_its_removal(cluster: Cluster) -> None:
-    actions.set_out_of_service("w1")
+    # w1 runs (docker says so): the taint would detach volumes under a running writer.
+    with pytest.raises(FencingRequired, match="kind reads power on"):
+        actions.set_out_of_service("w1")
+    assert cluster.node("w1")["spec"]["taints"] == []
+    actions.power_off_nodes(nodes="w1")
+    actions.set_out_of_service("w1")  # the kind driver confirms it is off
+    actions.power_on_nodes(nodes="w1")
     taints = cluster.node("w1")["spec"]["taints"]
     assert {
         "key": "node.kubernetes.io/out-of-service",
@@ -196,7 +203,18 @@ def test_out_of_service_taint_and_its_removal(cluster: Cluster) -> None:
     } in taints
     assert actions.remove_out_of_service() == {"nodes": ["w1"]}
     assert cluster.node("w1")["spec"]["taints"] == []
-    assert [e.state for e in cluster.journal()] == [EntryState.UNDONE]
+    assert [e.state for e in cluster.journal()] == [EntryState.UNDONE] * 2
+
+
+def test_an_out_of_service_override_is_journaled_and_returned(cluster: Cluster) -> None:
+    out = actions.set_out_of_service("w1", fence_override="w1 unplugged by hand (ticket 42)")
+    assert out["fence_overrides"] == [
+        "w1: w1 unplugged by hand (ticket 42) (BMC: kind reads power on)"
+    ]
+    (note,) = Journal.read_notes(journal_path_for(cluster.inventory))
+    assert (note.action, note.target) == ("fence_override", "node/w1")
+    assert note.detail.startswith("w1 unplugged by hand (ticket 42)")
+    actions.remove_out_of_service("w1")
 
 
 def test_delete_node_and_restore_it_from_the_journal(cluster: Cluster) -> None:

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from harness.budgets import profile
-from harness.errors import PermanentError, WaitTimeout
+from harness.errors import PermanentError, WaitTimeout, not_acted
 from harness.inventory import Inventory, load_inventory
 from harness.journal import EntryState, Journal
+from harness.kube.timeline import ACTION
 from harness.power.base import PowerState
 from harness.safety import SafetyViolation
 from harness.session import Session, journal_path_for
@@ -88,6 +90,8 @@ def test_powering_on_in_a_later_invocation_settles_what_the_journal_owes(
 def test_a_power_off_that_failed_midway_still_counts_as_down(
     inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs
 ) -> None:
+    # The BMC took the power-off, then the read-back failed: the node reads OFF.
+    bmcs.during[("w1", "off")] = lambda: bmcs.power.__setitem__("w1", PowerState.OFF)
     bmcs.fail[("w1", "off")] = PermanentError("w1: read-back timed out")
     with pytest.raises(PermanentError):
         power_off(inventory, api, ["w1"])
@@ -95,6 +99,60 @@ def test_a_power_off_that_failed_midway_still_counts_as_down(
     assert entry.state is EntryState.FAILED
     with pytest.raises(SafetyViolation, match="1 already down"):
         power_off(inventory, api, ["w2", "w3"])
+
+
+def test_a_failed_power_off_whose_node_reads_on_is_settled_and_not_counted(
+    inventory: Inventory,
+    api: FakeApiServer,
+    bmcs: FakeBmcs,
+    said: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # It may have half-happened (so it is owed), but the node reads ON when next counted.
+    bmcs.fail[("w1", "off")] = PermanentError("w1: read-back timed out")
+    with pytest.raises(PermanentError):
+        power_off(inventory, api, ["w1"])
+    assert owed(inventory) == ["power_off node/w1"]
+    # Within one power deadline of the attempt a BMC may still apply it: still counted.
+    with pytest.raises(SafetyViolation, match="1 already down"):
+        power_off(inventory, api, ["w2", "w3"])
+    later = time.time() + 31  # the fast profile's power deadline is 30 s
+    monkeypatch.setattr("harness.session._wall", lambda: later)
+    with Session(inventory, client=api.client(), undo_on_exit=False, say=said.append) as s:
+        s.power_off(["w2", "w3"])  # 2 down: within max_nodes_down only if w1 is not counted
+    assert bmcs.power["w2"] is bmcs.power["w3"] is PowerState.OFF
+    assert owed(inventory) == ["power_off node/w2", "power_off node/w3"]
+    entry = next(e for e in Journal.read(journal_path_for(inventory)) if e.target == "node/w1")
+    assert entry.state is EntryState.UNDONE and entry.note == "reads on through ipmi"
+    assert any("owed a power-on for w1, which reads on through ipmi" in m for m in said)
+
+
+def test_a_power_off_refused_before_it_acted_owes_nothing(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs
+) -> None:
+    bmcs.fail[("w1", "off")] = not_acted(PermanentError("w1: HTTP 401 refused the credentials"))
+    with pytest.raises(PermanentError, match="401"):
+        power_off(inventory, api, ["w1"])
+    (entry,) = Journal.read(journal_path_for(inventory))
+    assert entry.state is EntryState.NOT_DONE and not entry.owes_undo
+    assert "401" in (entry.error or "")
+    power_off(inventory, api, ["w2", "w3"])  # w1 is not counted as down
+    assert bmcs.ops("state").count("w1") == 0  # and was not even read: nothing was owed
+
+
+def test_a_node_without_a_bmc_that_reads_on_settles_a_power_on(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    power_off(inventory, api, ["w1"])
+    bmcs.power["w1"] = PowerState.ON  # it came back by itself (or by hand)
+    monkeypatch.setattr(
+        "harness.session.power_protocol_for_restore",
+        lambda _inv, node: (_ for _ in ()).throw(PermanentError(f"{node}: no BMC")),
+    )
+    with Session(inventory, client=api.client(), undo_on_exit=False) as s:
+        s.power_on(["w1"])
+    assert owed(inventory) == []
+    assert bmcs.ops("on") == []
 
 
 def test_a_dry_run_counts_the_journal_too(
@@ -239,3 +297,42 @@ def test_power_off_failing_on_several_nodes_keeps_the_error_type_and_its_fields(
     assert "w2: timed out after 30.0s" in message
     assert info.value.waited_s == 30.0 and info.value.last_seen == "no session"
     assert isinstance(info.value.__cause__, WaitTimeout)
+
+
+# -- the synchronized cut --------------------------------------------------------------------
+
+
+def test_a_cut_prepares_every_node_before_any_request_is_sent(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs
+) -> None:
+    with Session(inventory, client=api.client(), undo_on_exit=False) as s:
+        result = s.power_off(["w1", "w2"])
+        marker = s.timeline.first(ACTION, "w1", "power-off ack skew")
+    ops = [op for _n, op in bmcs.calls]
+    assert sorted(ops) == ["off", "off", "prepare", "prepare"]
+    assert ops[:2] == ["prepare", "prepare"]  # the barrier: no request before all are ready
+    assert result.synchronized and set(result.confirmed) == {"w1", "w2"}
+    assert marker is not None
+    assert marker.detail["nodes"] == "w1,w2" and marker.detail["synchronized"] is True
+    assert marker.detail["skew_ms"] == round(result.skew_s * 1000, 1)
+
+
+def test_if_one_node_cannot_be_prepared_no_node_of_the_cut_is_sent_anything(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs
+) -> None:
+    bmcs.fail[("w2", "prepare")] = not_acted(PermanentError("w2: Redfish refused (HTTP 401)"))
+    with pytest.raises(PermanentError, match="HTTP 401"):
+        power_off(inventory, api, ["w1", "w2"])
+    assert bmcs.ops("off") == []
+    assert bmcs.power["w1"] is bmcs.power["w2"] is PowerState.ON
+    states = {e.target: e.state for e in Journal.read(journal_path_for(inventory))}
+    assert states == {"node/w1": EntryState.NOT_DONE, "node/w2": EntryState.NOT_DONE}
+
+
+def test_the_earlier_way_is_still_there_for_comparison(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs
+) -> None:
+    with Session(inventory, client=api.client(), undo_on_exit=False) as s:
+        result = s.power_off(["w1", "w2"], synchronized=False)
+    assert not result.synchronized
+    assert bmcs.ops("prepare") == [] and sorted(bmcs.ops("off")) == ["w1", "w2"]

@@ -1,0 +1,167 @@
+"""Synchronized power cut benchmark: acknowledgement skew and request-to-acknowledgement.
+
+Cuts N lab nodes at once (default 10 workers of a lab of its own: 2 racks x 5 workers, one
+control plane), R rounds each way, in the same run:
+
+* ``sequential``: the earlier way, each node's whole power-off started in parallel: the
+  Redfish call opens its TLS connection, authenticates and finds the system at the moment
+  of the cut, the IPMI call opens its session then;
+* ``synchronized``: every node prepared first (connection, authentication, discovery,
+  session, current state), then a barrier releases every request together.
+
+Prints, per protocol mix and way, the acknowledgement skew (first to last BMC
+acknowledgement of one cut), request-to-acknowledgement per node (p50 / max) and the skew of
+the confirmations (the new state read back), the ratio sequential / synchronized, and the
+targets. The earlier way has no separate acknowledgement: its whole ``off()`` (connect,
+authenticate, discover, send, read back) is what it counted as acknowledged, and so it is
+counted here; the synchronized way's acknowledgement is the BMC's answer to the request.
+Targets: skew <= 50 ms for 10 nodes and request to
+acknowledgement <= 100 ms (p50) on a lab BMC, synchronized. Exit 1 if a target is missed.
+
+Run: ``.venv/bin/python bench/cut_bench.py [--inventory INV --nodes w1,w2,...] [--rounds 5]``
+(or ``make bench``). Without ``--inventory`` it brings a lab up on ``--base-port`` (default
+``$POWERCUT_BENCH_PORT`` or 25000) and takes it down at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harness.inventory import Inventory, load_inventory
+from harness.session import PowerResult, Session
+
+SKEW_TARGET_S = 0.050
+ACK_TARGET_S = 0.100
+
+
+def powercut(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "harness.cli", *args], check=True, capture_output=True)
+
+
+def roomy(inventory: Inventory, count: int) -> Inventory:
+    """The inventory with safety limits that let the bench cut ``count`` nodes at once."""
+    safety = inventory.safety.model_copy(
+        update={"max_nodes_down": max(count, inventory.safety.max_nodes_down)}
+    )
+    safety = safety.model_copy(update={"rack_fraction_policy": "warn"})
+    return inventory.model_copy(update={"safety": safety})
+
+
+def cut(inventory: Inventory, nodes: list[str], protocol: str | None, sync: bool) -> PowerResult:
+    quiet = lambda _message: None  # noqa: E731
+    with Session(inventory, undo_on_exit=False, say=quiet) as s:
+        result = s.power_off(nodes, protocol=protocol, synchronized=sync)
+        s.power_on(nodes, protocol=protocol)
+    return result
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:7.1f}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--inventory", type=Path, default=None, help="use this lab/cluster")
+    ap.add_argument("--nodes", default="", help="comma-separated nodes (default: N workers)")
+    ap.add_argument("--count", type=int, default=10, help="nodes to cut at once (default 10)")
+    ap.add_argument("--rounds", type=int, default=5, help="cuts per way and protocol")
+    ap.add_argument(
+        "--base-port",
+        type=int,
+        default=int(os.environ.get("POWERCUT_BENCH_PORT", "25000")),
+        help="the bench lab's first port (default $POWERCUT_BENCH_PORT or 25000; a lab takes 1000)",
+    )
+    ap.add_argument(
+        "--protocols",
+        default="mixed,redfish,ipmi",
+        help="mixed (each node's primary BMC), redfish, ipmi (default: all three)",
+    )
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="powercut-cut-bench-") as tmp:
+        state = Path(tmp) / "state"
+        inventory_path = args.inventory
+        started = False
+        try:
+            if inventory_path is None:
+                inventory_path = Path(tmp) / "inv.yaml"
+                print(f"bringing a lab up (2 racks x 5 workers) on port {args.base_port}...")
+                t0 = time.monotonic()
+                powercut(
+                    "lab", "up", "--racks", "2", "--workers-per-rack", "5",
+                    "--control-planes", "1", "--base-port", str(args.base_port),
+                    "--state-dir", str(state), "--inventory-out", str(inventory_path),
+                )  # fmt: skip
+                started = True
+                print(f"  up in {time.monotonic() - t0:.1f} s")
+            inventory = load_inventory(inventory_path)
+            nodes = [n for n in args.nodes.split(",") if n] or [
+                n.name for n in inventory.nodes_by_role("worker")
+            ][: args.count]
+            inventory = roomy(inventory, len(nodes))
+            return run(inventory, nodes, args.rounds, args.protocols.split(","))
+        finally:
+            if started:
+                powercut("lab", "down", "--state-dir", str(state))
+
+
+def run(inventory: Inventory, nodes: list[str], rounds: int, protocols: list[str]) -> int:
+    print(f"cutting {len(nodes)} nodes at once ({', '.join(nodes)}), {rounds} rounds per way")
+    print(
+        f"{'protocol':9} {'way':13} {'skew p50':>9} {'skew max':>9} {'sent spread':>12} "
+        f"{'req->ack p50':>13} {'req->ack max':>13} {'confirm skew':>13}   (ms)"
+    )
+    ok = True
+    for proto in protocols:
+        protocol = None if proto == "mixed" else proto
+        figures: dict[bool, tuple[list[float], list[float], list[float], list[float]]] = {}
+        for _ in range(rounds):
+            for sync in (False, True):  # side by side, alternating, in the same run
+                result = cut(inventory, nodes, protocol, sync)
+                skews, spreads, acks, confirms = figures.setdefault(sync, ([], [], [], []))
+                done = list(result.confirmed.values())
+                confirms.append(max(done) - min(done) if len(done) > 1 else 0.0)
+                skews.append(result.skew_s)
+                spreads.append(result.sent_spread_s)
+                acks.extend(result.request_to_ack_s.values())
+                time.sleep(0.5)
+        for sync in (False, True):
+            skews, spreads, acks, confirms = figures[sync]
+            way = "synchronized" if sync else "sequential"
+            print(
+                f"{proto:9} {way:13} {ms(statistics.median(skews)):>9} {ms(max(skews)):>9} "
+                f"{ms(statistics.median(spreads)):>12} {ms(statistics.median(acks)):>13} "
+                f"{ms(max(acks)):>13} {ms(statistics.median(confirms)):>13}"
+            )
+        seq_skew, sync_skew = (
+            statistics.median(figures[False][0]),
+            statistics.median(figures[True][0]),
+        )
+        seq_ack = statistics.median(figures[False][2])
+        sync_ack = statistics.median(figures[True][2])
+        skew_ratio = seq_skew / max(sync_skew, 1e-6)
+        ack_ratio = seq_ack / max(sync_ack, 1e-6)
+        print(
+            f"{proto:9} ratio sequential/synchronized: skew {skew_ratio:.1f}x, "
+            f"request->ack {ack_ratio:.1f}x"
+        )
+        skew_ok = sync_skew <= SKEW_TARGET_S
+        ack_ok = sync_ack <= ACK_TARGET_S
+        print(
+            f"{proto:9} target: skew {ms(sync_skew).strip()} ms <= {SKEW_TARGET_S * 1000:.0f} ms "
+            f"({sync_skew / SKEW_TARGET_S:.2f}) {'ok' if skew_ok else 'MISSED'}; request->ack "
+            f"{ms(sync_ack).strip()} ms <= {ACK_TARGET_S * 1000:.0f} ms "
+            f"({sync_ack / ACK_TARGET_S:.2f}) {'ok' if ack_ok else 'MISSED'}"
+        )
+        ok = ok and skew_ok and ack_ok
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

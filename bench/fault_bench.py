@@ -1,0 +1,616 @@
+"""Fault-injection benchmark: interrupt powercut at random moments and check nothing is left.
+
+Brings a lab up (3 control planes, 3 racks x 3 workers, the sample workloads) and, for each
+interruption, starts a random scenario (`powercut run -k <one feature scenario>`) or a
+longevity run (`powercut longevity --fraction 1/3`) and hits it at a random moment with one
+of these faults:
+
+* ``sigkill``: SIGKILL to powercut and its pytest child at once (a crash: nothing runs its
+  undos; the child may stay a zombie), then an immediate ``powercut recover``;
+* ``sigterm`` / ``sigint``: the signal to powercut, which must undo and exit 3;
+* ``bmc-stops``: the lab's BMCs stop answering (its supervisor is SIGSTOPped) in the middle
+  of a ``powercut power off``, and answer again later; then ``powercut recover``;
+* ``apiserver-restart``: every API server of the lab (one, with ``--one-apiserver`` and in the
+  short form) is killed (the lab restarts them) while
+  an Observer watches a node being cordoned and uncordoned; the Observer's transitions are
+  checked against the acknowledged patches and an independent watch of its own;
+* ``cp-lease-holder``: the control-plane node whose controller-manager holds the leader
+  lease is powered off under a running scenario (then back on), which must still end with a
+  documented exit code.
+
+After each, it waits for the cluster to settle and counts what is left: nodes off, nodes
+cut off (on but not Ready), cordoned, tainted (out-of-service, or unreachable/not-ready
+after settling), the cluster lock, journal entries still owed (after recover), exit codes
+that broke the contract in README ("powercut run exit codes": interrupted -> 3; recover
+-> 0), and transitions lost. Anything left is repaired before the next one, and counted.
+
+Run: ``.venv/bin/python bench/fault_bench.py [--count 50] [--seed N]`` (full form, >= 50
+interruptions); ``--short`` (the form `make test` runs, a few minutes). Exit 1 when any
+count that has a target of 0 is not 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.errors import PowercutError
+from harness.inventory import Inventory, load_inventory
+from harness.journal import Journal
+from harness.kube.actions import OUT_OF_SERVICE_KEY
+from harness.kube.client import Gone, KubeClient
+from harness.kube.lock import LEASE_NAME, LEASE_NAMESPACE
+from harness.kube.observer import NODE, Observer
+from harness.kube.timeline import Timeline
+from harness.power.base import PowerState
+from harness.power.factory import driver_for
+from harness.session import journal_path_for
+
+#: Feature scenarios picked from at random (`-k` expressions), each a few dozen seconds.
+SCENARIOS = (
+    "stuck_pods_are_forcedeleted",
+    "outofservice_taint_moves",
+    "node_object_is_deleted",
+    "drained_powercycled",
+    "member_waits",
+    "every_node_of_one_rack",
+    "daemonset_pods_return and redfish",
+    "worker_loses_power_as_a_chaostoolkit",
+)
+SIGNAL_FAULTS = ("sigkill", "sigterm", "sigint")
+OTHER_FAULTS = ("bmc-stops", "apiserver-restart", "cp-lease-holder")
+SETTLE_S = 90.0
+RUN_EXIT = {0: "passed", 1: "failed", 2: "harness error", 3: "interrupted", 4: "restore failed"}
+
+
+@dataclass
+class Tally:
+    interruptions: Counter[str] = field(default_factory=Counter)
+    off: int = 0
+    cut_off: int = 0
+    cordoned: int = 0
+    tainted: int = 0
+    locks: int = 0
+    owed: int = 0
+    contract: int = 0
+    lost: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def broken(self) -> int:
+        return (
+            self.off + self.cut_off + self.cordoned + self.tainted + self.locks + self.owed
+            + self.contract + self.lost
+        )  # fmt: skip
+
+
+class Lab:
+    """The bench's own lab, driven through the `powercut` command."""
+
+    def __init__(self, root: Path, base_port: int) -> None:
+        self.root = root
+        self.state = root / "lab"
+        self.inventory_path = root / "inv.yaml"
+        self.base_port = base_port
+        self.env = {**os.environ, "POWERCUT_STATE_DIR": str(root / "powercut-state")}
+
+    def powercut(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "harness.cli", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def up(self) -> None:
+        out = self.powercut(
+            "lab", "up", "--workloads", "--base-port", str(self.base_port),
+            "--state-dir", str(self.state), "--inventory-out", str(self.inventory_path),
+        )  # fmt: skip
+        if out.returncode:
+            raise SystemExit(f"lab up failed: {out.stderr.strip()[-2000:]}")
+        os.environ["POWERCUT_STATE_DIR"] = self.env["POWERCUT_STATE_DIR"]
+
+    def down(self) -> None:
+        self.powercut("lab", "down", "--state-dir", str(self.state))
+
+    def status(self) -> dict[str, object]:
+        data: dict[str, object] = json.loads((self.state / "state.json").read_text())
+        return data
+
+    def pids(self, contains: str) -> list[int]:
+        comps = self.status().get("components") or {}
+        assert isinstance(comps, dict)
+        return [int(c["pid"]) for n, c in comps.items() if contains in n and c.get("pid")]
+
+
+# -- what is left ---------------------------------------------------------------------------
+
+
+def power_states(inv: Inventory) -> dict[str, PowerState]:
+    def read(name: str) -> PowerState:
+        d = driver_for(inv.node(name), budgets=inv.timing_budgets())
+        try:
+            return d.state()
+        except PowercutError:
+            return PowerState.UNKNOWN
+        finally:
+            d.close()
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return dict(zip(inv.node_names(), pool.map(read, inv.node_names()), strict=True))
+
+
+def node_problems(client: KubeClient) -> dict[str, list[str]]:
+    """Per node: not-ready, cordoned, tainted (out-of-service, unreachable, not-ready)."""
+    items, _ = client.list("/api/v1/nodes")
+    out: dict[str, list[str]] = {}
+    for n in items:
+        name = n["metadata"]["name"]
+        problems = []
+        ready = [c for c in n.get("status", {}).get("conditions", []) if c.get("type") == "Ready"]
+        if not ready or ready[0].get("status") != "True":
+            problems.append("not-ready")
+        if n.get("spec", {}).get("unschedulable"):
+            problems.append("cordoned")
+        for t in n.get("spec", {}).get("taints") or []:
+            if t.get("key") in (
+                OUT_OF_SERVICE_KEY,
+                "node.kubernetes.io/unreachable",
+                "node.kubernetes.io/not-ready",
+            ):
+                problems.append("tainted")
+                break
+        out[name] = problems
+    return out
+
+
+def settle_and_count(lab: Lab, inv: Inventory, client: KubeClient, tally: Tally, tag: str) -> bool:
+    """Wait for the cluster to settle; count what is left. True if nothing is."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        power = power_states(inv)
+        try:
+            problems = node_problems(client)
+        except PowercutError:
+            problems = {n: ["api-unreachable"] for n in inv.node_names()}
+        clean = all(p is PowerState.ON for p in power.values()) and not any(problems.values())
+        if clean or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    off = [n for n, p in power.items() if p is not PowerState.ON]
+    cut = [n for n, p in problems.items() if "not-ready" in p and power.get(n) is PowerState.ON]
+    cordoned = [n for n, p in problems.items() if "cordoned" in p]
+    tainted = [n for n, p in problems.items() if "tainted" in p]
+    try:
+        lease = client.get_or_none(
+            f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{LEASE_NAME}"
+        )
+    except PowercutError:
+        lease = None
+    path = journal_path_for(inv)
+    owed = [e for e in Journal.read(path) if e.owes_undo] if path.exists() else []
+    tally.off += len(off)
+    tally.cut_off += len(cut)
+    tally.cordoned += len(cordoned)
+    tally.tainted += len(tainted)
+    tally.locks += lease is not None
+    tally.owed += len(owed)
+    left = {
+        "off": off, "cut off": cut, "cordoned": cordoned, "tainted": tainted,
+        "lock": ["powercut-lock"] if lease else [], "owed": [str(e) for e in owed],
+    }  # fmt: skip
+    left = {k: v for k, v in left.items() if v}
+    if left:
+        tally.notes.append(f"{tag}: left {left}")
+        repair(lab, inv, client)
+    return not left
+
+
+def repair(lab: Lab, inv: Inventory, client: KubeClient) -> None:
+    """Put the cluster back after a run that left something (counted already)."""
+    lab.powercut("recover", "-i", str(lab.inventory_path))
+    for name in inv.node_names():
+        d = driver_for(inv.node(name), budgets=inv.timing_budgets())
+        try:
+            if d.state() is not PowerState.ON:
+                d.on()
+        except PowercutError:
+            pass
+        finally:
+            d.close()
+    for name in inv.node_names():
+        with contextlib.suppress(PowercutError):
+            client.patch(f"/api/v1/nodes/{name}", {"spec": {"unschedulable": None}})
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{LEASE_NAME}"
+    try:
+        if client.get_or_none(path) is not None:
+            client.delete(path)
+    except PowercutError:
+        pass
+
+
+# -- faults ---------------------------------------------------------------------------------
+
+
+def children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def start_target(
+    lab: Lab, rng: random.Random, *, longevity: bool = True
+) -> tuple[subprocess.Popen[bytes], str]:
+    """A random scenario or a longevity run, in a session of its own."""
+    out = lab.root / f"out-{time.monotonic_ns()}"
+    if not longevity or rng.random() < 0.7:
+        scenario = rng.choice(SCENARIOS)
+        argv = ["run", "-i", str(lab.inventory_path), "--out", str(out), "--no-html",
+                "--", "-k", scenario]  # fmt: skip
+        what = f"run -k {scenario}"
+    else:
+        argv = ["longevity", "-i", str(lab.inventory_path), "--fraction", "1/3",
+                "--duration", "10m", "--out", str(out), "--no-report"]  # fmt: skip
+        what = "longevity --fraction 1/3"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", *argv],
+        env=lab.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    return proc, what
+
+
+def signal_fault(
+    lab: Lab, inv: Inventory, client: KubeClient, rng: random.Random, fault: str, tally: Tally
+) -> str:
+    proc, what = start_target(lab, rng)
+    moment = rng.uniform(2.0, 45.0)
+    time.sleep(moment)
+    alive = proc.poll() is None
+    tag = f"{fault} at {moment:.1f}s of {what}"
+    if fault == "sigkill":
+        victims = [proc.pid, *children(proc.pid)]
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.wait()
+        rec = lab.powercut("recover", "-i", str(lab.inventory_path))
+        if rec.returncode != 0:
+            tally.contract += 1
+            tally.notes.append(f"{tag}: recover exited {rec.returncode}: {rec.stderr[-500:]}")
+        tag += f" (recover {rec.returncode})"
+    else:
+        sig = signal.SIGTERM if fault == "sigterm" else signal.SIGINT
+        if alive:
+            proc.send_signal(sig)
+        try:
+            rc = proc.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+            tally.notes.append(f"{tag}: still running 300 s after the signal")
+        expected = (3,) if alive else tuple(RUN_EXIT)
+        if rc not in expected:
+            tally.contract += 1
+            tally.notes.append(f"{tag}: exit {rc}, documented: {expected}")
+        tag += f" (exit {rc}{'' if alive else ', had ended'})"
+    settle_and_count(lab, inv, client, tally, tag)
+    return tag
+
+
+def bmc_stops(
+    lab: Lab, inv: Inventory, client: KubeClient, rng: random.Random, tally: Tally
+) -> str:
+    node = rng.choice([n.name for n in inv.nodes_by_role("worker")])
+    supervisor = int(str(lab.status()["supervisor_pid"]))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "power",
+            "off",
+            node,
+            "-i",
+            str(lab.inventory_path),
+            "--skip-preflight",
+        ],
+        env=lab.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    moment = rng.uniform(0.0, 0.6)
+    time.sleep(moment)
+    os.kill(supervisor, signal.SIGSTOP)
+    frozen = rng.uniform(5.0, 45.0)  # past the power deadline (30 s, fast) about half the time
+    try:
+        time.sleep(frozen)
+    finally:
+        os.kill(supervisor, signal.SIGCONT)
+    try:
+        rc = proc.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rc = proc.wait()
+        tally.notes.append(f"bmc-stops {node}: power off still running after 300 s")
+    if rc not in (0, 2):
+        tally.contract += 1
+        tally.notes.append(f"bmc-stops {node}: power off exited {rc}, documented 0 or 2")
+    rec = lab.powercut("recover", "-i", str(lab.inventory_path))
+    if rec.returncode != 0:
+        tally.contract += 1
+        tally.notes.append(f"bmc-stops {node}: recover exited {rec.returncode}")
+    tag = f"bmc-stops {moment:.2f}s into power off {node}, {frozen:.0f}s (exit {rc})"
+    settle_and_count(lab, inv, client, tally, tag)
+    return tag
+
+
+class IndependentWatch(threading.Thread):
+    """Its own list+watch of one node, counting cordon flips (resumes from the last
+    resourceVersion; re-lists after a 410). Shares nothing with the Observer."""
+
+    def __init__(self, client: KubeClient, node: str) -> None:
+        super().__init__(daemon=True)
+        self.client = client
+        self.node = node
+        self.flips = 0
+        self.stop = threading.Event()
+        self.listed = threading.Event()  # the first list is in: flips from now on count
+        self._cancel: Callable[[], None] | None = None
+
+    def run(self) -> None:
+        path = "/api/v1/nodes"
+        selector = f"metadata.name={self.node}"
+        last: bool | None = None
+        rv: str | None = None
+        while not self.stop.is_set():
+            try:
+                if rv is None:  # (re-)list and diff: the net change is one flip or none
+                    items, rv = self.client.list(path, fieldSelector=selector)
+                    now = bool(items[0]["spec"].get("unschedulable")) if items else False
+                    self.flips += last is not None and now != last
+                    last = now
+                    self.listed.set()
+                for ev in self.client.watch(
+                    path, resource_version=rv, timeout_s=30, fieldSelector=selector,
+                    on_open=self._opened,
+                ):  # fmt: skip
+                    rv = ev.object.get("metadata", {}).get("resourceVersion", rv)
+                    if ev.type in ("ADDED", "MODIFIED"):
+                        now = bool(ev.object.get("spec", {}).get("unschedulable"))
+                        self.flips += now != last
+                        last = now
+                    if self.stop.is_set():
+                        return
+            except Gone:
+                rv = None
+            except PowercutError:
+                time.sleep(0.2)
+
+    def _opened(self, cancel: Callable[[], None]) -> None:
+        self._cancel = cancel
+
+    def close(self) -> None:
+        self.stop.set()
+        if self._cancel is not None:
+            self._cancel()
+        self.join(timeout=10)
+
+
+def apiserver_restart(
+    lab: Lab, inv: Inventory, client: KubeClient, rng: random.Random, tally: Tally, every: bool
+) -> str:
+    node = rng.choice([n.name for n in inv.nodes_by_role("worker")])
+    tl = Timeline()
+    obs = Observer(client.clone(), None, timeline=tl).start()
+    independent = IndependentWatch(client.clone(), node)
+    independent.start()
+    if not independent.listed.wait(30):
+        tally.notes.append("apiserver-restart: the independent watch could not list in 30 s")
+    flips = 0
+    kill_at = rng.randint(5, 25)
+    try:
+        for i in range(40):
+            if i == kill_at:
+                pids = lab.pids("apiserver")
+                for pid in pids if every else rng.sample(pids, 1):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+            body = {"spec": {"unschedulable": True if flips % 2 == 0 else None}}
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    client.patch(f"/api/v1/nodes/{node}", body)
+                    flips += 1
+                    break
+                except PowercutError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+            time.sleep(0.2)
+        if flips % 2:
+            client.patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": None}})
+            flips += 1
+        time.sleep(3)
+    finally:
+        seen = sum(
+            1
+            for t in tl
+            if t.kind == NODE and t.name == node and t.transition in ("cordoned", "uncordoned")
+        )
+        obs.stop()
+        independent.close()
+    lost = max(0, flips - seen)
+    lost_independent = max(0, flips - independent.flips)
+    tally.lost += lost
+    if lost or lost_independent:
+        tally.notes.append(
+            f"apiserver-restart: {flips} cordon flips acknowledged; the Observer saw {seen}, "
+            f"the independent watch {independent.flips}"
+        )
+    tag = (
+        f"apiserver-restart ({'every' if every else 'one'} API server) at flip {kill_at} of "
+        f"{flips} on {node}: observer {seen}, "
+        f"independent {independent.flips}"
+    )
+    settle_and_count(lab, inv, client, tally, tag)
+    return tag
+
+
+def controller_manager_leader(lab: Lab) -> str | None:
+    """The control-plane node whose controller-manager logged the latest lease acquisition."""
+    best: tuple[str, str] | None = None
+    prefix = "kube-controller-manager-"
+    for log in (lab.state / "logs").glob(f"{prefix}*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            low = line.lower()
+            if (
+                "successfully acquired lease" in low
+                and "kube-system/kube-controller-manager" in low
+            ):
+                stamp = " ".join(line.split()[:2])  # klog: "I1125 08:18:34.674999"
+                if best is None or stamp > best[0]:
+                    best = (stamp, log.stem.removeprefix(prefix))
+    return None if best is None else best[1]
+
+
+def cp_lease_holder(
+    lab: Lab, inv: Inventory, client: KubeClient, rng: random.Random, tally: Tally
+) -> str:
+    cps = [n.name for n in inv.nodes_by_role("control-plane")]
+    leader = controller_manager_leader(lab)
+    victim = next((c for c in cps if leader and leader in c), rng.choice(cps))
+    proc, what = start_target(lab, rng, longevity=False)  # one that ends by itself
+    time.sleep(rng.uniform(3.0, 20.0))
+    d = driver_for(inv.node(victim), budgets=inv.timing_budgets())
+    try:
+        d.off()
+        time.sleep(rng.uniform(5.0, 20.0))
+        d.on()
+    finally:
+        d.close()
+    try:
+        rc = proc.wait(timeout=900)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait()
+        tally.notes.append(f"cp-lease-holder: {what} still running 900 s later; SIGTERM")
+    if rc not in RUN_EXIT:
+        tally.contract += 1
+        tally.notes.append(f"cp-lease-holder: {what} exited {rc}")
+    tag = f"cp-lease-holder {victim} (leader: {leader or 'unknown'}) under {what} (exit {rc})"
+    settle_and_count(lab, inv, client, tally, tag)
+    return tag
+
+
+# -- main -----------------------------------------------------------------------------------
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--count", type=int, default=50, help="interruptions (default 50)")
+    ap.add_argument("--short", action="store_true", help="the short form: one of each fault")
+    ap.add_argument("--seed", type=int, default=None, help="replay a run (printed at the start)")
+    ap.add_argument(
+        "--base-port",
+        type=int,
+        default=int(os.environ.get("POWERCUT_BENCH_PORT", "25000")),
+        help="the bench lab's first port (default $POWERCUT_BENCH_PORT or 25000; a lab takes 1000)",
+    )
+    ap.add_argument(
+        "--only",
+        choices=[*SIGNAL_FAULTS, *OTHER_FAULTS],
+        default=None,
+        help="inject only this fault (--count times)",
+    )
+    ap.add_argument(
+        "--one-apiserver",
+        action="store_true",
+        help="restart one API server of three (a lost control-plane node), not all at once "
+        "(the short form does)",
+    )
+    args = ap.parse_args()
+    if args.short:
+        args.one_apiserver = True
+    logging.basicConfig(level=logging.ERROR)  # the watches' reconnections are expected here
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    rng = random.Random(seed)
+    if args.short:
+        faults = [*SIGNAL_FAULTS, *OTHER_FAULTS]
+    else:
+        faults = [*SIGNAL_FAULTS, *OTHER_FAULTS]
+        faults += [rng.choice([*SIGNAL_FAULTS * 3, *OTHER_FAULTS]) for _ in range(args.count)]
+        faults = faults[: max(args.count, len(SIGNAL_FAULTS) + len(OTHER_FAULTS))]
+    if args.only:
+        faults = [args.only] * args.count
+    rng.shuffle(faults)
+    print(f"fault bench: {len(faults)} interruptions, seed {seed}", flush=True)
+    tally = Tally()
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="powercut-fault-bench-") as tmp:
+        lab = Lab(Path(tmp), args.base_port)
+        lab.up()
+        try:
+            inv = load_inventory(lab.inventory_path)
+            client = KubeClient.from_kubeconfig(inv.cluster.kubeconfig, inv.cluster.context)
+            for i, fault in enumerate(faults, 1):
+                t0 = time.monotonic()
+                if fault in SIGNAL_FAULTS:
+                    tag = signal_fault(lab, inv, client, rng, fault, tally)
+                elif fault == "bmc-stops":
+                    tag = bmc_stops(lab, inv, client, rng, tally)
+                elif fault == "apiserver-restart":
+                    tag = apiserver_restart(lab, inv, client, rng, tally, not args.one_apiserver)
+                else:
+                    tag = cp_lease_holder(lab, inv, client, rng, tally)
+                tally.interruptions[fault] += 1
+                print(
+                    f"[{i}/{len(faults)}] {tag} ({time.monotonic() - t0:.0f} s; "
+                    f"{tally.broken()} problems so far)",
+                    flush=True,
+                )
+        finally:
+            lab.down()
+    total = sum(tally.interruptions.values())
+    print(f"\nfault bench, seed {seed}, {(time.monotonic() - started) / 60:.1f} min")
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(tally.interruptions.items()))
+    print(f"interruptions: {total} ({kinds})")
+    for label, value in (
+        ("nodes left off", tally.off),
+        ("nodes left cut off (on, not Ready)", tally.cut_off),
+        ("nodes left cordoned", tally.cordoned),
+        ("nodes left tainted", tally.tainted),
+        ("cluster locks left", tally.locks),
+        ("journal entries owed after recover", tally.owed),
+        ("transitions lost", tally.lost),
+        ("exit codes that broke the contract", tally.contract),
+    ):
+        print(f"{label:40} {value:4}  (target 0){'' if value == 0 else '  MISSED'}")
+    for note in tally.notes:
+        print(f"  - {note}")
+    return 0 if tally.broken() == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
