@@ -121,7 +121,9 @@ class ClusterExecutor:
             budgets=self.inventory.timing_budgets(),
         )
         try:
-            if driver.state() is not PowerState.ON:
+            # A driver whose on() also undoes the failures of a running node (kind: a
+            # partition, a stopped kubelet) is asked even when the node is on.
+            if driver.state() is not PowerState.ON or getattr(driver, "on_restores_running", False):
                 driver.on()
         finally:
             driver.close()
