@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_FLAGS ?=
 
-.PHONY: venv report-tools lint types layers unit check lab-bin lab-test integration features test demo bench clean
+.PHONY: venv report-tools lint types layers unit check lab-bin lab-test kind-image kind-test integration features test demo bench clean
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -33,6 +33,14 @@ lab-bin: venv
 ## the lab tests: one lab per session, every protocol, HA control plane, recovery
 lab-test: lab-bin
 	$(PY) -m pytest tests/lab -m lab -v $(PYTEST_FLAGS)
+
+kind-image: venv
+	.venv/bin/powercut kind build
+
+## the real-kubelet tests: a kind cluster (1 control plane, 2 workers) from the node image
+## built here with no registry; the kind driver's failures against real node containers
+kind-test: kind-image
+	$(PY) -m pytest tests/kind -m kind -v $(PYTEST_FLAGS)
 
 ## the report pipeline end to end: allure-pytest-bdd -> Allure 3 single file -> Chromium
 integration: venv report-tools
