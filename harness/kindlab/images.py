@@ -75,6 +75,17 @@ def _debian_mirror() -> str:
     return "http://deb.debian.org/debian"
 
 
+def restrict_oom_score_adj() -> bool:
+    """True where the capability bounding set lacks CAP_SYS_RESOURCE (bit 24): the node
+    containers run without it (engine.py's runtime wrapper), and runc in a node cannot
+    lower a pod's oom_score_adj (-998 for static pods: "can't get final child's PID from
+    pipe: EOF"); containerd then keeps pods' scores at or above its own."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapBnd:"):
+            return not int(line.split()[1], 16) & (1 << 24)
+    return False
+
+
 def _inputs_key(bins: dict[str, Path]) -> str:
     h = hashlib.sha256()
     for name in sorted(bins):
@@ -83,7 +94,11 @@ def _inputs_key(bins: dict[str, Path]) -> str:
         if p.is_file():
             h.update(p.name.encode() + p.read_bytes())
     h.update(Path(__file__).read_bytes())
-    h.update(json.dumps([v.NODE_PACKAGES, v.DEBIAN_SUITE, image_names()]).encode())
+    h.update(
+        json.dumps(
+            [v.NODE_PACKAGES, v.DEBIAN_SUITE, image_names(), restrict_oom_score_adj()]
+        ).encode()
+    )
     return h.hexdigest()[:16]
 
 
@@ -269,6 +284,8 @@ RUN chmod 0755 /kind /kind/bin /kind/bin/* /usr/local/bin/* /usr/bin/kubelet /us
     && ctr oci spec | jq '{hook}' | jq 'del(.process.rlimits)' > /etc/containerd/cri-base.json \\
     && sed -i 's#sandbox_image = .*#sandbox_image = "{pause}"#' /etc/containerd/config.toml \\
     && grep -q '{pause}' /etc/containerd/config.toml \\
+    && sed -i 's#restrict_oom_score_adj = .*#restrict_oom_score_adj = {restrict_oom}#' \\
+        /etc/containerd/config.toml \\
     && echo "{version}" > /kind/version
 ENV container=docker
 STOPSIGNAL SIGRTMIN+3
@@ -304,6 +321,7 @@ def _stage_image(bins: dict[str, Path], key: str, kind_dir: Path) -> str:
             pause=image_names()["pause"],
             version=v.KUBERNETES,
             hook=CRI_HOOK,
+            restrict_oom=str(restrict_oom_score_adj()).lower(),
         )
         _docker_build(ref, ctx, dockerfile, key)
     return ref

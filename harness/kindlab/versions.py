@@ -45,7 +45,7 @@ NODE_PACKAGES = (
 # Images are named under a repository that no registry serves, so nothing can be pulled by
 # mistake: kubeadm's imageRepository points here and every image is imported beforehand.
 REPO = "powercut.local"
-PAUSE_TAG = "3.10.1"
+PAUSE_TAG = "3.10.2"  # what kubeadm v1.36 lists
 NODE_IMAGE = f"{REPO}/kind-node:{KUBERNETES}"
 BASE_IMAGE = f"{REPO}/debian:{DEBIAN_SUITE}"
 
