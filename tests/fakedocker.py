@@ -4,9 +4,9 @@ Container states live in a JSON file (``FAKE_DOCKER_STATE``); every invocation i
 there. It answers ``inspect --format '{{.State.Status}} {{.State.Paused}}'``, ``start``,
 ``stop``, ``kill``, ``pause``, ``unpause`` and the kind driver's ``exec`` scripts (named by
 their first line: partition, heal, partition-state, stop-kubelet, start-kubelet,
-kubelet-state; a container records ``cut`` and ``kubelet``) with the docker CLI's texts,
+kubelet-state, poweroff; a container records ``cut`` and ``kubelet``) with the docker CLI's texts,
 including its errors. Knobs: ``lag`` (a change shows after that many more inspects),
-``never_applies``, ``busy`` (the next N changes answer "is restarting"), ``down`` (the
+``never_applies``, ``poweroff_ignored``, ``busy`` (the next N changes answer "is restarting"), ``down`` (the
 engine is unreachable) and ``hang_s``.
 """
 
@@ -71,6 +71,12 @@ FAKE_DOCKER = textwrap.dedent(
         done(1, err=f"Error response from daemon: Container {{name}} is restarting, "
              "wait until the container is running\\n")
 
+    def change(status, paused):
+        if st.get("never_applies"):
+            return
+        c["pending"] = [status, paused]
+        c["lag"] = st.get("lag", 0)
+
     if verb == "exec":
         if c["status"] != "running" or c["paused"]:
             done(1, err=f"Error response from daemon: Container {{name}} is not running\\n")
@@ -86,15 +92,12 @@ FAKE_DOCKER = textwrap.dedent(
             c["kubelet"] = False
         elif op == "start-kubelet":
             c["kubelet"] = True
+        elif op == "poweroff":
+            if not st.get("poweroff_ignored"):
+                change("exited", False)
         elif op == "kubelet-state":
             done(0, out="active\\n" if c.get("kubelet", True) else "inactive\\n")
         done(0)
-
-    def change(status, paused):
-        if st.get("never_applies"):
-            return
-        c["pending"] = [status, paused]
-        c["lag"] = st.get("lag", 0)
 
     if verb == "kill":
         if c["status"] != "running":

@@ -6,8 +6,11 @@ life is the node's power:
 - ``off()`` (forced): ``docker kill`` (SIGKILL to the node's init, as a power cut: nothing
   inside gets to shut down). Docker also suspends the container's restart policy until it
   is started again, so the node stays off.
-- ``off(graceful=True)``: ``docker stop --time N``: kind's stop signal makes systemd shut
-  the node down (an ACPI-style shutdown), SIGKILL after ``N`` seconds.
+- ``off(graceful=True)``: ``systemctl poweroff`` inside the node, which goes through logind,
+  so the kubelet's graceful node shutdown (its delay inhibitor) terminates the pods before
+  systemd stops everything; if the node is not off within ``N`` seconds, ``docker stop
+  --time N`` (kind's stop signal makes systemd halt at once, bypassing logind), then
+  SIGKILL. A plain ``docker stop`` would skip the kubelet's shutdown manager.
 - ``on()``: ``docker start``. ``cycle()``: off (forced), then on.
 - ``partition(node, heal_after_s=...)``: the node keeps running, its pods too, but it is cut
   off the kind network: inside the node container, an iptables chain drops every packet
@@ -58,7 +61,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol, Self, TypeVar, runtime_checkable
 
-from harness.errors import ConfigError, PermanentError, TemporaryError
+from harness.errors import ConfigError, PermanentError, TemporaryError, WaitTimeout
 from harness.inventory import NodeSpec, PowerSpec
 from harness.power._wait import SYSTEM_CLOCK, Clock, Deadline, retry, wait_until
 from harness.power.base import PowerState
@@ -165,6 +168,9 @@ START_KUBELET_SCRIPT: Final = """# powercut:start-kubelet
 systemctl stop powercut-start-kubelet.timer 2>/dev/null || true
 systemctl start kubelet.service
 """
+POWEROFF_SCRIPT: Final = """# powercut:poweroff
+systemctl poweroff --no-block 2>/dev/null || kill -s RTMIN+3 1
+"""
 KUBELET_STATE: Final = """# powercut:kubelet-state
 systemctl is-active kubelet.service || true
 """
@@ -260,10 +266,27 @@ class KindDriver:
                 self._command(("unpause",), deadline)
                 self._wait_for(PowerState.ON, "unpause", deadline)
             if graceful:
-                self._command(("stop", "--time", str(self.stop_timeout_s)), deadline)
-            else:
-                self._command(("kill", "--signal", "KILL"), deadline)
-            self._wait_for(PowerState.OFF, "stop" if graceful else "kill", deadline)
+                self._graceful_off(deadline)
+                return
+            self._command(("kill", "--signal", "KILL"), deadline)
+            self._wait_for(PowerState.OFF, "kill", deadline)
+
+    def _graceful_off(self, deadline: Deadline) -> None:
+        """``systemctl poweroff`` in the node: through logind, so the kubelet's graceful
+        node shutdown (a delay inhibitor) stops the pods first; ``docker stop`` if the node
+        is not off within ``stop_timeout_s``."""
+        try:
+            self._run("exec", self.container, "/bin/sh", "-c", POWEROFF_SCRIPT, "poweroff")
+        except PermanentError as exc:  # the node may go down under the exec
+            log.info("%s: poweroff exec ended: %s", self._where, exc)
+        log.info("%s: systemctl poweroff sent", self._where)
+        grace = Deadline(min(self.stop_timeout_s, max(deadline.remaining(), 0.0)), self._clock)
+        try:
+            self._wait_for(PowerState.OFF, "systemctl poweroff", grace)
+        except WaitTimeout:
+            log.warning("%s: not off %ss after poweroff; docker stop", self._where, grace.timeout_s)
+            self._command(("stop", "--time", str(self.stop_timeout_s)), deadline)
+            self._wait_for(PowerState.OFF, "stop", deadline)
 
     def on(self) -> None:
         with self._lock:

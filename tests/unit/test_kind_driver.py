@@ -97,10 +97,20 @@ def test_forced_off_is_a_kill_and_reads_off_back(docker: Docker, clock: FakeCloc
     assert clock.sleeps == [0.5, 0.5]
 
 
-def test_graceful_off_is_a_stop_with_the_configured_grace(docker: Docker, clock: FakeClock) -> None:
+def test_graceful_off_is_a_poweroff_through_systemd(docker: Docker, clock: FakeClock) -> None:
     docker.container("kind-worker")
     kind(clock=clock, stop_timeout_s=7).off(graceful=True)
-    assert docker.verbs() == [INSPECT, "stop --time 7", INSPECT]
+    assert docker.verbs() == [INSPECT, "exec poweroff", INSPECT]
+
+
+def test_graceful_off_falls_back_to_docker_stop(docker: Docker, clock: FakeClock) -> None:
+    docker.container("kind-worker")
+    docker.set(poweroff_ignored=True)
+    kind(clock=clock, stop_timeout_s=7).off(graceful=True)
+    calls = docker.verbs()
+    assert calls[:2] == [INSPECT, "exec poweroff"]
+    assert calls[-2:] == ["stop --time 7", INSPECT]
+    assert clock.now == pytest.approx(7.0, abs=0.5)  # waited the grace, no longer
 
 
 def test_off_of_a_stopped_node_and_on_of_a_running_one_change_nothing(

@@ -7,6 +7,9 @@
 #   Docker network, so one hop);
 # - masquerades pod traffic leaving the pod network.
 set -u
+# PID 1 of its container: without a handler, SIGTERM would be ignored and a node's shutdown
+# would wait for the kill timeout.
+trap 'exit 0' TERM INT
 SA=/var/run/secrets/kubernetes.io/serviceaccount
 API="https://${CONTROL_PLANE_ENDPOINT:-${KUBERNETES_SERVICE_HOST}:${KUBERNETES_SERVICE_PORT}}"
 CONF=/etc/cni/net.d/10-powercut.conflist
@@ -44,5 +47,6 @@ while true; do
   else
     log "cannot list nodes from $API"
   fi
-  sleep 3
+  sleep 3 &
+  wait $!
 done
