@@ -6,8 +6,8 @@ there. It answers ``inspect --format '{{.State.Status}} {{.State.Paused}}'``, ``
 their first line: partition, heal, partition-state, stop-kubelet, start-kubelet,
 kubelet-state, poweroff; a container records ``cut`` and ``kubelet``) with the docker CLI's texts,
 including its errors. Knobs: ``lag`` (a change shows after that many more inspects),
-``never_applies``, ``poweroff_ignored``, ``busy`` (the next N changes answer "is restarting"), ``down`` (the
-engine is unreachable) and ``hang_s``.
+``never_applies``, ``poweroff_ignored``, ``busy`` (the next N changes answer "is
+restarting"), ``down`` (the engine is unreachable) and ``hang_s``.
 """
 
 from __future__ import annotations
