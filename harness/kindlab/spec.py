@@ -144,8 +144,8 @@ class KindSpec:
             "failCgroupV1": False,
             # Graceful node shutdown: `docker stop` makes systemd power the node off, and the
             # kubelet's inhibitor lock gives its pods this long to stop first.
-            "shutdownGracePeriod": "20s",
-            "shutdownGracePeriodCriticalPods": "5s",
+            "shutdownGracePeriod": "10s",
+            "shutdownGracePeriodCriticalPods": "4s",
         }
         preflight = ["SystemVerification"]  # kernel config and cgroup v1 checks, not the node
         init_cfg = {

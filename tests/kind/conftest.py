@@ -103,7 +103,8 @@ class KindCluster:
             st = self.client.get(f"/apis/apps/v1/namespaces/shop/{kind}/{name}")["status"]
             if st.get("readyReplicas", 0) != st.get("replicas", -1):
                 return False
-        return True
+        ds = self.client.get("/apis/apps/v1/namespaces/shop/daemonsets/node-agent")["status"]
+        return bool(ds.get("numberReady", 0) == ds.get("desiredNumberScheduled", -1))
 
     def restore(self) -> None:
         """Every node on, connected, kubelet running, Ready; workloads ready."""
@@ -142,6 +143,14 @@ def cluster(kind_cluster: KindCluster) -> Iterator[KindCluster]:
     """The session's cluster, put back (every node up and Ready) after each test."""
     yield kind_cluster
     kind_cluster.restore()
+
+
+def serving(pod: dict[str, Any]) -> bool:
+    """Running, Ready and not being deleted."""
+    if pod["metadata"].get("deletionTimestamp") or pod["status"].get("phase") != "Running":
+        return False
+    conds = {c["type"]: c["status"] for c in pod["status"].get("conditions") or []}
+    return conds.get("Ready") == "True"
 
 
 def node_of(pods: list[dict[str, Any]]) -> set[str]:

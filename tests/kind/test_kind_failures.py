@@ -9,7 +9,7 @@ import time
 import pytest
 
 from harness.power.base import PowerState
-from tests.kind.conftest import KindCluster, crictl_running, docker, wait_for
+from tests.kind.conftest import KindCluster, crictl_running, docker, serving, wait_for
 
 pytestmark = [pytest.mark.kind, pytest.mark.disruptive, pytest.mark.serial, pytest.mark.slow]
 
@@ -37,17 +37,29 @@ def test_forced_power_off_and_on(cluster: KindCluster) -> None:
 
 def test_graceful_power_off_runs_the_kubelets_node_shutdown(cluster: KindCluster) -> None:
     node = cluster.workers()[0]
-    agent = [p for p in cluster.pods_on(node) if p["metadata"]["name"].startswith("node-agent")]
-    assert agent, "the node-agent DaemonSet has a pod on every worker"
+    mine = [
+        p["metadata"]["name"]
+        for p in cluster.pods_on(node)
+        if p["metadata"]["name"].startswith(("web-", "singleton-"))
+    ]
+    assert mine, f"no web or singleton pod on {node}"
     d = cluster.driver(node)
+    t0 = time.monotonic()
     d.off(graceful=True)
+    took = time.monotonic() - t0
     assert d.state() is PowerState.OFF
-    # systemd shut the node down within the stop timeout: docker did not SIGKILL it
-    assert docker("inspect", "--format", "{{.State.ExitCode}}", node).strip() == "0"
-    pod = cluster.client.get(f"/api/v1/namespaces/shop/pods/{agent[0]['metadata']['name']}")
-    # the kubelet's graceful node shutdown stopped the pod and said so before going down
-    assert pod["status"].get("reason") == "Terminated", pod["status"]
-    assert "node shutdown" in pod["status"].get("message", "")
+    # systemd powered the node off by itself: docker did not have to SIGKILL it
+    assert docker("inspect", "--format", "{{.State.ExitCode}}", node).strip() != "137"
+    assert took < d.stop_timeout_s, took
+    # the kubelet's graceful node shutdown stopped the pods and said so before going down
+    terminated = []
+    for name in mine:
+        pod = cluster.client.get_or_none(f"/api/v1/namespaces/shop/pods/{name}")
+        if pod and pod["status"].get("reason") == "Terminated":
+            assert "node shutdown" in pod["status"].get("message", ""), pod["status"]
+            terminated.append(name)
+    assert terminated, f"none of {mine} was marked terminated by the node shutdown"
+    print(f"graceful off: {took:.1f}s, terminated by the kubelet: {terminated}")
     d.on()
     wait_for(f"{node} Ready", lambda: cluster.ready(node) == "True", READY_S)
 
@@ -61,7 +73,7 @@ def test_cycle(cluster: KindCluster) -> None:
 
 
 def _probe_ip(cluster: KindCluster, node: str) -> str:
-    pods = [p for p in cluster.pods_on(node) if p["status"].get("podIP")]
+    pods = [p for p in cluster.pods_on(node) if serving(p)]
     assert pods, f"no pod with an IP on {node}"
     return str(pods[0]["status"]["podIP"])
 
@@ -69,6 +81,7 @@ def _probe_ip(cluster: KindCluster, node: str) -> str:
 def test_partition_leaves_pods_running_and_heal_reconnects(cluster: KindCluster) -> None:
     node = cluster.workers()[1]
     ip = _probe_ip(cluster, node)
+    assert crictl_running(cluster, node, "probe")
     d = cluster.driver(node)
     d.partition(node, heal_after_s=300)
     try:
@@ -106,6 +119,7 @@ def test_kubelet_stop_leaves_containers_serving_and_start_brings_it_back(
     node = cluster.workers()[1]
     ip = _probe_ip(cluster, node)
     before = crictl_running(cluster, node, "probe")
+    assert before
     d = cluster.driver(node)
     d.stop_kubelet(node, restart_after_s=300)
     try:
