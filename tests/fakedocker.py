@@ -109,6 +109,8 @@ FAKE_DOCKER = textwrap.dedent(
     elif verb == "start":
         change("running", False)
         c["cut"], c["kubelet"] = False, True  # a new network namespace; systemd starts it
+    elif verb == "update":
+        c["restart"] = args[2]
     elif verb == "pause":
         if c["status"] != "running" or c["paused"]:
             done(1, err=f"Error response from daemon: container {{name}} is not running\\n")

@@ -10,7 +10,9 @@ life is the node's power:
   so the kubelet's graceful node shutdown (its delay inhibitor) terminates the pods before
   systemd stops everything; if the node is not off within ``N`` seconds, ``docker stop
   --time N`` (kind's stop signal makes systemd halt at once, bypassing logind), then
-  SIGKILL. A plain ``docker stop`` would skip the kubelet's shutdown manager.
+  SIGKILL. A plain ``docker stop`` would skip the kubelet's shutdown manager. The node's
+  restart policy is set to ``no`` first (kind's ``on-failure:1`` would start a node that
+  powered itself off again); ``on()`` sets kind's policy back.
 - ``on()``: ``docker start``. ``cycle()``: off (forced), then on.
 - ``partition(node, heal_after_s=...)``: the node keeps running, its pods too, but it is cut
   off the kind network: inside the node container, an iptables chain drops every packet
@@ -168,6 +170,8 @@ START_KUBELET_SCRIPT: Final = """# powercut:start-kubelet
 systemctl stop powercut-start-kubelet.timer 2>/dev/null || true
 systemctl start kubelet.service
 """
+#: The restart policy kind gives every node container (pkg/cluster/internal/providers/docker).
+KIND_RESTART_POLICY: Final = "on-failure:1"
 POWEROFF_SCRIPT: Final = """# powercut:poweroff
 systemctl poweroff --no-block 2>/dev/null || kill -s RTMIN+3 1
 """
@@ -275,6 +279,9 @@ class KindDriver:
         """``systemctl poweroff`` in the node: through logind, so the kubelet's graceful
         node shutdown (a delay inhibitor) stops the pods first; ``docker stop`` if the node
         is not off within ``stop_timeout_s``."""
+        # A poweroff from inside is an exit to Docker, which kind's restart policy
+        # (on-failure:1) answers by starting the node again: off means off.
+        self._command(("update", "--restart", "no"), deadline)
         try:
             self._run("exec", self.container, "/bin/sh", "-c", POWEROFF_SCRIPT, "poweroff")
         except PermanentError as exc:  # the node may go down under the exec
@@ -307,6 +314,8 @@ class KindDriver:
                 return
             self._command(("start",), deadline)
             self._wait_for(PowerState.ON, "start", deadline)
+            # kind's restart policy back, if a graceful off set it aside
+            self._command(("update", "--restart", KIND_RESTART_POLICY), deadline)
 
     def cycle(self) -> None:
         with self._lock:

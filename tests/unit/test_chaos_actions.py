@@ -66,7 +66,8 @@ def test_power_on_without_names_undoes_every_power_off_and_waits_ready(
     actions.power_off_nodes(nodes="w3", graceful=True)
     assert [v for v in cluster.docker.verbs() if not v.startswith("inspect")] == [
         "kill --signal KILL",
-        "stop --time 30",
+        "update --restart no",  # a graceful off is a poweroff inside the node
+        "exec poweroff",
     ]
     out = actions.power_on_nodes(within="5s")
     assert out["nodes"] == ["w1", "w3"]

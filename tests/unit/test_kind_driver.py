@@ -100,7 +100,10 @@ def test_forced_off_is_a_kill_and_reads_off_back(docker: Docker, clock: FakeCloc
 def test_graceful_off_is_a_poweroff_through_systemd(docker: Docker, clock: FakeClock) -> None:
     docker.container("kind-worker")
     kind(clock=clock, stop_timeout_s=7).off(graceful=True)
-    assert docker.verbs() == [INSPECT, "exec poweroff", INSPECT]
+    # kind's restart policy set aside first, or Docker would start the node again
+    assert docker.verbs() == [INSPECT, "update --restart no", "exec poweroff", INSPECT]
+    kind(clock=clock).on()
+    assert docker.verbs()[-1] == "update --restart on-failure:1"
 
 
 def test_graceful_off_falls_back_to_docker_stop(docker: Docker, clock: FakeClock) -> None:
@@ -108,7 +111,7 @@ def test_graceful_off_falls_back_to_docker_stop(docker: Docker, clock: FakeClock
     docker.set(poweroff_ignored=True)
     kind(clock=clock, stop_timeout_s=7).off(graceful=True)
     calls = docker.verbs()
-    assert calls[:2] == [INSPECT, "exec poweroff"]
+    assert calls[:3] == [INSPECT, "update --restart no", "exec poweroff"]
     assert calls[-2:] == ["stop --time 7", INSPECT]
     assert clock.now == pytest.approx(7.0, abs=0.5)  # waited the grace, no longer
 
@@ -127,14 +130,18 @@ def test_off_of_a_stopped_node_and_on_of_a_running_one_change_nothing(
 def test_on_starts_the_container(docker: Docker, clock: FakeClock) -> None:
     docker.container("kind-worker", "exited")
     kind(clock=clock).on()
-    assert docker.verbs() == [INSPECT, "start", INSPECT]
+    assert docker.verbs() == [INSPECT, "start", INSPECT, "update --restart on-failure:1"]
     assert docker.status("kind-worker") == ("running", False)
 
 
 def test_cycle_kills_then_starts(docker: Docker, clock: FakeClock) -> None:
     docker.container("kind-worker")
     kind(clock=clock).cycle()
-    assert [v for v in docker.verbs() if v != INSPECT] == ["kill --signal KILL", "start"]
+    assert [v for v in docker.verbs() if v != INSPECT] == [
+        "kill --signal KILL",
+        "start",
+        "update --restart on-failure:1",
+    ]
     assert docker.status("kind-worker") == ("running", False)
 
 
@@ -298,7 +305,12 @@ def test_a_busy_container_is_retried_with_backoff(docker: Docker, clock: FakeClo
     docker.container("kind-worker", "exited")
     docker.set(busy=2)
     kind(clock=clock).on()
-    assert [v for v in docker.verbs() if v != INSPECT] == ["start", "start", "start"]
+    assert [v for v in docker.verbs() if v != INSPECT] == [
+        "start",
+        "start",
+        "start",
+        "update --restart on-failure:1",
+    ]
     assert clock.sleeps == [0.5, 1.0]
     assert docker.status("kind-worker") == ("running", False)
 
