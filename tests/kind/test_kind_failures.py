@@ -80,8 +80,9 @@ def _probe_ip(cluster: KindCluster, node: str) -> str:
 
 def test_partition_leaves_pods_running_and_heal_reconnects(cluster: KindCluster) -> None:
     node = cluster.workers()[1]
+    # after an earlier power cycle, the kubelet may still be restarting the containers
+    wait_for("probe containers running", lambda: crictl_running(cluster, node, "probe"), 90)
     ip = _probe_ip(cluster, node)
-    assert crictl_running(cluster, node, "probe")
     d = cluster.driver(node)
     d.partition(node, heal_after_s=300)
     try:
@@ -117,9 +118,9 @@ def test_kubelet_stop_leaves_containers_serving_and_start_brings_it_back(
     cluster: KindCluster,
 ) -> None:
     node = cluster.workers()[1]
+    wait_for("probe containers running", lambda: crictl_running(cluster, node, "probe"), 90)
     ip = _probe_ip(cluster, node)
     before = crictl_running(cluster, node, "probe")
-    assert before
     d = cluster.driver(node)
     d.stop_kubelet(node, restart_after_s=300)
     try:
