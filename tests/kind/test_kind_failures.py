@@ -73,8 +73,13 @@ def test_cycle(cluster: KindCluster) -> None:
 
 
 def _probe_ip(cluster: KindCluster, node: str) -> str:
-    pods = [p for p in cluster.pods_on(node) if serving(p)]
-    assert pods, f"no pod with an IP on {node}"
+    """The address of a pod serving on ``node`` (after an earlier power cycle its pods may
+    still be coming back)."""
+    pods = wait_for(
+        f"a serving pod on {node}",
+        lambda: [p for p in cluster.pods_on(node) if serving(p)],
+        90,
+    )
     return str(pods[0]["status"]["podIP"])
 
 
