@@ -51,7 +51,7 @@ features: lab-bin report-tools
 	bash scripts/features.sh
 
 ## test: everything the project checks
-test: check integration lab-test features
+test: check integration lab-test features kind-test
 
 ## demo: bring the lab up, run the features against it, write the HTML report
 demo: lab-bin report-tools
