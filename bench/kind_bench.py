@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -27,8 +28,8 @@ from harness.inventory import load_inventory
 from harness.kube.client import KubeClient
 from harness.power.factory import driver_for
 
-KIND_PORT = 27000
-LAB_PORT = 28000
+KIND_PORT = int(os.environ.get("POWERCUT_BENCH_KIND_PORT", "27000"))
+LAB_PORT = int(os.environ.get("POWERCUT_BENCH_LAB_PORT", "28000"))
 
 
 def powercut(*args: str) -> float:

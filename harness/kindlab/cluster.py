@@ -19,10 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.errors import PowercutError
+from harness.errors import ConfigError, PowercutError
 from harness.kindlab import binaries, engine, images
-from harness.kindlab.spec import KindSpec
+from harness.kindlab.spec import NODE_PORTS, KindSpec
 from harness.lab.build import Say
+from harness.lab.spec import busy_ports
 
 CLUSTER_LABEL = "io.x-k8s.kind.cluster"
 
@@ -136,6 +137,16 @@ def up(spec: KindSpec, say: Say, *, rebuild_image: bool = False) -> dict[str, fl
             f"a kind cluster named {spec.name} already exists "
             f"({', '.join(containers(spec.name))}); "
             "`powercut kind status` shows it, `powercut kind down` removes it"
+        )
+    ports = {spec.api_port: "API server"} | {
+        spec.http_port(svc): f"{svc} NodePort" for svc in NODE_PORTS
+    }
+    busy = busy_ports(ports)
+    if busy:
+        raise ConfigError(
+            f"port(s) already in use on 127.0.0.1: {', '.join(busy)}; stop what holds them "
+            "or choose another --base-port",
+            field="--base-port",
         )
     image = images.node_image(say, rebuild=rebuild_image)
     engine.ensure(root, image, say)  # privileged containers: the adaptation where they fail
