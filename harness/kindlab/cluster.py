@@ -127,12 +127,7 @@ def up(spec: KindSpec, say: Say, *, rebuild_image: bool = False) -> dict[str, fl
     """Create the cluster; returns timings (seconds) of the phases."""
     timings: dict[str, float] = {}
     t0 = time.monotonic()
-    root = spec.root
-    root.mkdir(parents=True, exist_ok=True)
-    root.chmod(0o700)
-    engine.ensure(root, None, say)
-    kind = _kind_bin(say)
-    if containers(spec.name):
+    if engine.answers() and containers(spec.name):
         raise KindError(
             f"a kind cluster named {spec.name} already exists "
             f"({', '.join(containers(spec.name))}); "
@@ -148,6 +143,11 @@ def up(spec: KindSpec, say: Say, *, rebuild_image: bool = False) -> dict[str, fl
             "or choose another --base-port",
             field="--base-port",
         )
+    root = spec.root
+    root.mkdir(parents=True, exist_ok=True)
+    root.chmod(0o700)
+    engine.ensure(root, None, say)
+    kind = _kind_bin(say)
     image = images.node_image(say, rebuild=rebuild_image)
     engine.ensure(root, image, say)  # privileged containers: the adaptation where they fail
     timings["image"] = time.monotonic() - t0
