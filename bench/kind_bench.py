@@ -141,6 +141,7 @@ def main() -> int:
             results["kind_scenario"] = scenario(inv, "shop")
         finally:
             results["kind_down_s"] = round(powercut("kind", "down", "--state-dir", str(state)), 1)
+        print(json.dumps(results, indent=2), flush=True)
         if args.lab:
             lstate, linv = Path(tmp) / "lab", Path(tmp) / "lab.yaml"
             powercut(
