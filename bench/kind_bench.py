@@ -118,15 +118,20 @@ def cluster_memory_mb(name: str) -> float:
     return round(total, 1)
 
 
+class _Skip(Exception):
+    pass
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--cold", action="store_true", help="rebuild the node image first")
     ap.add_argument("--lab", action="store_true", help="the same scenario on a lab too")
+    ap.add_argument("--no-kind", action="store_true", help="skip kind (with --lab)")
     args = ap.parse_args()
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="kind-bench-") as tmp:
         state, inv = Path(tmp) / "state", Path(tmp) / "kind.yaml"
-        if args.cold:
+        if args.cold and not args.no_kind:
             subprocess.run(["docker", "image", "rm", "-f", "powercut.local/kind-node:v1.36.3"],
                            capture_output=True, check=False)  # fmt: skip
             results["image_build_s"] = round(powercut("kind", "build"), 1)
@@ -135,17 +140,21 @@ def main() -> int:
             "--state-dir", str(state), "--inventory-out", str(inv),
         ]  # fmt: skip
         try:
+            if args.no_kind:
+                raise _Skip
             results["kind_up_s"] = round(powercut(*up), 1)
             results["timings"] = json.loads((state / "timings.json").read_text())
             results["memory_mb"] = cluster_memory_mb("pcbench")
             results["kind_scenario"] = scenario(inv, "shop")
+        except _Skip:
+            pass
         finally:
             results["kind_down_s"] = round(powercut("kind", "down", "--state-dir", str(state)), 1)
         print(json.dumps(results, indent=2), flush=True)
         if args.lab:
             lstate, linv = Path(tmp) / "lab", Path(tmp) / "lab.yaml"
             powercut(
-                "lab", "up", "--workloads", "--racks", "1", "--workers-per-rack", "2",
+                "lab", "up", "--workloads", "--racks", "3", "--workers-per-rack", "1",
                 "--control-planes", "1", "--base-port", str(LAB_PORT),
                 "--state-dir", str(lstate), "--inventory-out", str(linv),
             )  # fmt: skip
