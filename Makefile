@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_FLAGS ?=
 
-.PHONY: venv report-tools lint types layers unit check lab-bin lab-test integration features wheel-test fault-test test demo bench clean
+.PHONY: venv report-tools lint types layers unit check lab-bin lab-test kind-image kind-test integration features wheel-test fault-test test demo bench clean
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -36,6 +36,14 @@ lab-bin: venv
 lab-test: lab-bin
 	$(PY) -m pytest tests/lab -m lab -v $(PYTEST_FLAGS)
 
+kind-image: venv
+	.venv/bin/powercut kind build
+
+## the real-kubelet tests: a kind cluster (1 control plane, 2 workers) from the node image
+## built here with no registry; the kind driver's failures against real node containers
+kind-test: kind-image
+	$(PY) -m pytest tests/kind -m kind -v $(PYTEST_FLAGS)
+
 ## the report pipeline end to end: allure-pytest-bdd -> Allure 3 single file -> Chromium
 integration: venv report-tools
 	$(PY) -m pytest tests/integration/test_report_render.py -q $(PYTEST_FLAGS)
@@ -56,7 +64,7 @@ wheel-test: lab-bin report-tools
 	bash scripts/wheel-test.sh
 
 ## test: everything the project checks
-test: check integration lab-test features wheel-test fault-test
+test: check integration lab-test features wheel-test fault-test kind-test
 
 ## demo: bring the lab up, run the features against it, write the HTML report
 demo: lab-bin report-tools

@@ -39,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.lab.cli import add_parser as add_lab
 
     add_lab(sub)
+    from harness.kindlab.cli import add_parser as add_kind
+
+    add_kind(sub)
     from harness.cli_power import add_parsers as add_power
 
     add_power(sub)

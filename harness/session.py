@@ -276,7 +276,9 @@ def restore_power(inventory: Inventory, node: str) -> str | None:
             if other is PowerState.ON:
                 return f"already on, read through {via} ({proto} did not answer: {first})"
             raise
-        if state is PowerState.ON:
+        # A driver whose on() also undoes the failures of a running node (kind: a partition,
+        # a stopped kubelet) is asked even when the node reads on.
+        if state is PowerState.ON and not getattr(driver, "on_restores_running", False):
             return f"already on, read through {proto}"
         driver.on()
         return None

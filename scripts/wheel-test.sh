@@ -40,7 +40,7 @@ wheel=$(ls "$tmp"/dist/powercut-*.whl)
   --find-links "$wheelhouse" "$wheel"
 echo "wheel-test: $(basename "$wheel") installed into $tmp/venv in $(( $(date +%s) - start ))s"
 # The lab comes from this checkout (a consumer of the library, like any cluster).
-.venv/bin/powercut lab up --workloads --base-port "${POWERCUT_WHEEL_PORT:-32000}" \
+.venv/bin/powercut lab up --workloads --base-port "${POWERCUT_WHEEL_PORT:-29000}" \
   --state-dir "$state" --inventory-out "$inv" >/dev/null
 user="$tmp/user"     # an empty directory: no checkout, no features, no steps
 mkdir -p "$user"

@@ -2,10 +2,12 @@
 
 Container states live in a JSON file (``FAKE_DOCKER_STATE``); every invocation is logged
 there. It answers ``inspect --format '{{.State.Status}} {{.State.Paused}}'``, ``start``,
-``stop``, ``kill``, ``pause`` and ``unpause`` with the docker CLI's texts, including its
-errors. Knobs: ``lag`` (a change shows after that many more inspects), ``never_applies``,
-``busy`` (the next N changes answer "is restarting"), ``down`` (the engine is unreachable)
-and ``hang_s``.
+``stop``, ``kill``, ``pause``, ``unpause`` and the kind driver's ``exec`` scripts (named by
+their first line: partition, heal, partition-state, stop-kubelet, start-kubelet,
+kubelet-state, poweroff; a container records ``cut`` and ``kubelet``) with the docker CLI's texts,
+including its errors. Knobs: ``lag`` (a change shows after that many more inspects),
+``never_applies``, ``poweroff_ignored``, ``busy`` (the next N changes answer "is
+restarting"), ``down`` (the engine is unreachable) and ``hang_s``.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ FAKE_DOCKER = textwrap.dedent(
     if st.get("down"):
         done(1, err="Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
              "Is the docker daemon running?\\n")
-    verb, name = args[0], args[-1]
+    verb, name = args[0], (args[1] if args[0] == "exec" else args[-1])
     c = st["containers"].get(name)
     if c is None:
         what = "object" if verb == "inspect" else "container"
@@ -75,6 +77,28 @@ FAKE_DOCKER = textwrap.dedent(
         c["pending"] = [status, paused]
         c["lag"] = st.get("lag", 0)
 
+    if verb == "exec":
+        if c["status"] != "running" or c["paused"]:
+            done(1, err=f"Error response from daemon: Container {{name}} is not running\\n")
+        op = args[5]
+        c.setdefault("execs", []).append([op, *args[6:]])
+        if op == "partition":
+            c["cut"] = True
+        elif op == "heal":
+            c["cut"] = False
+        elif op == "partition-state":
+            done(0, out="cut\\n" if c.get("cut") else "open\\n")
+        elif op == "stop-kubelet":
+            c["kubelet"] = False
+        elif op == "start-kubelet":
+            c["kubelet"] = True
+        elif op == "poweroff":
+            if not st.get("poweroff_ignored"):
+                change("exited", False)
+        elif op == "kubelet-state":
+            done(0, out="active\\n" if c.get("kubelet", True) else "inactive\\n")
+        done(0)
+
     if verb == "kill":
         if c["status"] != "running":
             done(1, err=f"Error response from daemon: cannot kill container: {{name}}: "
@@ -84,6 +108,9 @@ FAKE_DOCKER = textwrap.dedent(
         change("exited", False)
     elif verb == "start":
         change("running", False)
+        c["cut"], c["kubelet"] = False, True  # a new network namespace; systemd starts it
+    elif verb == "update":
+        c["restart"] = args[2]
     elif verb == "pause":
         if c["status"] != "running" or c["paused"]:
             done(1, err=f"Error response from daemon: container {{name}} is not running\\n")
@@ -144,7 +171,18 @@ class Docker:
         return c["status"], c["paused"]
 
     def verbs(self) -> list[str]:
-        return [" ".join(a[:-1]) for a in self.read()["log"]]
+        """Each call as "VERB ARGS" (the container left out); an exec as "exec OP ARGS"."""
+        return [
+            " ".join(["exec", *a[5:]]) if a[0] == "exec" else " ".join(a[:-1])
+            for a in self.read()["log"]
+        ]
+
+    def cut(self, name: str) -> bool:
+        """Whether the container is partitioned (the kind driver's exec scripts)."""
+        return bool(self.read()["containers"][name].get("cut"))
+
+    def kubelet(self, name: str) -> bool:
+        return bool(self.read()["containers"][name].get("kubelet", True))
 
     def clear_log(self) -> None:
         self.set(log=[])

@@ -257,9 +257,10 @@ def _partitionable(s: Session, node: str) -> SupportsPartition:
 
 
 def partition_node(node: str, configuration: Configuration = None) -> dict[str, Any]:
-    """Cut a kind node off (``docker pause``: its kubelet and pods freeze, the container
-    keeps its network identity). Journaled; undo with ``heal_partition``, ``power_on_nodes``
-    or ``powercut recover``. Counts against the safety limits like a power-off."""
+    """Cut a kind node off the network (iptables inside the node; its kubelet and pods
+    keep running, a heal timer is armed on the node first). Journaled; undo with
+    ``heal_partition``, ``power_on_nodes`` or ``powercut recover``. Counts against the
+    safety limits like a power-off."""
     inventory = load(configuration)
     with session(inventory) as s:
         driver = _partitionable(s, node)
@@ -276,7 +277,7 @@ def partition_node(node: str, configuration: Configuration = None) -> dict[str, 
 
 
 def heal_partition(node: str | None = None, configuration: Configuration = None) -> dict[str, Any]:
-    """Thaw partitioned kind nodes (``docker unpause``); without ``node``, every node the
+    """Reconnect partitioned kind nodes (the cut removed); without ``node``, every node the
     journal shows partitioned."""
     inventory = load(configuration)
     with session(inventory) as s:

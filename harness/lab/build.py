@@ -242,7 +242,7 @@ def _build_group(group: Group, say: Say) -> dict[str, Path]:
     env = _go_env(work)
     out = Path(tempfile.mkdtemp(prefix=f"{group.name}-", dir=v.bin_cache()))
     try:
-        if group.name == "kubernetes":
+        if group.name.startswith("kubernetes"):  # the lab's group and kindlab's node group
             work.mkdir(parents=True, exist_ok=True)
             staging = _staging_modules(env, work)
             pkgs = [f"k8s.io/kubernetes/cmd/{b}" for b in group.binaries]
@@ -325,12 +325,18 @@ def _download_group(group: Group, say: Say) -> dict[str, Path]:
     return {b: dest / b for b in group.binaries}
 
 
-def obtain(say: Say | None = None, *, allow_build: bool = True) -> Binaries:
-    """Return every lab binary, obtaining missing ones; says which source served each group."""
+def obtain(
+    say: Say | None = None,
+    *,
+    allow_build: bool = True,
+    groups: tuple[Group, ...] = GROUPS,
+) -> Binaries:
+    """Return every binary of ``groups`` (the lab's by default), obtaining missing ones;
+    says which source served each group."""
     say = say or (lambda msg: print(msg, file=sys.stderr, flush=True))
     paths: dict[str, Path] = {}
     sources: dict[str, str] = {}
-    for group in GROUPS:
+    for group in groups:
         found = _from_env(group)
         source = "environment"
         if found is None:

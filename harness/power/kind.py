@@ -6,17 +6,31 @@ life is the node's power:
 - ``off()`` (forced): ``docker kill`` (SIGKILL to the node's init, as a power cut: nothing
   inside gets to shut down). Docker also suspends the container's restart policy until it
   is started again, so the node stays off.
-- ``off(graceful=True)``: ``docker stop --time N``: kind's stop signal makes systemd shut
-  the node down (an ACPI-style shutdown), SIGKILL after ``N`` seconds.
+- ``off(graceful=True)``: ``systemctl poweroff`` inside the node, which goes through logind,
+  so the kubelet's graceful node shutdown (its delay inhibitor) terminates the pods before
+  systemd stops everything; if the node is not off within ``N`` seconds, ``docker stop
+  --time N`` (kind's stop signal makes systemd halt at once, bypassing logind), then
+  SIGKILL. A plain ``docker stop`` would skip the kubelet's shutdown manager. The node's
+  restart policy is set to ``no`` first (kind's ``on-failure:1`` would start a node that
+  powered itself off again); ``on()`` sets kind's policy back.
 - ``on()``: ``docker start``. ``cycle()``: off (forced), then on.
-- ``partition()``: ``docker pause`` freezes every process of the node (the cgroup freezer):
-  its kubelet stops renewing its lease and answering, its pods stop serving, but the
-  container keeps its network identity, as a node cut off by a network partition.
-  ``heal()``: ``docker unpause``.
+- ``partition(node, heal_after_s=...)``: the node keeps running, its pods too, but it is cut
+  off the kind network: inside the node container, an iptables chain drops every packet
+  to and from the other nodes (kind's Docker network, less its gateway). The heal is armed
+  first on the node itself, as a transient systemd timer (``systemd-run --on-active``), so
+  the node heals by itself after ``heal_after_s`` even if powercut dies. ``heal(node)``
+  removes the chain and the timer now. A power-off heals too (the rules live in the
+  container's network namespace).
+- ``stop_kubelet(node, restart_after_s=...)``: ``systemctl stop kubelet`` inside the node
+  (kind's kubelet unit has ``KillMode=process``: the containers keep running), with its
+  restart armed first as a transient timer; ``start_kubelet(node)`` starts it now.
+- ``freeze()`` / ``thaw()``: ``docker pause`` / ``unpause`` (the cgroup freezer: kubelet and
+  pods freeze, the container keeps its network identity).
 
 States: a running container is ON; a created, exited or dead one is OFF; a paused one is
-UNKNOWN (frozen: neither running nor off), and ``on()`` thaws it, so a journaled
-``power_on`` undo (``powercut recover``) also heals a partition. Restarting or
+UNKNOWN (frozen: neither running nor off). ``on()`` leaves a node fully up: it thaws a
+frozen node, heals a partition and starts a stopped kubelet, so a journaled ``power_on``
+undo (``powercut recover``) also undoes those. Restarting or
 being-removed containers are UNKNOWN while they change.
 
 Every call reads the state back before it returns, within ``timeout_s`` (monotonic clock).
@@ -47,10 +61,9 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Protocol, Self, TypeVar, runtime_checkable
+from typing import Final, Protocol, TypeVar, runtime_checkable
 
-from harness.errors import ConfigError, PermanentError, TemporaryError
-from harness.inventory import NodeSpec, PowerSpec
+from harness.errors import ConfigError, PermanentError, TemporaryError, WaitTimeout
 from harness.power._wait import SYSTEM_CLOCK, Clock, Deadline, retry, wait_until
 from harness.power.base import PowerState
 
@@ -61,8 +74,6 @@ T = TypeVar("T")
 
 #: ``docker inspect`` format: the container status and whether it is paused.
 INSPECT_FORMAT: Final = "{{.State.Status}} {{.State.Paused}}"
-#: Options a kind node may set under ``power.extra``.
-EXTRA_OPTIONS: Final = frozenset({"docker", "stop_timeout_s", "timeout_s", "poll_s"})
 
 _STATES: Final[Mapping[str, PowerState]] = {
     "running": PowerState.ON,
@@ -86,15 +97,91 @@ class SupportsPartition(Protocol):
 
     node: str
 
-    def partition(self) -> None: ...
+    def partition(self, node: str | None = None, *, heal_after_s: float = ...) -> None: ...
 
-    def heal(self) -> None: ...
+    def heal(self, node: str | None = None) -> None: ...
 
     def partitioned(self) -> bool: ...
 
 
+#: A partition or a kubelet stop whose caller names no deadline heals by itself after this.
+DEFAULT_HEAL_S: Final = 300.0
+SUPPORTED_KINDS: Final = frozenset({"power", "graceful", "reboot", "partition", "kubelet"})
+_CHAINS: Final = {
+    "INPUT": "POWERCUT-CUT-IN",
+    "OUTPUT": "POWERCUT-CUT-OUT",
+    "FORWARD": "POWERCUT-CUT-FWD",
+}
+# No shell variables: systemd-run's command line goes through systemd's own $ expansion.
+_HEAL_BODY: Final = (
+    "; ".join(
+        f"while iptables -w -D {hook} -j {chain} 2>/dev/null; do :; done; "
+        f"iptables -w -F {chain} 2>/dev/null; iptables -w -X {chain} 2>/dev/null"
+        for hook, chain in _CHAINS.items()
+    )
+    + "; true"
+)
+_IN, _OUT, _FWD = _CHAINS["INPUT"], _CHAINS["OUTPUT"], _CHAINS["FORWARD"]
+#: Scripts run in the node with ``docker exec NODE /bin/sh -c SCRIPT OP ARGS``; the first
+#: line names the operation. Each arms its undo on the node before it acts. The cut drops
+#: every packet in or out of eth0 (kind's network) but the gateway's (the host).
+PARTITION_SCRIPT: Final = f"""# powercut:partition
+set -eu
+systemctl stop powercut-heal.timer 2>/dev/null || true
+systemctl reset-failed powercut-heal.timer powercut-heal.service 2>/dev/null || true
+systemd-run --quiet --unit powercut-heal --on-active="$1s" \\
+  --timer-property=AccuracySec=100ms --timer-property=RemainAfterElapse=no \\
+  /bin/sh -c '{_HEAL_BODY}'
+gw=$(ip -4 route show default | awk '{{print $3; exit}}')
+for c in {_IN} {_OUT} {_FWD}; do iptables -w -N $c 2>/dev/null || iptables -w -F $c; done
+iptables -w -A {_IN} -s "$gw" -j RETURN
+iptables -w -A {_IN} -i eth0 -j DROP
+iptables -w -A {_OUT} -d "$gw" -j RETURN
+iptables -w -A {_OUT} -o eth0 -j DROP
+iptables -w -A {_FWD} -s "$gw" -j RETURN
+iptables -w -A {_FWD} -d "$gw" -j RETURN
+iptables -w -A {_FWD} -i eth0 -j DROP
+iptables -w -A {_FWD} -o eth0 -j DROP
+iptables -w -C INPUT -j {_IN} 2>/dev/null || iptables -w -I INPUT 1 -j {_IN}
+iptables -w -C FORWARD -j {_FWD} 2>/dev/null || iptables -w -I FORWARD 1 -j {_FWD}
+iptables -w -C OUTPUT -j {_OUT} 2>/dev/null || iptables -w -I OUTPUT 1 -j {_OUT}
+"""
+HEAL_SCRIPT: Final = f"""# powercut:heal
+systemctl stop powercut-heal.timer 2>/dev/null || true
+{_HEAL_BODY}
+"""
+PARTITION_STATE: Final = f"""# powercut:partition-state
+if iptables -w -C OUTPUT -j {_OUT} 2>/dev/null; then echo cut; else echo open; fi
+"""
+STOP_KUBELET_SCRIPT: Final = """# powercut:stop-kubelet
+set -eu
+systemctl stop powercut-start-kubelet.timer 2>/dev/null || true
+systemctl reset-failed powercut-start-kubelet.timer powercut-start-kubelet.service \\
+  2>/dev/null || true
+systemd-run --quiet --unit powercut-start-kubelet --on-active="$1s" \\
+  --timer-property=AccuracySec=100ms --timer-property=RemainAfterElapse=no \\
+  /bin/systemctl start kubelet.service
+systemctl stop kubelet.service
+"""
+START_KUBELET_SCRIPT: Final = """# powercut:start-kubelet
+systemctl stop powercut-start-kubelet.timer 2>/dev/null || true
+systemctl start kubelet.service
+"""
+#: The restart policy kind gives every node container (pkg/cluster/internal/providers/docker).
+KIND_RESTART_POLICY: Final = "on-failure:1"
+POWEROFF_SCRIPT: Final = """# powercut:poweroff
+systemctl poweroff --no-block 2>/dev/null || kill -s RTMIN+3 1
+"""
+KUBELET_STATE: Final = """# powercut:kubelet-state
+systemctl is-active kubelet.service || true
+"""
+
+
 class KindDriver:
     """Power control of kind node ``node`` through its Docker container ``container``."""
+
+    #: ``on()`` of a running node heals its partition and starts its kubelet (recovery).
+    on_restores_running: Final = True
 
     def __init__(
         self,
@@ -121,37 +208,6 @@ class KindDriver:
         self.call_timeout_s = call_timeout_s
         self._clock = clock
         self._lock = threading.RLock()
-
-    @classmethod
-    def from_inventory(cls, node: NodeSpec, spec: PowerSpec, **options: Any) -> Self:
-        """The driver for ``node`` (entry point ``powercut.power_drivers``: ``kind``)."""
-        unknown = sorted(set(spec.extra) - EXTRA_OPTIONS)
-        if unknown:
-            raise ConfigError(
-                f"node {node.name}: unknown power.extra option(s) for driver kind: "
-                f"{', '.join(unknown)}; valid: {', '.join(sorted(EXTRA_OPTIONS))}",
-                field="power.extra",
-            )
-        settings: dict[str, Any] = {}
-        for key, value in spec.extra.items():
-            if key == "docker":
-                if not isinstance(value, str) or not value.strip():
-                    raise ConfigError(
-                        f"node {node.name}: power.extra.docker must be the name or path of "
-                        f"the docker CLI, got {value!r}",
-                        field="power.extra.docker",
-                    )
-                settings[key] = value.strip()
-            elif isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise ConfigError(
-                    f"node {node.name}: power.extra.{key} must be a number of seconds, "
-                    f"got {value!r}",
-                    field=f"power.extra.{key}",
-                )
-            else:
-                settings[key] = int(value) if key == "stop_timeout_s" else float(value)
-        settings.update(options)
-        return cls(node.name, spec.endpoint or node.name, **settings)
 
     def __repr__(self) -> str:
         return (
@@ -180,10 +236,30 @@ class KindDriver:
                 self._command(("unpause",), deadline)
                 self._wait_for(PowerState.ON, "unpause", deadline)
             if graceful:
-                self._command(("stop", "--time", str(self.stop_timeout_s)), deadline)
-            else:
-                self._command(("kill", "--signal", "KILL"), deadline)
-            self._wait_for(PowerState.OFF, "stop" if graceful else "kill", deadline)
+                self._graceful_off(deadline)
+                return
+            self._command(("kill", "--signal", "KILL"), deadline)
+            self._wait_for(PowerState.OFF, "kill", deadline)
+
+    def _graceful_off(self, deadline: Deadline) -> None:
+        """``systemctl poweroff`` in the node: through logind, so the kubelet's graceful
+        node shutdown (a delay inhibitor) stops the pods first; ``docker stop`` if the node
+        is not off within ``stop_timeout_s``."""
+        # A poweroff from inside is an exit to Docker, which kind's restart policy
+        # (on-failure:1) answers by starting the node again: off means off.
+        self._command(("update", "--restart", "no"), deadline)
+        try:
+            self._run("exec", self.container, "/bin/sh", "-c", POWEROFF_SCRIPT, "poweroff")
+        except PermanentError as exc:  # the node may go down under the exec
+            log.info("%s: poweroff exec ended: %s", self._where, exc)
+        log.info("%s: systemctl poweroff sent", self._where)
+        grace = Deadline(min(self.stop_timeout_s, max(deadline.remaining(), 0.0)), self._clock)
+        try:
+            self._wait_for(PowerState.OFF, "systemctl poweroff", grace)
+        except WaitTimeout:
+            log.warning("%s: not off %ss after poweroff; docker stop", self._where, grace.timeout_s)
+            self._command(("stop", "--time", str(self.stop_timeout_s)), deadline)
+            self._wait_for(PowerState.OFF, "stop", deadline)
 
     def on(self) -> None:
         with self._lock:
@@ -194,9 +270,18 @@ class KindDriver:
                 self._wait_for(PowerState.ON, "unpause", deadline)
                 return
             if _power_state(status, paused) is PowerState.ON:
+                # Running: undo what a partition or a kubelet stop left (a no-op otherwise).
+                if self._exec(PARTITION_STATE, deadline=deadline).strip() == "cut":
+                    self._exec(HEAL_SCRIPT, deadline=deadline)
+                    self._wait_exec(PARTITION_STATE, "open", "reconnected", deadline)
+                if self._exec(KUBELET_STATE, deadline=deadline).strip() == "inactive":
+                    self._exec(START_KUBELET_SCRIPT, deadline=deadline)
+                    self._wait_exec(KUBELET_STATE, "active", "kubelet active", deadline)
                 return
             self._command(("start",), deadline)
             self._wait_for(PowerState.ON, "start", deadline)
+            # kind's restart policy back, if a graceful off set it aside
+            self._command(("update", "--restart", KIND_RESTART_POLICY), deadline)
 
     def cycle(self) -> None:
         with self._lock:
@@ -206,20 +291,81 @@ class KindDriver:
     def close(self) -> None:
         """Nothing to close: every call is one CLI run."""
 
-    # -- partitions ---------------------------------------------------------------------
+    # -- partitions, kubelet stops, freezing ----------------------------------------------
 
-    def partition(self) -> None:
-        """Freeze the node (``docker pause``); it must be running."""
+    def supports(self, kind: str) -> bool:
+        """Every failure kind: power, graceful, reboot, partition, kubelet."""
+        return str(getattr(kind, "value", kind)) in SUPPORTED_KINDS
+
+    def partition(self, node: str | None = None, *, heal_after_s: float = DEFAULT_HEAL_S) -> None:
+        """Cut the running node off the kind network (its pods keep running), the heal armed
+        first on the node as a transient timer that fires after ``heal_after_s``."""
+        self._check_node(node)
+        if heal_after_s <= 0:
+            raise ConfigError(f"{self.node}: heal_after_s must be positive, got {heal_after_s}")
+        with self._lock:
+            deadline = self._deadline()
+            self._require_running("be partitioned", deadline)
+            self._exec(PARTITION_SCRIPT, f"{heal_after_s:.3f}", deadline=deadline)
+            self._wait_exec(PARTITION_STATE, "cut", "partitioned", deadline)
+
+    def heal(self, node: str | None = None) -> None:
+        """Reconnect a partitioned node now and disarm its timer; a no-op when it is not cut
+        off or not running (a power-off already healed it)."""
+        self._check_node(node)
         with self._lock:
             deadline = self._deadline()
             status, paused = self._call("report its state", self._inspect, deadline)
-            if paused:
+            if _power_state(status, paused) is not PowerState.ON:
                 return
-            current = _power_state(status, paused)
-            if current is not PowerState.ON:
-                raise PermanentError(
-                    f"{self._where} is {current.value}; only a running node can be partitioned"
-                )
+            self._exec(HEAL_SCRIPT, deadline=deadline)
+            self._wait_exec(PARTITION_STATE, "open", "reconnected", deadline)
+
+    def partitioned(self) -> bool:
+        """True while the node runs cut off by ``partition``."""
+        with self._lock:
+            deadline = self._deadline()
+            status, paused = self._call("report its state", self._inspect, deadline)
+            if _power_state(status, paused) is not PowerState.ON:
+                return False
+            return self._exec(PARTITION_STATE, deadline=deadline).strip() == "cut"
+
+    def stop_kubelet(
+        self, node: str | None = None, *, restart_after_s: float = DEFAULT_HEAL_S
+    ) -> None:
+        """Stop the node's kubelet (its containers keep running), its restart armed first on
+        the node as a transient timer that fires after ``restart_after_s``."""
+        self._check_node(node)
+        if restart_after_s <= 0:
+            raise ConfigError(
+                f"{self.node}: restart_after_s must be positive, got {restart_after_s}"
+            )
+        with self._lock:
+            deadline = self._deadline()
+            self._require_running("have its kubelet stopped", deadline)
+            self._exec(STOP_KUBELET_SCRIPT, f"{restart_after_s:.3f}", deadline=deadline)
+            self._wait_exec(KUBELET_STATE, "inactive", "kubelet stopped", deadline)
+
+    def start_kubelet(self, node: str | None = None) -> None:
+        """Start the node's kubelet now and disarm its timer; a no-op if it runs."""
+        self._check_node(node)
+        with self._lock:
+            deadline = self._deadline()
+            self._require_running("have its kubelet started", deadline)
+            self._exec(START_KUBELET_SCRIPT, deadline=deadline)
+            self._wait_exec(KUBELET_STATE, "active", "kubelet active", deadline)
+
+    def kubelet_active(self) -> bool:
+        with self._lock:
+            return self._exec(KUBELET_STATE, deadline=self._deadline()).strip() == "active"
+
+    def freeze(self) -> None:
+        """Freeze the node (``docker pause``): kubelet and pods stop; it must be running."""
+        with self._lock:
+            deadline = self._deadline()
+            if self._call("report its state", self._paused, deadline):
+                return
+            self._require_running("be frozen", deadline)
             self._command(("pause",), deadline)
             wait_until(
                 self._paused,
@@ -230,8 +376,8 @@ class KindDriver:
                 describe=lambda _paused: "not paused",
             )
 
-    def heal(self) -> None:
-        """Thaw a partitioned node (``docker unpause``); a no-op when it is not paused."""
+    def thaw(self) -> None:
+        """Thaw a frozen node (``docker unpause``); a no-op when it is not paused."""
         with self._lock:
             deadline = self._deadline()
             if not self._call("report its state", self._paused, deadline):
@@ -239,9 +385,35 @@ class KindDriver:
             self._command(("unpause",), deadline)
             self._wait_for(PowerState.ON, "unpause", deadline)
 
-    def partitioned(self) -> bool:
-        with self._lock:
-            return self._call("report its state", self._paused, self._deadline())
+    def _check_node(self, node: str | None) -> None:
+        if node is not None and node != self.node:
+            raise ConfigError(f"the kind driver of {self.node} was asked to act on {node}")
+
+    def _require_running(self, what: str, deadline: Deadline) -> None:
+        status, paused = self._call("report its state", self._inspect, deadline)
+        current = _power_state(status, paused)
+        if current is not PowerState.ON:
+            raise PermanentError(
+                f"{self._where} is {current.value}; only a running node can {what}"
+            )
+
+    def _exec(self, script: str, *args: str, deadline: Deadline) -> str:
+        op = script.split("\n", 1)[0].removeprefix("# powercut:")
+        return self._call(
+            f"run {op}",
+            lambda: self._run("exec", self.container, "/bin/sh", "-c", script, op, *args),
+            deadline,
+        )
+
+    def _wait_exec(self, script: str, want: str, what: str, deadline: Deadline) -> None:
+        wait_until(
+            lambda: self._exec(script, deadline=deadline).strip(),
+            lambda seen: seen == want,
+            expected=f"{self._where} {what}",
+            deadline=deadline,
+            poll_s=self.poll_s,
+            describe=lambda seen: f"saw {seen!r}",
+        )
 
     # -- steps --------------------------------------------------------------------------
 

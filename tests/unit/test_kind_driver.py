@@ -97,33 +97,51 @@ def test_forced_off_is_a_kill_and_reads_off_back(docker: Docker, clock: FakeCloc
     assert clock.sleeps == [0.5, 0.5]
 
 
-def test_graceful_off_is_a_stop_with_the_configured_grace(docker: Docker, clock: FakeClock) -> None:
+def test_graceful_off_is_a_poweroff_through_systemd(docker: Docker, clock: FakeClock) -> None:
     docker.container("kind-worker")
     kind(clock=clock, stop_timeout_s=7).off(graceful=True)
-    assert docker.verbs() == [INSPECT, "stop --time 7", INSPECT]
+    # kind's restart policy set aside first, or Docker would start the node again
+    assert docker.verbs() == [INSPECT, "update --restart no", "exec poweroff", INSPECT]
+    kind(clock=clock).on()
+    assert docker.verbs()[-1] == "update --restart on-failure:1"
 
 
-def test_off_of_a_stopped_node_and_on_of_a_running_one_send_nothing(
+def test_graceful_off_falls_back_to_docker_stop(docker: Docker, clock: FakeClock) -> None:
+    docker.container("kind-worker")
+    docker.set(poweroff_ignored=True)
+    kind(clock=clock, stop_timeout_s=7).off(graceful=True)
+    calls = docker.verbs()
+    assert calls[:3] == [INSPECT, "update --restart no", "exec poweroff"]
+    assert calls[-2:] == ["stop --time 7", INSPECT]
+    assert clock.now == pytest.approx(7.0, abs=0.5)  # waited the grace, no longer
+
+
+def test_off_of_a_stopped_node_and_on_of_a_running_one_change_nothing(
     docker: Docker, clock: FakeClock
 ) -> None:
     docker.container("kind-worker", "exited")
     docker.container("kind-worker2", "running")
     kind(clock=clock).off()
     kind("kind-worker2", clock=clock).on()
-    assert docker.verbs() == [INSPECT, INSPECT]
+    # on() of a running node only reads whether it is cut off or its kubelet stopped
+    assert docker.verbs() == [INSPECT, INSPECT, "exec partition-state", "exec kubelet-state"]
 
 
 def test_on_starts_the_container(docker: Docker, clock: FakeClock) -> None:
     docker.container("kind-worker", "exited")
     kind(clock=clock).on()
-    assert docker.verbs() == [INSPECT, "start", INSPECT]
+    assert docker.verbs() == [INSPECT, "start", INSPECT, "update --restart on-failure:1"]
     assert docker.status("kind-worker") == ("running", False)
 
 
 def test_cycle_kills_then_starts(docker: Docker, clock: FakeClock) -> None:
     docker.container("kind-worker")
     kind(clock=clock).cycle()
-    assert [v for v in docker.verbs() if v != INSPECT] == ["kill --signal KILL", "start"]
+    assert [v for v in docker.verbs() if v != INSPECT] == [
+        "kill --signal KILL",
+        "start",
+        "update --restart on-failure:1",
+    ]
     assert docker.status("kind-worker") == ("running", False)
 
 
@@ -148,24 +166,92 @@ def test_a_state_that_never_comes_times_out_saying_what_was_seen(
 # -- partitions --------------------------------------------------------------------------------
 
 
-def test_partition_pauses_and_heal_unpauses(docker: Docker, clock: FakeClock) -> None:
+STATE = "exec partition-state"
+
+
+def test_partition_cuts_with_the_heal_armed_and_heal_reconnects(
+    docker: Docker, clock: FakeClock
+) -> None:
     docker.container("kind-worker")
     d = kind(clock=clock)
-    d.partition()
-    assert docker.status("kind-worker") == ("paused", True)
+    assert d.supports("partition") and d.supports("kubelet") and not d.supports("drain")
+    d.partition("kind-worker", heal_after_s=45)
+    assert docker.cut("kind-worker") is True
+    assert docker.status("kind-worker") == ("running", False)  # it keeps running
     assert d.partitioned() is True
-    assert d.state() is PowerState.UNKNOWN
-    d.partition()  # idempotent
-    d.heal()
-    assert docker.status("kind-worker") == ("running", False)
-    d.heal()  # not paused: nothing sent
-    assert [v for v in docker.verbs() if v != INSPECT] == ["pause", "unpause"]
+    assert d.state() is PowerState.ON
+    d.heal("kind-worker")
+    assert docker.cut("kind-worker") is False
+    assert d.partitioned() is False
+    calls = [v for v in docker.verbs() if v not in (INSPECT, STATE)]
+    # One script arms the heal timer (45 s, on the node) and cuts; heal runs now.
+    assert calls == ["exec partition 45.000", "exec heal"]
 
 
-def test_partition_of_a_stopped_node_is_refused(docker: Docker, clock: FakeClock) -> None:
+def test_partition_scripts_arm_the_heal_before_the_cut() -> None:
+    from harness.power import kind as k
+
+    script = k.PARTITION_SCRIPT
+    assert script.index("systemd-run") < script.index("iptables -w -I")
+    assert "RemainAfterElapse=no" in script
+    stop = k.STOP_KUBELET_SCRIPT
+    assert stop.index("systemd-run") < stop.index("systemctl stop kubelet.service")
+    # systemd expands $VAR in the command it runs: the armed heal must hold none
+    assert "$" not in k._HEAL_BODY
+
+
+def test_kubelet_stop_and_start(docker: Docker, clock: FakeClock) -> None:
+    docker.container("kind-worker")
+    d = kind(clock=clock)
+    d.stop_kubelet("kind-worker", restart_after_s=30)
+    assert docker.kubelet("kind-worker") is False
+    assert d.kubelet_active() is False
+    d.start_kubelet("kind-worker")
+    assert d.kubelet_active() is True
+    assert [v for v in docker.verbs() if v.startswith("exec") and "state" not in v] == [
+        "exec stop-kubelet 30.000",
+        "exec start-kubelet",
+    ]
+
+
+def test_on_of_a_running_node_heals_and_restarts_the_kubelet(
+    docker: Docker, clock: FakeClock
+) -> None:
+    docker.container("kind-worker")
+    d = kind(clock=clock)
+    d.partition(heal_after_s=60)
+    d.stop_kubelet(restart_after_s=60)
+    d.on()
+    assert (docker.cut("kind-worker"), docker.kubelet("kind-worker")) == (False, True)
+
+
+def test_failures_of_a_stopped_node_or_another_node_are_refused(
+    docker: Docker, clock: FakeClock
+) -> None:
     docker.container("kind-worker", "exited")
+    d = kind(clock=clock)
     with pytest.raises(PermanentError, match=r"is off; only a running node can be partitioned"):
-        kind(clock=clock).partition()
+        d.partition(heal_after_s=10)
+    with pytest.raises(PermanentError, match=r"is off; only a running node can have its kubelet"):
+        d.stop_kubelet(restart_after_s=10)
+    with pytest.raises(ConfigError, match="asked to act on kind-worker2"):
+        d.partition("kind-worker2", heal_after_s=10)
+    with pytest.raises(ConfigError, match="heal_after_s must be positive"):
+        d.partition(heal_after_s=0)
+    d.heal()  # off: nothing to heal, nothing sent
+    assert [v for v in docker.verbs() if v != INSPECT] == []
+
+
+def test_freeze_pauses_and_thaw_unpauses(docker: Docker, clock: FakeClock) -> None:
+    docker.container("kind-worker")
+    d = kind(clock=clock)
+    d.freeze()
+    assert docker.status("kind-worker") == ("paused", True)
+    assert d.state() is PowerState.UNKNOWN
+    d.freeze()  # idempotent
+    d.thaw()
+    d.thaw()
+    assert [v for v in docker.verbs() if v != INSPECT] == ["pause", "unpause"]
 
 
 def test_on_thaws_a_paused_node_and_off_thaws_before_the_kill(
@@ -186,11 +272,15 @@ def test_on_thaws_a_paused_node_and_off_thaws_before_the_kill(
 
 def test_the_recover_path_heals_a_partition(docker: Docker, tmp_path: Path) -> None:
     """``powercut recover`` runs a ``power_on`` undo through ClusterExecutor: it must thaw
-    a paused kind node (its state is UNKNOWN, not ON)."""
+    a paused kind node (its state is UNKNOWN, not ON) and reconnect a partitioned one."""
     inv = parse_inventory(INVENTORY.format(docker=docker.exe), base_dir=tmp_path)
     docker.container("powercut-worker", "paused", True)
     ClusterExecutor(inv, client=None).power_on("powercut-worker")  # type: ignore[arg-type]
     assert docker.status("powercut-worker") == ("running", False)
+    KindDriver("powercut-worker", docker=str(docker.exe)).partition(heal_after_s=60)
+    assert docker.cut("powercut-worker") is True
+    ClusterExecutor(inv, client=None).power_on("powercut-worker")  # type: ignore[arg-type]
+    assert docker.cut("powercut-worker") is False
 
 
 # -- errors ------------------------------------------------------------------------------------
@@ -215,7 +305,12 @@ def test_a_busy_container_is_retried_with_backoff(docker: Docker, clock: FakeClo
     docker.container("kind-worker", "exited")
     docker.set(busy=2)
     kind(clock=clock).on()
-    assert [v for v in docker.verbs() if v != INSPECT] == ["start", "start", "start"]
+    assert [v for v in docker.verbs() if v != INSPECT] == [
+        "start",
+        "start",
+        "start",
+        "update --restart on-failure:1",
+    ]
     assert clock.sleeps == [0.5, 1.0]
     assert docker.status("kind-worker") == ("running", False)
 

@@ -1,0 +1,137 @@
+"""Every binary a kind node image holds, from the Go module proxy (or this repository's own
+Go source), cached by version in ``~/.cache/powercut/bin`` like the lab's.
+
+- ``kubelet``, ``kubeadm``, ``kube-proxy``: the lab's Kubernetes wrapper module
+  (``harness.lab.build``), a second group of the same version;
+- the control-plane binaries and etcd: the lab's own groups, shared with it;
+- kind, containerd (+ ``ctr``, the runc shim), crictl, CoreDNS, local-path-provisioner: one
+  wrapper module each, since their dependency graphs must not be unified;
+- ``pause`` and ``probe`` (the HTTP test app): ``harness/kindlab/go``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.kindlab import versions as v
+from harness.lab import build
+from harness.lab import versions as lab_versions
+from harness.lab.build import BuildError, Group, Say
+
+NODE_GROUP = Group("kubernetes-node", v.KUBERNETES, ("kubelet", "kubeadm", "kube-proxy"))
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A Go module built through a wrapper module of its own."""
+
+    group: Group
+    module: str
+    packages: tuple[str, ...]
+    tags: str = ""
+
+
+def _source_key() -> str:
+    h = hashlib.sha256()
+    for p in sorted(v.GO_SOURCE.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(v.GO_SOURCE)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def tools() -> tuple[Tool, ...]:
+    cd = "github.com/containerd/containerd/v2"
+    return (
+        Tool(Group("kind", v.KIND, ("kind",)), "sigs.k8s.io/kind", ("sigs.k8s.io/kind",)),
+        Tool(
+            Group("containerd", v.CONTAINERD, ("containerd", "ctr", "containerd-shim-runc-v2")),
+            cd,
+            (f"{cd}/cmd/containerd", f"{cd}/cmd/ctr", f"{cd}/cmd/containerd-shim-runc-v2"),
+            # the snapshotters that need cgo; kind's base image leaves them out as well
+            tags="no_aufs,no_zfs,no_btrfs,no_devmapper",
+        ),
+        Tool(
+            Group("crictl", v.CRICTL, ("crictl",)),
+            "sigs.k8s.io/cri-tools",
+            ("sigs.k8s.io/cri-tools/cmd/crictl",),
+        ),
+        Tool(
+            Group("coredns", v.COREDNS, ("coredns",)),
+            "github.com/coredns/coredns",
+            ("github.com/coredns/coredns",),
+        ),
+        Tool(
+            Group("local-path-provisioner", v.LOCAL_PATH, ("local-path-provisioner",)),
+            "github.com/rancher/local-path-provisioner",
+            ("github.com/rancher/local-path-provisioner",),
+        ),
+        Tool(
+            Group("powercut-images", _source_key(), ("pause", "probe")),
+            "",
+            ("powercut.local/kindimages/cmd/pause", "powercut.local/kindimages/cmd/probe"),
+        ),
+    )
+
+
+def _build_tool(tool: Tool, say: Say) -> dict[str, Path]:
+    group = tool.group
+    if tool.module:
+        work = v.cache_root() / "build" / f"{group.name}-{group.version}"
+        build._write_module(
+            work,
+            f"powercut.local/{group.name}build",
+            [f"{tool.module} {group.version}"],
+            [],
+            list(tool.packages),
+        )
+        env = build._go_env(work)
+        build._run_go(["mod", "tidy", "-e"], work, env, say, f"{group.name}: resolving modules")
+    else:
+        work = v.cache_root() / "build" / f"{group.name}-{group.version}"
+        if work.exists():
+            shutil.rmtree(work)
+        shutil.copytree(v.GO_SOURCE, work)
+        env = build._go_env(work)
+    out = Path(tempfile.mkdtemp(prefix=f"{group.name}-", dir=lab_versions.bin_cache()))
+    try:
+        args = ["build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", str(out) + "/"]
+        if tool.tags:
+            args += ["-tags", tool.tags]
+        build._run_go([*args, *tool.packages], work, env, say, f"{group.name}: compiling")
+        produced = {p.name: p for p in out.iterdir()}
+        dest = group.cache_dir
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.mkdir(parents=True)
+        for b, pkg in zip(group.binaries, tool.packages, strict=True):
+            src = produced.get(pkg.rsplit("/", 1)[-1]) or produced.get(b)
+            if src is None:
+                raise BuildError(f"{group.name}: go build produced {sorted(produced)}, not {b}")
+            shutil.move(str(src), dest / b)
+        (dest / ".complete").write_text(json.dumps({"version": group.version, "source": "go"}))
+        return {b: dest / b for b in group.binaries}
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def obtain(say: Say) -> dict[str, Path]:
+    """Every binary by name; builds what the cache lacks, one group at a time."""
+    paths: dict[str, Path] = {}
+    lab_bins = build.obtain(say, groups=(*build.GROUPS[:2], NODE_GROUP))
+    paths.update(lab_bins.paths)
+    for tool in tools():
+        found = build._from_cache(tool.group)
+        if found is None:
+            with build._locked(tool.group):
+                found = build._from_cache(tool.group)
+                if found is None:
+                    say(f"{tool.group.name} {tool.group.version}: go build")
+                    found = _build_tool(tool, say)
+        paths.update(found)
+    return paths

@@ -1,0 +1,3 @@
+module powercut.local/kindimages
+
+go 1.26.0

@@ -1,0 +1,62 @@
+"""Pinned versions of everything a powercut kind node image is built from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.lab import versions as lab
+
+KUBERNETES = lab.KUBERNETES
+ETCD = lab.ETCD
+KIND = "v0.33.0"
+CONTAINERD = "v2.4.2"
+CRICTL = "v1.37.0"
+COREDNS = "v1.14.7"
+LOCAL_PATH = "v0.0.30"
+DEBIAN_SUITE = "bookworm"
+
+# Debian packages of the node (and of the images that need a userland: kube-proxy, the CNI
+# agent, the storage helper): kind's base image list, minus what a registry-free build
+# here does not need (fuse-overlayfs, nfs/iscsi clients).
+NODE_PACKAGES = (
+    "systemd",
+    "systemd-sysv",
+    "dbus",
+    "conntrack",
+    "iptables",
+    "nftables",
+    "iproute2",
+    "ethtool",
+    "util-linux",
+    "mount",
+    "kmod",
+    "libseccomp2",
+    "pigz",
+    "e2fsprogs",
+    "bash",
+    "ca-certificates",
+    "curl",
+    "jq",
+    "procps",
+    "runc",
+    "containernetworking-plugins",
+)
+
+# Images are named under a repository that no registry serves, so nothing can be pulled by
+# mistake: kubeadm's imageRepository points here and every image is imported beforehand.
+REPO = "powercut.local"
+PAUSE_TAG = "3.10.2"  # what kubeadm v1.36 lists
+NODE_IMAGE = f"{REPO}/kind-node:{KUBERNETES}"
+BASE_IMAGE = f"{REPO}/debian:{DEBIAN_SUITE}"
+
+# Source of the two images powercut writes itself (pause, probe): the Go module beside this
+# file. Its content is part of the cache key.
+GO_SOURCE = Path(__file__).parent / "go"
+
+
+def cache_root() -> Path:
+    return lab.cache_root()
+
+
+def kind_cache() -> Path:
+    return cache_root() / "kind"

@@ -1,0 +1,162 @@
+"""One real kind cluster per test session (1 control plane + 2 workers, with the sample
+workloads), on its own ports, state directory and cluster name; removed at the end, and
+checked to leave no container behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.kube.client import KubeClient
+from harness.power.kind import KindDriver
+
+BASE_PORT = int(os.environ.get("POWERCUT_TEST_KIND_PORT", "26000"))
+NAME = os.environ.get("POWERCUT_TEST_KIND_NAME", "pctest")
+POWERCUT = [sys.executable, "-m", "harness.cli"]
+
+
+def powercut(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [*POWERCUT, *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if proc.returncode != 0:
+        raise AssertionError(
+            f"powercut {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+        )
+    return proc
+
+
+def docker(*args: str, timeout: float = 60) -> str:
+    return subprocess.run(
+        ["docker", *args], capture_output=True, text=True, timeout=timeout, check=True
+    ).stdout
+
+
+def wait_for(what: str, fn: Callable[[], Any], timeout_s: float, every_s: float = 1.0) -> Any:
+    """Poll ``fn`` until it returns something truthy; fail naming what and the last value."""
+    start = time.monotonic()
+    last: Any = None
+    while time.monotonic() - start < timeout_s:
+        try:
+            last = fn()
+        except Exception as exc:  # noqa: BLE001 (kept as the last observation)
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(every_s)
+    pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}; last seen: {last!r}")
+
+
+@dataclass
+class KindCluster:
+    name: str
+    state_dir: Path
+    inventory_path: Path
+    client: KubeClient
+    base_port: int
+    up_output: str
+
+    def workers(self) -> list[str]:
+        return [f"{self.name}-worker", f"{self.name}-worker2"]
+
+    def driver(self, node: str) -> KindDriver:
+        return KindDriver(node, timeout_s=120)
+
+    def ready(self, node: str) -> str:
+        n = self.client.get(f"/api/v1/nodes/{node}")
+        conds = {c["type"]: c["status"] for c in n["status"].get("conditions") or []}
+        return str(conds.get("Ready", "?"))
+
+    def pods_on(self, node: str, namespace: str = "shop") -> list[dict[str, Any]]:
+        items, _ = self.client.list(
+            f"/api/v1/namespaces/{namespace}/pods", fieldSelector=f"spec.nodeName={node}"
+        )
+        return items
+
+    def in_node(self, node: str, *cmd: str) -> str:
+        return docker("exec", node, *cmd)
+
+    def all_ready(self) -> bool:
+        items, _ = self.client.list("/api/v1/nodes")
+        return all(
+            {c["type"]: c["status"] for c in i["status"].get("conditions") or []}.get("Ready")
+            == "True"
+            for i in items
+        )
+
+    def workloads_ready(self) -> bool:
+        for kind, name in (
+            ("deployments", "web"),
+            ("statefulsets", "quorum"),
+            ("deployments", "singleton"),
+        ):
+            st = self.client.get(f"/apis/apps/v1/namespaces/shop/{kind}/{name}")["status"]
+            if st.get("readyReplicas", 0) != st.get("replicas", -1):
+                return False
+        ds = self.client.get("/apis/apps/v1/namespaces/shop/daemonsets/node-agent")["status"]
+        return bool(ds.get("numberReady", 0) == ds.get("desiredNumberScheduled", -1))
+
+    def restore(self) -> None:
+        """Every node on, connected, kubelet running, Ready; workloads ready."""
+        for node in [f"{self.name}-control-plane", *self.workers()]:
+            self.driver(node).on()
+        wait_for("every node Ready", self.all_ready, 180)
+        wait_for("the workloads ready", self.workloads_ready, 240)
+
+
+@pytest.fixture(scope="session")
+def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindCluster]:
+    root = tmp_path_factory.mktemp("kind")
+    state = root / "state"
+    inv = root / "kind.yaml"
+    try:
+        out = powercut(
+            "kind", "up", "--workloads", "--name", NAME, "--workers", "2",
+            "--base-port", str(BASE_PORT), "--state-dir", str(state),
+            "--inventory-out", str(inv),
+        )  # fmt: skip
+        client = KubeClient.from_kubeconfig(state / "kubeconfig", timeout_s=10)
+        cluster = KindCluster(NAME, state, inv, client, BASE_PORT, out.stdout + out.stderr)
+        yield cluster
+        client.close()
+    finally:
+        powercut("kind", "down", "--state-dir", str(state), timeout=600)
+        left = docker(
+            "ps", "-a", "--filter", f"label=io.x-k8s.kind.cluster={NAME}", "--format", "{{.Names}}"
+        )
+        assert left.strip() == "", f"kind down left containers: {left}"
+        assert not state.exists()
+
+
+@pytest.fixture
+def cluster(kind_cluster: KindCluster) -> Iterator[KindCluster]:
+    """The session's cluster, put back (every node up and Ready) after each test."""
+    yield kind_cluster
+    kind_cluster.restore()
+
+
+def serving(pod: dict[str, Any]) -> bool:
+    """Running, Ready and not being deleted."""
+    if pod["metadata"].get("deletionTimestamp") or pod["status"].get("phase") != "Running":
+        return False
+    conds = {c["type"]: c["status"] for c in pod["status"].get("conditions") or []}
+    return conds.get("Ready") == "True"
+
+
+def node_of(pods: list[dict[str, Any]]) -> set[str]:
+    return {p["spec"].get("nodeName", "") for p in pods}
+
+
+def crictl_running(cluster: KindCluster, node: str, name: str) -> list[str]:
+    out = cluster.in_node(node, "crictl", "ps", "--name", name, "--state", "Running", "-o", "json")
+    return [c["id"] for c in json.loads(out).get("containers") or []]
