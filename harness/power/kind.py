@@ -86,9 +86,9 @@ class SupportsPartition(Protocol):
 
     node: str
 
-    def partition(self) -> None: ...
+    def partition(self, node: str | None = None, *, heal_after_s: float | None = None) -> None: ...
 
-    def heal(self) -> None: ...
+    def heal(self, node: str | None = None) -> None: ...
 
     def partitioned(self) -> bool: ...
 
@@ -208,8 +208,16 @@ class KindDriver:
 
     # -- partitions ---------------------------------------------------------------------
 
-    def partition(self) -> None:
-        """Freeze the node (``docker pause``); it must be running."""
+    def _own(self, node: str | None) -> None:
+        if node is not None and node != self.node:
+            raise PermanentError(f"{self._where}: asked to cut node {node!r}, not this one")
+
+    def partition(self, node: str | None = None, *, heal_after_s: float | None = None) -> None:
+        """Freeze the node (``docker pause``); it must be running. ``node`` and
+        ``heal_after_s`` are those of :class:`harness.power.base.SupportsPartition`: a paused
+        container cannot arm its own heal, so the journal's heal undo (``powercut recover``)
+        is what heals it if powercut dies."""
+        self._own(node)
         with self._lock:
             deadline = self._deadline()
             status, paused = self._call("report its state", self._inspect, deadline)
@@ -230,8 +238,9 @@ class KindDriver:
                 describe=lambda _paused: "not paused",
             )
 
-    def heal(self) -> None:
+    def heal(self, node: str | None = None) -> None:
         """Thaw a partitioned node (``docker unpause``); a no-op when it is not paused."""
+        self._own(node)
         with self._lock:
             deadline = self._deadline()
             if not self._call("report its state", self._paused, deadline):

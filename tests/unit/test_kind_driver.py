@@ -162,6 +162,20 @@ def test_partition_pauses_and_heal_unpauses(docker: Docker, clock: FakeClock) ->
     assert [v for v in docker.verbs() if v != INSPECT] == ["pause", "unpause"]
 
 
+def test_partition_through_the_session_interface_checks_the_node(
+    docker: Docker, clock: FakeClock
+) -> None:
+    docker.container("kind-worker")
+    d = kind(clock=clock)
+    with pytest.raises(PermanentError, match=r"asked to cut node 'w9', not this one"):
+        d.partition("w9", heal_after_s=60.0)
+    assert [v for v in docker.verbs() if v != INSPECT] == []
+    d.partition(d.node, heal_after_s=60.0)
+    assert d.partitioned() is True
+    d.heal(d.node)
+    assert docker.status("kind-worker") == ("running", False)
+
+
 def test_partition_of_a_stopped_node_is_refused(docker: Docker, clock: FakeClock) -> None:
     docker.container("kind-worker", "exited")
     with pytest.raises(PermanentError, match=r"is off; only a running node can be partitioned"):
