@@ -43,15 +43,13 @@ from harness.chaos._common import (
     session,
 )
 from harness.checks import CheckFailed
-from harness.errors import ConfigError, PermanentError, PowercutError, WaitTimeout
+from harness.errors import ConfigError, PowercutError, WaitTimeout
 from harness.inventory import Inventory
-from harness.journal import UndoFailed, UndoSpec
+from harness.journal import UndoFailed
 from harness.journal import recover as recover_journal
 from harness.kube import actions as kube
 from harness.kube import waits
-from harness.power.base import PowerState
-from harness.power.kind import SupportsPartition
-from harness.safety import plan_disruption
+from harness.power.base import FailureKind, PowerState
 from harness.session import ClusterExecutor, Session, power_protocol_for_restore
 
 __all__ = [
@@ -243,48 +241,41 @@ def wait_for_eviction(
     return {"nodes": chosen, "seconds": took, "budget_s": budget, "still_terminating": still}
 
 
-# -- partitions (kind) -----------------------------------------------------------------------
+# -- partitions ----------------------------------------------------------------------------
+
+#: Budgets after which a partitioned node heals by itself when the experiment's rollback
+#: never ran (the driver arms that heal before the cut; the journal holds it too).
+HEAL_BUDGETS = (*EVICTION_BUDGETS, "pod_rescheduled", "recovery")
 
 
-def _partitionable(s: Session, node: str) -> SupportsPartition:
-    driver = s.driver(node)
-    if not isinstance(driver, SupportsPartition):
-        raise PermanentError(
-            f"node {node}: power driver {s.inventory.node(node).power.driver} cannot cut a "
-            "node off without powering it off; partitions need the kind driver"
-        )
-    return driver
-
-
-def partition_node(node: str, configuration: Configuration = None) -> dict[str, Any]:
-    """Cut a kind node off the network (iptables inside the node; its kubelet and pods
-    keep running, a heal timer is armed on the node first). Journaled; undo with
-    ``heal_partition``, ``power_on_nodes`` or ``powercut recover``. Counts against the
-    safety limits like a power-off."""
+def partition_node(
+    node: str, heal_after: Within = None, configuration: Configuration = None
+) -> dict[str, Any]:
+    """Cut a node off the network while it keeps running, through the first of its drivers
+    that can (:meth:`~harness.session.Session.cut`, as the steps do): journaled with its
+    heal as the undo, and counted against the safety limits like a power-off. The driver
+    arms a heal after ``heal_after`` (a budget name, a duration or seconds; by default the
+    sum of the ``node-not-ready``, ``taint-applied``, ``pod-eviction``, ``pod-rescheduled``
+    and ``recovery`` budgets) before it cuts. Undo now with ``heal_partition``,
+    ``power_on_nodes`` or ``powercut recover``. A node none of whose drivers can cut it off
+    fails with :class:`~harness.power.base.UnsupportedFailure` before anything is cut."""
     inventory = load(configuration)
     with session(inventory) as s:
-        driver = _partitionable(s, node)
-        plan_disruption(
-            inventory, [node], already_down=nodes_of(owed_in(s, DOWN)), action="partition"
-        )
-        assert s.journal is not None
-        with s.journal.disruption("partition", f"node/{node}", undo=UndoSpec.power_on(node)):
-            s.timeline.action(node, "partition sent")
-            driver.partition()
-            s.timeline.action(node, "partition acknowledged")
-        log.info("partitioned %s", node)
-        return {"node": node, "journal": str(s.journal_path)}
+        s.down.update(nodes_of(owed_in(s, DOWN)))
+        undo_after = seconds(inventory, heal_after, HEAL_BUDGETS)
+        s.cut([node], FailureKind.PARTITION, undo_after_s=undo_after)
+        log.info("partitioned %s (heals by itself after %gs)", node, undo_after)
+        return {"node": node, "heal_after_s": undo_after, "journal": str(s.journal_path)}
 
 
 def heal_partition(node: str | None = None, configuration: Configuration = None) -> dict[str, Any]:
-    """Reconnect partitioned kind nodes (the cut removed); without ``node``, every node the
-    journal shows partitioned."""
+    """Heal partitioned nodes now (:meth:`~harness.session.Session.uncut`, which marks
+    the journal's heal done); without ``node``, every node the journal shows partitioned."""
     inventory = load(configuration)
     with session(inventory) as s:
         chosen = names(node) or nodes_of(owed_in(s, ("partition",)))
-        for n in chosen:
-            _partitionable(s, n).heal()
-            mark_undone(s, ("partition",), [n])
+        s.uncut(chosen, FailureKind.PARTITION)
+        mark_undone(s, ("partition",), chosen)  # cut by an earlier session: its entries
         return {"nodes": chosen}
 
 

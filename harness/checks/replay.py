@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from harness.kube.observer import NODE, POD
+from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
 from harness.kube.timeline import Timeline, Transition
 
 _STATE = frozenset({"observed", "created"})
+#: The VolumeAttachment transitions after which the node no longer holds the volume.
+RELEASED = frozenset({"detached", "deleted"})
 
 
 class PodSnap(NamedTuple):
@@ -183,3 +185,31 @@ def node_summary(tl: Timeline, node: str, at: float | None = None) -> str:
         f"node {node}: Ready={snap.ready or '?'}, unschedulable={snap.unschedulable}, "
         f"taints={taints}; last transition: {tl.describe(last)}"
     )
+
+
+class AttachmentSnap(NamedTuple):
+    """One VolumeAttachment as it was at some moment."""
+
+    node: str
+    pv: str
+    attached: bool
+
+
+def attachments_at(transitions: Iterable[Transition], at: float) -> dict[str, AttachmentSnap]:
+    """Every VolumeAttachment (by name) as it was at ``at`` (mono, inclusive), replayed from
+    ``transitions`` (any kinds, in recording order); a deleted one is gone. The one replay of
+    attachments: the scenario's held volumes and longevity's volume phase both use it."""
+    state: dict[str, AttachmentSnap] = {}
+    for t in transitions:
+        if t.kind != VOLUME_ATTACHMENT:
+            continue
+        if t.mono > at:
+            break
+        node, pv = str(t.detail.get("node") or ""), str(t.detail.get("pv") or "")
+        if t.transition in _STATE:
+            state[t.name] = AttachmentSnap(node, pv, bool(t.detail.get("attached")))
+        elif t.transition in ("attached", "detached"):
+            state[t.name] = AttachmentSnap(node, pv, t.transition == "attached")
+        elif t.transition == "deleted":
+            state.pop(t.name, None)
+    return state

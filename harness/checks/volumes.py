@@ -11,6 +11,7 @@ from harness.checks.base import (
     ref_mono,
     uncertainty,
 )
+from harness.checks.replay import RELEASED
 from harness.errors import WaitTimeout
 from harness.kube.observer import VOLUME_ATTACHMENT
 from harness.kube.timeline import Predicate, Timeline, Transition
@@ -57,7 +58,7 @@ def volume_moved(
         VOLUME_ATTACHMENT,
         after=start,
         where=lambda x: (
-            x.transition in ("detached", "deleted")
+            x.transition in RELEASED
             and x.detail.get("pv") == pv
             and x.detail.get("node") == from_node
         ),

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from harness.checks.base import wait_until_time
+from harness.checks.replay import RELEASED
 from harness.checks.service import PROBE, Prober
 from harness.errors import ConfigError, PermanentError, WaitTimeout
 from harness.inventory import Inventory, WorkloadSpec
@@ -130,7 +131,7 @@ class _Tracker:
                 pv = str(t.detail.get("pv") or "")
                 if pv not in self.volumes:
                     continue
-                if t.transition in ("detached", "deleted") and t.detail.get("node") in self.nodes:
+                if t.transition in RELEASED and t.detail.get("node") in self.nodes:
                     self.released.add(pv)
                 elif t.transition == "attached" and pv in self.released:
                     self.reattached.add(pv)

@@ -54,10 +54,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from harness.checks.replay import PodReplay, PodSnap
+from harness.checks.replay import RELEASED, PodReplay, PodSnap, attachments_at
 from harness.checks.service import PROBE, outages
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
-from harness.kube.timeline import ACTION, Transition
+from harness.kube.timeline import ACTION, Predicate, Transition, match
 from harness.longevity.groups import Group
 from harness.longevity.records import PHASES, PhaseBudgets
 
@@ -179,17 +179,10 @@ def _power(
     return out
 
 
-def _first(
-    ts: Sequence[Transition], kind: str, name: str, transition: str, after: float
-) -> Transition | None:
-    return next(
-        (
-            t
-            for t in ts
-            if t.mono > after and t.kind == kind and t.name == name and t.transition == transition
-        ),
-        None,
-    )
+def _first(ts: Sequence[Transition], pred: Predicate) -> Transition | None:
+    """The earliest of ``ts`` (sorted) that ``pred`` (a :func:`~harness.kube.timeline.match`,
+    as the scenario's checks wait for) accepts."""
+    return next((t for t in ts if pred(t)), None)
 
 
 class _Slowest:
@@ -251,7 +244,7 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
         node_detail[node] = info
         if ack is None:
             continue
-        nr = _first(ts, NODE, node, "not-ready", ack)
+        nr = _first(ts, match(NODE, node, "not-ready", after=ack))
         if nr is not None and nr.mono <= outage_limit:
             info["not_ready_s"] = _r(nr.mono - ack)
             info["status"] = nr.detail.get("status")
@@ -262,7 +255,7 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
             phases["not_ready"].add(outage_limit - ack, complete=False)
         on = on_ack.get(node)
         if on is not None:
-            ready = _first(ts, NODE, node, "ready", on)
+            ready = _first(ts, match(NODE, node, "ready", after=on))
             if ready is not None:
                 info["ready_after_on_s"] = _r(ready.mono - on)
     detail["nodes"] = node_detail
@@ -460,18 +453,8 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
     detail["services"] = svc_detail
 
     # -- volumes -----------------------------------------------------------------------------
-    va_state: dict[str, tuple[str, str, bool]] = {}  # name -> (node, pv, attached) at t0
     va_ts = [t for t in ts if t.kind == VOLUME_ATTACHMENT]
-    for t in va_ts:
-        if t.mono > t0:
-            break
-        node, pv = str(t.detail.get("node") or ""), str(t.detail.get("pv") or "")
-        if t.transition in ("observed", "created"):
-            va_state[t.name] = (node, pv, bool(t.detail.get("attached")))
-        elif t.transition in ("attached", "detached"):
-            va_state[t.name] = (node, pv, t.transition == "attached")
-        elif t.transition == "deleted":
-            va_state.pop(t.name, None)
+    va_state = attachments_at(va_ts, t0)
     vol_detail: dict[str, dict[str, Any]] = {}
     pending_release: dict[str, str] = {}  # VA name -> pv
     for name, (node, pv, attached) in sorted(va_state.items()):
@@ -489,7 +472,7 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
         if t.mono <= t0:
             continue
         pv = str(t.detail.get("pv") or "")
-        if t.name in pending_release and t.transition in ("detached", "deleted"):
+        if t.name in pending_release and t.transition in RELEASED:
             pv = pending_release.pop(t.name)
             released[pv] = t.mono
             vol_detail[pv]["released_s"] = _r(t.mono - t0)

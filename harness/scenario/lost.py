@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.checks import CheckFailed
-from harness.checks.replay import pods_at
+from harness.checks.replay import attachments_at, pods_at
 from harness.errors import PermanentError, WaitTimeout
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
 from harness.kube.timeline import ACTION, Timeline, Transition
@@ -343,17 +343,10 @@ def attachment_event(
 
 def attached_at(tl: Timeline, pv: str, node: str, at: float) -> bool:
     """Whether ``pv`` had an attached VolumeAttachment on ``node`` at ``at`` (replayed)."""
-    attached: dict[str, bool] = {}
-    for t in tl.all(VOLUME_ATTACHMENT, before=at + 1e-9):
-        if t.detail.get("pv") != pv or t.detail.get("node") != node:
-            continue
-        if t.transition in ("observed", "created"):
-            attached[t.name] = bool(t.detail.get("attached"))
-        elif t.transition == "attached":
-            attached[t.name] = True
-        elif t.transition in ("detached", "deleted"):
-            attached[t.name] = False
-    return any(attached.values())
+    return any(
+        a.attached and a.pv == pv and a.node == node
+        for a in attachments_at(tl.all(VOLUME_ATTACHMENT, before=at + 1e-9), at).values()
+    )
 
 
 def held_volumes(tl: Timeline, pods: Iterable[PodInfo], at: float) -> list[tuple[PodInfo, str]]:

@@ -29,7 +29,7 @@ from harness.checks import (
     taint_present,
     volume_moved,
 )
-from harness.checks.replay import PodReplay, node_at
+from harness.checks.replay import RELEASED, PodReplay, node_at
 from harness.errors import PermanentError, WaitTimeout
 from harness.kube.actions import restart_pods as restart_pods_action
 from harness.kube.client import JSON, KubeClient
@@ -42,8 +42,6 @@ from harness.scenario.report import Measurements
 from harness.scenario.targets import Outage, PoweredOn, Targets
 from harness.scenario.workloads import PodInfo, Workload
 from harness.session import Session
-
-_FREED = frozenset({"detached", "deleted"})
 
 
 def _uid(uid: str) -> Predicate:
@@ -634,13 +632,13 @@ def released(
         # Any release after the power cut: the VolumeAttachment and pod watches race, so the
         # detach may be read a few milliseconds before the pod's deletion.
         release = L.attachment_event(
-            tl, pv, on=pod.node, transitions=_FREED, after=outage.sent.mono
+            tl, pv, on=pod.node, transitions=RELEASED, after=outage.sent.mono
         )
         if release is None:
 
             def freed(t: Transition, pv: str = pv, node: str = pod.node) -> bool:
                 return (
-                    t.transition in _FREED
+                    t.transition in RELEASED
                     and t.detail.get("pv") == pv
                     and t.detail.get("node") == node
                 )
@@ -682,7 +680,7 @@ def reattached(
     release by the lost node."""
     for pod, pv in _held(tl, pods, outage):
         release = L.attachment_event(
-            tl, pv, on=pod.node, transitions={"detached", "deleted"}, after=outage.sent.mono
+            tl, pv, on=pod.node, transitions=RELEASED, after=outage.sent.mono
         )
         if release is None:
             raise CheckFailed(

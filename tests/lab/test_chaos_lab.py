@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from harness.chaos import probes
+from harness.chaos import actions, probes
 from harness.inventory import load_inventory
 from harness.journal import EntryState, Journal
 from harness.power.base import PowerState
@@ -299,3 +299,24 @@ def test_powercut_recover_after_a_killed_chaos_run(
     assert power(lab, VICTIM) is PowerState.ON
     second = run(env, *POWERCUT, "recover", "-i", str(lab.inventory_path))
     assert "nothing to recover" in second.stdout
+
+
+def test_a_partition_through_the_session_cuts_the_node_off_and_heals_it(lab: LabHandle) -> None:
+    """``partition_node`` goes through ``Session.cut`` as the steps' partitions do: the node
+    keeps its power on while it stops reporting, the journal holds the heal as its undo, and
+    ``heal_partition`` (a session of its own) brings it back and marks the entry undone."""
+    cfg = {"powercut_inventory": str(lab.inventory_path)}
+    out = actions.partition_node(VICTIM, heal_after="10m", configuration=cfg)
+    assert out["heal_after_s"] == 600.0
+    [entry] = entries(lab)
+    assert (entry.action, entry.state, entry.undo.action) == ("partition", EntryState.DONE, "heal")
+    wait_for(
+        f"{VICTIM} NotReady while cut off",
+        lambda: not probes.node_ready(VICTIM, within="1s", configuration=cfg),
+        120,
+        1,
+    )
+    assert power(lab, VICTIM) is PowerState.ON  # cut off, not powered off
+    assert actions.heal_partition(configuration=cfg) == {"nodes": [VICTIM]}
+    assert [e.state for e in entries(lab)] == [EntryState.UNDONE]
+    assert probes.node_ready(VICTIM, within="2m", configuration=cfg)

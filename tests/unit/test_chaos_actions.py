@@ -17,9 +17,10 @@ import pytest
 
 from harness.chaos import actions
 from harness.checks import CheckFailed
-from harness.errors import ConfigError, PermanentError
+from harness.errors import ConfigError
 from harness.journal import EntryState, Journal, recover
 from harness.kube.actions import FencingRequired
+from harness.power.base import UnsupportedFailure
 from harness.safety import SafetyViolation
 from harness.session import ClusterExecutor, journal_path_for
 from tests.fakechaos import Cluster, fake_cluster
@@ -241,11 +242,12 @@ def test_force_delete_and_restart_pods(cluster: Cluster) -> None:
 
 
 def test_partition_a_kind_node_and_heal_it(cluster: Cluster) -> None:
-    actions.partition_node("w1")
+    out = actions.partition_node("w1", heal_after="5m")
+    assert out["heal_after_s"] == 300.0
     assert cluster.docker.cut("w1") is True
     assert cluster.docker.status("w1") == ("running", False)  # cut off, still running
-    [entry] = cluster.journal()
-    assert (entry.action, str(entry.undo)) == ("partition", "power_on(node='w1')")
+    [entry] = cluster.journal()  # through the session, as the steps cut: the heal is the undo
+    assert (entry.action, str(entry.undo)) == ("partition", "heal(node='w1', protocol='kind')")
     with pytest.raises(SafetyViolation, match="already down"):
         actions.power_off_nodes(nodes="w1")
     assert actions.heal_partition() == {"nodes": ["w1"]}
@@ -260,8 +262,8 @@ def test_power_on_heals_a_partition_too(cluster: Cluster) -> None:
     assert [e.state for e in cluster.journal()] == [EntryState.UNDONE]
 
 
-def test_partition_needs_the_kind_driver(cluster: Cluster) -> None:
-    with pytest.raises(PermanentError, match="power driver redfish cannot cut a node off"):
+def test_partition_needs_a_driver_that_can_cut(cluster: Cluster) -> None:
+    with pytest.raises(UnsupportedFailure, match=r"bmc1: its .* driver cannot do a partition"):
         actions.partition_node("bmc1")
     assert cluster.journal() == []
 

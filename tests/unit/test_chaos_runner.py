@@ -149,7 +149,7 @@ def test_the_step_breaks_on_an_error_that_is_not_a_check(
         "provider": python("harness.chaos.actions", "partition_node", node="bmc1"),
     }
     path = experiment(tmp_path, [POWERED], [bad])
-    with pytest.raises(ExperimentBroken, match=r"partition-a-bmc-node.*cannot cut a node off"):
+    with pytest.raises(ExperimentBroken, match=r"partition-a-bmc-node.*cannot do a partition"):
         run_chaos_experiment(str(path), cluster.inventory, pytestconfig)
 
 

@@ -23,7 +23,7 @@ from harness.checks import (
     taint_present,
     volume_moved,
 )
-from harness.checks.replay import node_at, pods_at
+from harness.checks.replay import AttachmentSnap, attachments_at, node_at, pods_at
 from harness.errors import ConfigError
 from harness.kube.timeline import FakeClock, Timeline, Transition
 
@@ -385,6 +385,28 @@ def test_spread_over_racks(sim: Sim) -> None:
 
 def _va(sim: Sim, name: str, what: str, node: str, pv: str = "pv-1", **extra: Any) -> None:
     sim.rec("VolumeAttachment", name, what, uid=name, node=node, pv=pv, **extra)
+
+
+def test_attachments_replayed_at_a_moment(sim: Sim) -> None:
+    _va(sim, "va-1", "observed", "w1", attached=True)
+    _va(sim, "va-3", "observed", "w3", pv="pv-3", attached=True)
+    sim.now(10.0)
+    _va(sim, "va-1", "detached", "w1")
+    sim.now(20.0)
+    _va(sim, "va-2", "created", "w2", attached=False)
+    _va(sim, "va-3", "deleted", "w3", pv="pv-3")
+    sim.now(30.0)
+    _va(sim, "va-2", "attached", "w2")
+    ts = sim.tl.snapshot()
+    assert attachments_at(ts, T0 + 5) == {
+        "va-1": AttachmentSnap("w1", "pv-1", True),
+        "va-3": AttachmentSnap("w3", "pv-3", True),
+    }
+    assert attachments_at(ts, T0 + 20) == {
+        "va-1": AttachmentSnap("w1", "pv-1", False),
+        "va-2": AttachmentSnap("w2", "pv-1", False),
+    }
+    assert attachments_at(ts, T0 + 30)["va-2"].attached is True
 
 
 def test_volume_moved_to_another_node(sim: Sim) -> None:
