@@ -8,7 +8,7 @@ say which clock ran out. Steps never contain numbers: they ask for a budget by n
 Two profiles ship:
 
 ``fast``
-    The lab's fast timings: node-monitor-grace-period ~8 s, not-ready/unreachable
+    The lab's fast timings: node-monitor-grace-period ~12 s, not-ready/unreachable
     tolerations 10 s. Used by the harness's own tests against the lab.
 ``upstream``
     Kubernetes defaults: node-monitor-grace-period 40 s (50 s from 1.32), tolerations

@@ -41,8 +41,12 @@ class Timings:
     @staticmethod
     def named(name: str) -> Timings:
         if name == "fast":
-            # A whole node-loss scenario fits in about a minute.
-            return Timings("fast", 8, 1, 8, 10, 8, 6, 2)
+            # A whole node-loss scenario fits in about a minute. The grace period (12 s)
+            # outlasts etcd's stall when its leader dies with a control-plane node: requests
+            # in flight wait out etcd's request timeout (~7 s), so healthy nodes' lease
+            # renewals stall ~9 s; with 8 s, a rack outage that took the etcd leader marked
+            # healthy nodes NotReady for an instant (seen in CI, 2026-11-25).
+            return Timings("fast", 12, 1, 8, 10, 8, 6, 2)
         if name == "upstream":
             # Kubernetes 1.36 defaults: grace 50 s, monitor period 5 s, lease 40 s,
             # not-ready/unreachable tolerations 300 s, leader election 15/10/2 s.

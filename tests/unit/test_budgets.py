@@ -32,7 +32,7 @@ def test_every_budget_is_documented() -> None:
 
 def test_fast_profile_follows_the_lab_timings() -> None:
     fast = profile("fast")
-    # grace period ~8 s: NotReady well before a minute
+    # grace period ~12 s: NotReady well before a minute
     assert 8 < fast.node_not_ready <= 30
     # tolerations 10 s
     assert 10 < fast.pod_eviction <= 30
