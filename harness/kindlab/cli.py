@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from harness.kindlab import cluster, images
+from harness.kindlab import cluster, engine, images
 from harness.kindlab.spec import KindSpec, default_state_dir
 
 
@@ -23,6 +23,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ksub = kind.add_subparsers(dest="kind_command", required=True, metavar="COMMAND")
     b = ksub.add_parser("build", help="build (or reuse) the node image and every image it runs")
     b.add_argument("--rebuild", action="store_true", help="rebuild even if the cache is current")
+    b.add_argument("--state-dir", type=Path, default=None, help=argparse.SUPPRESS)
     b.set_defaults(func=cmd_build)
     up = ksub.add_parser("up", help="create the cluster (refuses if one of that name exists)")
     up.add_argument("--control-planes", type=int, default=1, help="1 or 3 (default 1)")
@@ -60,7 +61,14 @@ def _root(args: argparse.Namespace) -> Path:
 
 def cmd_build(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
-    ref = images.node_image(cluster.say_stderr, rebuild=args.rebuild)
+    root = _root(args)
+    # The build needs a Docker engine: one that answers, or a dockerd of ours, stopped after.
+    eng = engine.ensure(root, None, cluster.say_stderr)
+    try:
+        ref = images.node_image(cluster.say_stderr, rebuild=args.rebuild)
+    finally:
+        if eng.started_pid is not None:
+            engine.stop_dockerd(root)
     print(f"node image {ref} ready in {time.monotonic() - t0:.0f}s")
     return 0
 
