@@ -53,10 +53,17 @@ def test_the_lab_prometheus_scrapes_api_servers_probes_and_power(
     assert wait_for("three API servers scraped", api_servers_up, 60) == ["cp-1", "cp-2", "cp-3"]
     power_on = prometheus.query("powercut_lab_node_power_on")
     assert {s.labels["node"] for s in power_on} == set(lab.inventory.node_names())
-    services = {
-        s.labels["service"]: s.points[-1][1] for s in prometheus.query("powercut_service_up")
-    }
-    assert services == {"web": 1.0, "quorum": 1.0, "registry": 1.0}
+    expected = {"web": 1.0, "quorum": 1.0, "registry": 1.0}
+
+    def services() -> dict[str, float]:
+        return {
+            s.labels["service"]: s.points[-1][1] for s in prometheus.query("powercut_service_up")
+        }
+
+    # An earlier lab test may have powered a service's only node off: its probe reads 0 until
+    # the service is back, so wait for every probe to be scraped up (the test fails if the
+    # exporter or the scrape never shows them).
+    wait_for("every service probe scraped up", lambda: services() == expected, 120)
     assert prometheus.query("sum(apiserver_request_total)")[0].points[0][1] > 0
     assert set(prometheus.alert_rules()) == {
         "LabAPIServerDown",
