@@ -294,22 +294,6 @@ def _namespace(value: str) -> str:
     return value
 
 
-def _verify_tls(value: object) -> object:
-    """``true``/``false`` or a path to a CA bundle; anything else says what is valid."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip():
-        if value.strip().lower() in ("true", "false", "yes", "no", "on", "off"):
-            raise ValueError(
-                f"{value!r} is a quoted string; write true or false without quotes, "
-                "or give the path of a CA bundle"
-            )
-        return Path(value.strip())
-    if isinstance(value, Path):
-        return value
-    raise ValueError(f"{value!r} is not valid; must be true, false or the path of a CA bundle")
-
-
 def _selector(value: object) -> object:
     """A label selector as a mapping (``{app: web}``) or a string (``app=web,tier!=db``)."""
     if value is None or isinstance(value, str):
@@ -393,7 +377,7 @@ class PowerSpec(_Model):
     password: SecretStr | None = Field(
         default=None, repr=False, description="inline password: labs only, warns"
     )
-    verify_tls: Annotated[bool | Path, BeforeValidator(_verify_tls)] = Field(
+    verify_tls: Annotated[bool | Path, BeforeValidator(_slo.tls_verification)] = Field(
         default=True, description="redfish: verify the BMC certificate; or a CA bundle path"
     )
     interface: Literal["ipmitool", "rmcpplus"] | None = Field(

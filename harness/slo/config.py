@@ -93,7 +93,9 @@ def _duration(value: object) -> float:
         raise ValueError(str(exc)) from None
 
 
-def _verify_tls(value: object) -> object:
+def tls_verification(value: object) -> object:
+    """``true``/``false`` or a path to a CA bundle; anything else says what is valid (the
+    inventory's BMC and Prometheus ``verify_tls`` alike)."""
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip():
@@ -132,7 +134,7 @@ class PrometheusSpec(_Model):
     username: str | None = Field(default=None, description="basic auth user")
     password_env: EnvName = Field(default=None, description="basic auth: env var")
     password_file: RelPath | None = Field(default=None, description="basic auth: file")
-    verify_tls: Annotated[bool | Path, BeforeValidator(_verify_tls)] = Field(
+    verify_tls: Annotated[bool | Path, BeforeValidator(tls_verification)] = Field(
         default=True, description="verify the server certificate; or a CA bundle path"
     )
     timeout: Seconds = Field(default=10.0, description="per request, seconds or '10s'")
