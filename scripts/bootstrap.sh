@@ -11,6 +11,13 @@ key=$( { "$py" -c 'import sys; print(sys.version)'; cat requirements/lock.txt; }
 # install points at one checkout).
 venv="${POWERCUT_VENV:-$cache/venv/$key}"
 if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
+  # Only ever replace a half-made virtualenv or an empty directory: POWERCUT_VENV pointing at
+  # the wrong place (the cache's venv/ itself) must not delete what is there.
+  if [ -d "$venv" ] && [ ! -f "$venv/pyvenv.cfg" ] && [ -n "$(ls -A "$venv")" ]; then
+    echo "bootstrap: $venv exists and is not a virtualenv; refusing to replace it" \
+      "(POWERCUT_VENV must name a virtualenv of its own)" >&2
+    exit 2
+  fi
   echo "bootstrap: creating virtualenv $venv"
   rm -rf "$venv"
   mkdir -p "$cache/venv"
