@@ -21,10 +21,15 @@ POWERCUT = [sys.executable, "-m", "harness.cli"]
 
 
 def powercut(
-    *args: str, check: bool = True, timeout: float = 600
+    *args: str, check: bool = True, timeout: float = 600, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
-        [*POWERCUT, *args], capture_output=True, text=True, timeout=timeout, check=False
+        [*POWERCUT, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=None if env is None else {**os.environ, **env},
     )
     if check and proc.returncode != 0:
         raise AssertionError(

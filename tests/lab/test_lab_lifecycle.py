@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -55,9 +54,12 @@ def test_up_is_idempotent_and_down_leaves_nothing(tmp_path: Path) -> None:
         str(inv),
         *common,
     ]
-    tmp_before = set(os.listdir(tempfile.gettempdir()))
+    # The lab's own temporary directory: other processes on the machine use /tmp too.
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {"TMPDIR": str(tmp)}
     try:
-        powercut(*up)
+        powercut(*up, env=env)
         spec = LabSpec.load(state)
         pids = _pids(state)
         assert len(pids) >= 6  # supervisor, etcd, apiserver, cm, scheduler, 2 kwoks
@@ -71,20 +73,20 @@ def test_up_is_idempotent_and_down_leaves_nothing(tmp_path: Path) -> None:
         assert "--default-unreachable-toleration-seconds=300" in api, api
         assert "--default-not-ready-toleration-seconds=300" in api, api
 
-        again = powercut(*up)
+        again = powercut(*up, env=env)
         assert "already running" in again.stdout
         assert _pids(state) == pids, "a second `up` must change nothing"
 
-        status = powercut("lab", "status", *common)
+        status = powercut("lab", "status", *common, env=env)
         assert "cp-1" in status.stdout and "w-a1" in status.stdout
         assert "Ready" in status.stdout
     finally:
-        down = powercut("lab", "down", *common)
+        down = powercut("lab", "down", *common, env=env)
     assert "lab stopped" in down.stdout
     assert not state.exists(), "down must remove the state directory"
     assert not [p for p in pids if pid_alive(p)], "down must stop every process it started"
     assert busy_ports(spec.all_ports()) == []
-    leaked = set(os.listdir(tempfile.gettempdir())) - tmp_before
+    leaked = set(os.listdir(tmp))
     assert not leaked, f"down left temporary files behind: {sorted(leaked)}"
     again = powercut("lab", "down", *common)
     assert again.returncode == 0 and "nothing to do" in again.stdout
