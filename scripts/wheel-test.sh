@@ -21,6 +21,7 @@ fi
 tmp=$(mktemp -d -t powercut-wheel.XXXXXX)
 state="$tmp/lab"
 inv="$tmp/lab.yaml"
+export POWERCUT_STATE_DIR="$tmp/state"   # journals and locks of its own
 cleanup() {
   .venv/bin/powercut lab down --state-dir "$state" >/dev/null 2>&1 || true
   rm -rf "$tmp"

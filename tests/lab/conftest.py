@@ -66,6 +66,19 @@ def wait_for(what: str, fn: Callable[[], Any], timeout_s: float, every_s: float 
     pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}; last seen: {last!r}")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Journals and locks of these tests in a directory of their own, never the user's (and
+    never another lab stage's: `make test` runs two of them side by side)."""
+    before = os.environ.get("POWERCUT_STATE_DIR")
+    os.environ["POWERCUT_STATE_DIR"] = str(tmp_path_factory.mktemp("powercut-state"))
+    yield
+    if before is None:
+        os.environ.pop("POWERCUT_STATE_DIR", None)
+    else:
+        os.environ["POWERCUT_STATE_DIR"] = before
+
+
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabHandle]:
     root = tmp_path_factory.mktemp("lab")
