@@ -5,17 +5,19 @@ Measurements."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from harness.checks import CheckFailed, Measurement
+from harness.checks import CheckFailed, Measurement, node_not_ready, node_ready, pods_evicted
 from harness.checks import phase as P
 from harness.checks.replay import PodSnap
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
 from harness.kube.timeline import ACTION, FakeClock, Timeline, Transition
+from harness.longevity.measure import measure_cycle
+from tests.unit.test_longevity_measure import BUDGETS, T0, plan, standard_cycle
 
-T0 = 1000.0
 UNREACHABLE = "node.kubernetes.io/unreachable:NoExecute"
 
 
@@ -135,3 +137,55 @@ def test_slowest_is_the_longest_and_incomplete_if_any_is() -> None:
     assert top is not None and top.duration_s == 3.0 and not top.complete
     assert P.slowest("x", [a]) == Measurement("x", T0, 3.0, None, {"of": 1})
     assert P.slowest("x", []) is None
+
+
+# -- a whole longevity cycle against the scenario's checks -----------------------------------
+
+
+def test_longevity_cycle_and_scenario_checks_measure_the_same_phases() -> None:
+    """The cycle's recorded timeline, measured by longevity (offline) and by the checks the
+    Gherkin steps call (online, on a clock before any of it happened): equal Measurements."""
+    c = standard_cycle()
+    ts = c.tl.snapshot()
+    m = measure_cycle(ts, plan())
+    acks = {t.name: t for t in ts if t.transition == "power-off acknowledged"}
+    ons = {t.name: t for t in ts if t.transition == "power-on acknowledged"}
+
+    def replayed(at: Transition) -> Timeline:
+        """The timeline as a step calling the check at ``at`` sees it: what came before is
+        recorded, the rest arrives while it waits."""
+        clock = FakeClock(start=at.mono)
+        tl = Timeline(clock)
+        tl.extend([t for t in ts if t.mono <= at.mono])
+        for t in ts:
+            if t.mono > at.mono:
+                clock.call_at(t.mono, lambda t=t: tl.append(t))
+        return tl
+
+    offline_nr = {x.detail["node"]: x for x in m.each["not_ready"]}
+    assert set(offline_nr) == {"w-a1", "w-b1"}
+    for node, ack in acks.items():
+        online = node_not_ready(replayed(ack), node, since=ack, budget_s=BUDGETS.not_ready)
+        assert online == offline_nr[node]
+        ready = node_ready(replayed(ons[node]), node, since=ons[node], budget_s=60)
+        assert m.detail["nodes"][node]["ready_after_on_s"] == round(ready.duration_s, 3)
+
+    evac = {x.detail["pod"]: x for x in m.each["evacuation"]}
+    assert set(evac) == {"lab/web-a", "lab/quorum-0"}
+    for node, ack in acks.items():
+        online = pods_evicted(replayed(ack), node, since=ack, budget_s=BUDGETS.evacuation)
+        for pod, took in online.detail["per_pod_s"].items():
+            assert round(evac[pod].duration_s, 3) == took
+    assert m.phases["evacuation"] == round(max(x.duration_s for x in evac.values()), 3)
+
+    (vol,) = m.each["volume_reattach"]
+    release = next(t for t in ts if t.kind == VOLUME_ATTACHMENT and t.transition == "detached")
+    online_vol = P.await_phase(
+        replayed(release),
+        P.volume_attached("vol-0", since=release.mono),
+        budget_s=BUDGETS.volume_reattach,
+        expected="vol-0 attached again",
+        last_seen=lambda: "-",
+    )
+    assert online_vol == vol
+    assert replace(vol, budget_s=None).complete
