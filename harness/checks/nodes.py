@@ -12,28 +12,29 @@ NOT_READY_NO_EXECUTE = "node.kubernetes.io/not-ready:NoExecute"
 OUT_OF_SERVICE_NO_EXECUTE = "node.kubernetes.io/out-of-service:NoExecute"
 
 
-def node_not_ready(tl: Timeline, node: str, *, since: Ref, budget_s: float) -> Measurement:
-    """The node's Ready condition turned False or Unknown after ``since``, within budget."""
+def _ready_change(
+    tl: Timeline, phase: P.Phase, label: str, since: Ref, budget_s: float
+) -> Measurement:
+    node = str(phase.subject["node"])
     return P.await_phase(
         tl,
-        P.node_not_ready(node, since=ref_mono(since)),
+        phase,
         budget_s=budget_s,
-        expected=f"node {node} NotReady within {budget_s:g}s of {ref_label(tl, since)}",
+        expected=f"node {node} {label} within {budget_s:g}s of {ref_label(tl, since)}",
         last_seen=lambda: node_summary(tl, node),
         ref=since,
     )
+
+
+def node_not_ready(tl: Timeline, node: str, *, since: Ref, budget_s: float) -> Measurement:
+    """The node's Ready condition turned False or Unknown after ``since``, within budget."""
+    phase = P.node_not_ready(node, since=ref_mono(since))
+    return _ready_change(tl, phase, "NotReady", since, budget_s)
 
 
 def node_ready(tl: Timeline, node: str, *, since: Ref, budget_s: float) -> Measurement:
     """The node's Ready condition turned True after ``since``, within budget."""
-    return P.await_phase(
-        tl,
-        P.node_ready(node, since=ref_mono(since)),
-        budget_s=budget_s,
-        expected=f"node {node} Ready within {budget_s:g}s of {ref_label(tl, since)}",
-        last_seen=lambda: node_summary(tl, node),
-        ref=since,
-    )
+    return _ready_change(tl, P.node_ready(node, since=ref_mono(since)), "Ready", since, budget_s)
 
 
 def taint_present(

@@ -202,29 +202,26 @@ def _ready_report(t: Transition) -> Mapping[str, Any]:
     return {"status": t.detail.get("status"), "reason": t.detail.get("reason")}
 
 
-def node_not_ready(node: str, *, since: float) -> Phase:
-    """The node's Ready condition turned False or Unknown after ``since`` (a power-off
-    acknowledgement, a cut)."""
+def _ready_change(name: str, transition: str, node: str, since: float) -> Phase:
     return Phase(
-        "node-not-ready",
+        name,
         NODE,
         since,
-        lambda t: t.name == node and t.transition == "not-ready",
+        lambda t: t.name == node and t.transition == transition,
         {"node": node},
         report=_ready_report,
     )
+
+
+def node_not_ready(node: str, *, since: float) -> Phase:
+    """The node's Ready condition turned False or Unknown after ``since`` (a power-off
+    acknowledgement, a cut)."""
+    return _ready_change("node-not-ready", "not-ready", node, since)
 
 
 def node_ready(node: str, *, since: float) -> Phase:
     """The node's Ready condition turned True after ``since`` (a power-on, a heal)."""
-    return Phase(
-        "node-ready",
-        NODE,
-        since,
-        lambda t: t.name == node and t.transition == "ready",
-        {"node": node},
-        report=_ready_report,
-    )
+    return _ready_change("node-ready", "ready", node, since)
 
 
 def taint_added(node: str, taint: str, *, since: float, already: bool = False) -> Phase:

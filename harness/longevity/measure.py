@@ -236,6 +236,12 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
         "missing_off_ack": sorted(group - set(off_ack)),
     }
 
+    def during_outage(key: str, phase: P.Phase, within: Sequence[Transition]) -> Measurement:
+        """One item of phase ``key``, which must end before the nodes come back."""
+        m = P.measure(phase, within, until=outage_limit, budget_s=plan.budgets.get(key))
+        phases[key].append(m)
+        return m
+
     # -- nodes -------------------------------------------------------------------------------
     node_detail: dict[str, dict[str, Any]] = {}
     node_ts = [t for t in ts if t.kind == NODE]
@@ -245,13 +251,7 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
         node_detail[node] = info
         if ack is None:
             continue
-        nr = P.measure(
-            P.node_not_ready(node, since=ack),
-            node_ts,
-            until=outage_limit,
-            budget_s=plan.budgets.get("not_ready"),
-        )
-        phases["not_ready"].append(nr)
+        nr = during_outage("not_ready", P.node_not_ready(node, since=ack), node_ts)
         if nr.complete:
             info["not_ready_s"] = _r(nr.duration_s)
             info["status"] = nr.detail.get("status")
@@ -366,13 +366,7 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
         }
         if w.protected and not p.is_mirror:
             ack = off_ack.get(p.node, t0)
-            ev = P.measure(
-                P.pod_evicted(p, since=ack, after=t0),
-                pods_ts,
-                until=outage_limit,
-                budget_s=plan.budgets.get("evacuation"),
-            )
-            phases["evacuation"].append(ev)
+            ev = during_outage("evacuation", P.pod_evicted(p, since=ack, after=t0), pods_ts)
             if ev.complete:
                 row["evicted_s"] = _r(ev.duration_s)
         pod_detail.append(row)
