@@ -15,15 +15,16 @@ seen (its duration is then the time waited, a lower bound). Fed the same transit
 two paths return equal measurements (``tests/unit/test_phase.py`` holds them to it).
 
 The phases (constructors below): :func:`node_not_ready`, :func:`node_ready`,
-:func:`taint_added`, :func:`pod_evicted` (Terminating or deleted), :func:`pod_gone`
-(deleted), :func:`volume_released`, :func:`volume_attached` and :func:`multi_attach`.
+:func:`taint_added`, :func:`pod_event` (any of some pod transitions), :func:`pod_evicted`
+(Terminating or deleted), :func:`pod_gone` (deleted), :func:`volume_released`,
+:func:`volume_attached` and :func:`multi_attach`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from harness.checks.base import (
     CheckFailed,
@@ -32,7 +33,7 @@ from harness.checks.base import (
     ref_label,
     uncertainty,
 )
-from harness.checks.replay import RELEASED, PodSnap
+from harness.checks.replay import RELEASED
 from harness.errors import WaitTimeout
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
 from harness.kube.timeline import Predicate, Timeline, Transition
@@ -40,12 +41,14 @@ from harness.kube.timeline import Predicate, Timeline, Transition
 __all__ = [
     "EVICTED",
     "Phase",
+    "PodRef",
     "await_phase",
     "end_event",
     "measure",
     "multi_attach",
     "node_not_ready",
     "node_ready",
+    "pod_event",
     "pod_evicted",
     "pod_gone",
     "slowest",
@@ -240,9 +243,31 @@ def taint_added(node: str, taint: str, *, since: float, already: bool = False) -
     )
 
 
-def _pod_event(
-    name: str, pod: PodSnap, transitions: Collection[str], since: float, after: float | None
+class PodRef(Protocol):
+    """What a pod phase needs of a pod: a :class:`~harness.checks.replay.PodSnap`, the
+    scenario's ``PodInfo``."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+    @property
+    def node(self) -> str: ...
+
+
+def pod_event(
+    pod: PodRef,
+    transitions: Collection[str],
+    *,
+    since: float,
+    after: float | None = None,
+    already: bool = False,
+    name: str = "pod-event",
 ) -> Phase:
+    """This incarnation of the pod (its uid) reached one of ``transitions`` (NotReady,
+    Terminating, deleted...) after ``since``."""
     uid = pod.uid
     return Phase(
         name,
@@ -251,23 +276,26 @@ def _pod_event(
         lambda t: t.transition in transitions and t.detail.get("uid") == uid,
         {"pod": f"{pod.namespace}/{pod.name}", "uid": uid, "node": pod.node},
         after=after,
-        already=pod.terminating and "terminating" in transitions,
+        already=already,
     )
 
 
-def pod_evicted(pod: PodSnap, *, since: float, after: float | None = None) -> Phase:
+def pod_evicted(
+    pod: PodRef, *, since: float, after: float | None = None, already: bool = False
+) -> Phase:
     """The pod (this incarnation: its uid) got its deletionTimestamp or vanished after
-    ``since``; one already Terminating then is evicted at 0 s."""
-    return _pod_event("pod-evicted", pod, EVICTED, since, after)
+    ``since``; ``already`` (it was Terminating then): evicted at 0 s."""
+    return pod_event(pod, EVICTED, since=since, after=after, already=already, name="pod-evicted")
 
 
-def pod_gone(pod: PodSnap, *, since: float, after: float | None = None) -> Phase:
+def pod_gone(pod: PodRef, *, since: float, after: float | None = None) -> Phase:
     """The pod (by uid) deleted from the API after ``since``."""
-    return _pod_event("pod-deleted", pod, {"deleted"}, since, after)
+    return pod_event(pod, {"deleted"}, since=since, after=after, name="pod-deleted")
 
 
-def volume_released(pv: str, node: str, *, since: float) -> Phase:
-    """The VolumeAttachment of ``pv`` on ``node`` detached or deleted after ``since``."""
+def volume_released(pv: str, node: str, *, since: float, after: float | None = None) -> Phase:
+    """The VolumeAttachment of ``pv`` on ``node`` detached or deleted after ``since`` (or
+    ``after``: the scenario watches from the power cut, counts from the pod's deletion)."""
     return Phase(
         "volume-released",
         VOLUME_ATTACHMENT,
@@ -276,6 +304,7 @@ def volume_released(pv: str, node: str, *, since: float) -> Phase:
             t.transition in RELEASED and t.detail.get("pv") == pv and t.detail.get("node") == node
         ),
         {"pv": pv, "from_node": node},
+        after=after,
         report=lambda t: {"attachment": t.name},
     )
 

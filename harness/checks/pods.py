@@ -66,7 +66,9 @@ def pods_evicted(
         )
     if not targets:  # allowed by min_pods=0: nothing to evict
         return Measurement("pods-evicted", start, 0.0, budget_s, {"node": node, "pods": 0})
-    phases = {uid: P.pod_evicted(p, since=start) for uid, p in targets.items()}
+    phases = {
+        uid: P.pod_evicted(p, since=start, already=p.terminating) for uid, p in targets.items()
+    }
     done = {uid: ph.at_once(budget_s) for uid, ph in phases.items() if ph.already}
     pending = set(targets) - set(done)
 

@@ -366,7 +366,9 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
         }
         if w.protected and not p.is_mirror:
             ack = off_ack.get(p.node, t0)
-            ev = during_outage("evacuation", P.pod_evicted(p, since=ack, after=t0), pods_ts)
+            ev = during_outage(
+                "evacuation", P.pod_evicted(p, since=ack, after=t0, already=p.terminating), pods_ts
+            )
             if ev.complete:
                 row["evicted_s"] = _r(ev.duration_s)
         pod_detail.append(row)

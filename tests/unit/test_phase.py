@@ -125,7 +125,7 @@ def test_an_end_outside_the_window_does_not_count() -> None:
 
 
 def test_a_pod_already_terminating_is_evicted_at_once_both_ways() -> None:
-    phase = P.pod_evicted(POD_WA._replace(terminating=True), since=T0)
+    phase = P.pod_evicted(POD_WA, since=T0, already=True)
     assert live([], phase, 1) == recorded([], phase, 1) == phase.at_once(1)
     assert phase.at_once().duration_s == 0.0
 
