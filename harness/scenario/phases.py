@@ -14,6 +14,7 @@ seconds and call one of these inside ``allure.step``.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -725,8 +726,9 @@ def member_recreated(
     Ready within ``seconds`` of that deletion."""
     pod = outage.targets.subject
     back = powered_on.sent[pod.node]
-    gone = L.pod_event(tl, pod, {"deleted"}) or tl.wait_for(
-        match(POD, pod.name, "deleted", namespace=pod.namespace, where=_uid(pod.uid)),
+    # Any deletion of this incarnation counts (one before the power-on is a failure below).
+    gone = tl.wait_for(
+        P.pod_gone(pod, since=back.mono, after=-math.inf).accepts,
         back.mono + seconds,
         f"{pod.ref} finalised once its node is back",
     )
