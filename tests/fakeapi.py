@@ -752,6 +752,18 @@ def pod(
     }
 
 
+def volume_attachment(name: str, node_name: str, pv: str, attached: bool = False) -> JSON:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "attacher": "fake.csi",
+            "nodeName": node_name,
+            "source": {"persistentVolumeName": pv},
+        },
+        "status": {"attached": attached},
+    }
+
+
 def set_ready(obj: JSON, status: str | bool) -> None:
     """Set the Ready condition of a node (``"True"``/``"Unknown"``) or a pod (bool)."""
     value = status if isinstance(status, str) else ("True" if status else "False")

@@ -1378,7 +1378,7 @@ def daemon_pods_not_ready(
             check="daemonset-not-ready",
         )
     for t in timed:
-        measurements.record(f"{t.what} NotReady", t.seconds, seconds)
+        measurements.record(f"{t.detail['pod']} NotReady", t.duration_s, seconds)
 
 
 @then(_p("the node's DaemonSet pods are Ready again within {limit:Limit}"))

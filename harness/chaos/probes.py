@@ -4,11 +4,12 @@ Use them as ``{"type": "probe", "tolerance": true, "provider": {"type": "python"
 "module": "harness.chaos.probes", "func": "workload_available"}}``.
 
 Probes read the cluster through the same observer (list+watch), waits and checks as the
-Gherkin scenarios. When the expectation does not hold they *return* it (``False``, a
-count, a node name) rather than raise, and log what they last saw: a steady-state
-hypothesis then deviates by its tolerance and chaostoolkit still plays the rollbacks
-(with its default rollback strategy a probe that raises makes the run "failed", and
-rollbacks are skipped). They raise only for bad input or a cluster they cannot read.
+Gherkin scenarios; a probe that waits for a phase (a node Ready, a volume attached) waits for
+the one definition of it in :mod:`harness.checks.phase`. When the expectation does not hold
+they *return* it (``False``, a count, a node name) rather than raise, and log what they last
+saw: a steady-state hypothesis then deviates by its tolerance and chaostoolkit still plays
+the rollbacks (with its default rollback strategy a probe that raises makes the run
+"failed", and rollbacks are skipped). They raise only for bad input or a cluster they cannot read.
 
 ``within`` makes a probe wait for its expectation: a budget name (``"pod-rescheduled"``),
 a duration (``"90s"``) or seconds; ``None`` (the default) answers from one listing, now.
@@ -31,6 +32,7 @@ from harness.chaos._common import (
     seconds,
 )
 from harness.checks import CheckFailed, Prober, probe_health
+from harness.checks import phase as P
 from harness.errors import ConfigError, PowercutError, WaitTimeout
 from harness.inventory import Inventory, WorkloadSpec
 from harness.kube import waits
@@ -50,13 +52,24 @@ __all__ = [
 
 
 def node_ready(node: str, within: Within = None, configuration: Configuration = None) -> bool:
-    """Whether the node is Ready (waiting up to ``within`` for it to become so)."""
+    """Whether the node is Ready (waiting up to ``within`` for it to become so: the phase
+    :func:`~harness.checks.phase.node_ready` the scenario's checks measure)."""
     inventory = load(configuration)
     with observe(inventory, ("nodes",)) as observer:
+        since = observer.timeline.clock.monotonic()
+        state = observer.node(node)
+        if state is not None and state.is_ready:
+            return True
         try:
-            waits.wait_node_ready(observer, node, deadline=deadline(inventory, within))
-        except WaitTimeout as exc:
-            log.warning("node_ready: %s", exc.last_seen)
+            P.await_phase(
+                observer.timeline,
+                P.node_ready(node, since=since),
+                budget_s=max(0.0, deadline(inventory, within) - since),
+                expected=f"node {node} Ready",
+                last_seen=waits.node_seen(observer, node),
+            )
+        except CheckFailed as exc:
+            log.warning("node_ready: %s", exc.seen)
             return False
     return True
 
@@ -296,14 +309,22 @@ def volume_attached_to(
             log.warning("volume_attached_to: PVC %s/%s is not bound", namespace, pvc)
             return ""
     with observe(inventory, ("volumeattachments",)) as observer:
+        since = observer.timeline.clock.monotonic()
+        for va in observer.volume_attachments(pv=volume):
+            if va.attached and not va.terminating and va.node != (not_on or None):
+                return va.node
         try:
-            va = waits.wait_volume_attached(
-                observer, volume, not_on=not_on or None, deadline=deadline(inventory, within)
+            m = P.await_phase(
+                observer.timeline,
+                P.volume_attached(volume, since=since, not_on=not_on or None),
+                budget_s=max(0.0, deadline(inventory, within) - since),
+                expected=f"volume {volume} attached",
+                last_seen=waits.va_seen(observer, volume),
             )
-        except WaitTimeout as exc:
-            log.info("volume_attached_to: %s", exc.last_seen)
+        except CheckFailed as exc:
+            log.info("volume_attached_to: %s", exc.seen)
             return ""
-    return va.node
+    return str(m.detail.get("to_node") or "")
 
 
 def power_state(node: str, protocol: str | None = None, configuration: Configuration = None) -> str:

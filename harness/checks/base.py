@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from harness.errors import PowercutError, WaitTimeout
-from harness.kube.timeline import Predicate, Timeline, Transition
+from harness.kube.timeline import Timeline, Transition
 
 #: A reference point: a transition (e.g. the ``power-off acknowledged`` action) or a
 #: monotonic timestamp on the timeline's clock.
@@ -28,30 +28,40 @@ OVER_BUDGET = "over budget"
 
 @dataclass(frozen=True)
 class Measurement:
-    """The outcome of a check that held: how long it took, against which budget."""
+    """How long a phase took, against which budget: the outcome of a check that held, or a
+    phase measured from recorded transitions (:mod:`harness.checks.phase`).
+
+    ``complete`` is False when its end was not seen: ``duration_s`` is then the time waited
+    for it, a lower bound.
+    """
 
     name: str
     started_mono: float
     duration_s: float
     budget_s: float | None
     detail: Mapping[str, Any] = field(default_factory=dict)
+    complete: bool = True
 
     @property
     def within_budget(self) -> bool:
         return self.budget_s is None or self.duration_s <= self.budget_s
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "name": self.name,
             "started_mono": self.started_mono,
             "duration_s": round(self.duration_s, 6),
             "budget_s": self.budget_s,
             "detail": dict(self.detail),
         }
+        if not self.complete:
+            out["complete"] = False
+        return out
 
     def __str__(self) -> str:
         budget = f" (budget {self.budget_s:g}s)" if self.budget_s is not None else ""
-        return f"{self.name}: {self.duration_s:.3f}s{budget}"
+        more = " (did not complete)" if not self.complete else ""
+        return f"{self.name}: {self.duration_s:.3f}s{budget}{more}"
 
 
 class CheckFailed(PowercutError, AssertionError):
@@ -108,40 +118,6 @@ def uncertainty(t: Transition) -> dict[str, Any]:
 def covered(tl: Timeline, start: float, deadline: float) -> float:
     """How much of ``[start, deadline]`` has elapsed on the timeline's clock."""
     return max(0.0, min(tl.clock.monotonic(), deadline) - start)
-
-
-def await_transition(
-    tl: Timeline,
-    predicate: Predicate,
-    *,
-    ref: Ref,
-    budget_s: float,
-    check: str,
-    expected: str,
-    last_seen: Callable[[], str],
-) -> Transition:
-    """The first matching transition, which must come within ``budget_s`` of ``ref``.
-
-    ``predicate`` must itself only accept transitions after the reference.
-    """
-    start = ref_mono(ref)
-    deadline = start + budget_s
-    try:
-        t = tl.wait_for(predicate, deadline, expected, last_seen=last_seen)
-    except WaitTimeout as exc:
-        raise CheckFailed(
-            expected, exc.last_seen, covered(tl, start, deadline), check=check
-        ) from None
-    took = t.mono - start
-    if took > budget_s:
-        raise CheckFailed(
-            expected,
-            f"{tl.describe(t)}, {took:.1f}s after {ref_label(tl, ref)}",
-            took,
-            check=check,
-            late=True,
-        )
-    return t
 
 
 def wait_until_time(tl: Timeline, until: float, description: str) -> None:

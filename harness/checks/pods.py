@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from harness.checks import phase as P
 from harness.checks.base import (
     CheckFailed,
     Measurement,
@@ -65,15 +66,17 @@ def pods_evicted(
         )
     if not targets:  # allowed by min_pods=0: nothing to evict
         return Measurement("pods-evicted", start, 0.0, budget_s, {"node": node, "pods": 0})
-    done: dict[str, float] = {uid: start for uid, p in targets.items() if p.terminating}
+    phases = {
+        uid: P.pod_evicted(p, since=start, already=p.terminating) for uid, p in targets.items()
+    }
+    done = {uid: ph.at_once(budget_s) for uid, ph in phases.items() if ph.already}
     pending = set(targets) - set(done)
 
     def pred(t: Transition) -> bool:
-        if t.kind == POD and t.mono > start and t.transition in ("terminating", "deleted"):
-            uid = str(t.detail.get("uid"))
-            if uid in pending:
-                pending.discard(uid)
-                done[uid] = t.mono
+        uid = str(t.detail.get("uid"))
+        if uid in pending and phases[uid].accepts(t):
+            pending.discard(uid)
+            done[uid] = phases[uid].reached(t, budget_s)
         return not pending
 
     if pending:
@@ -87,8 +90,8 @@ def pods_evicted(
                 covered(tl, start, deadline),
                 check="pods-evicted",
             ) from None
-    last_uid = max(done, key=lambda u: done[u])
-    took = done[last_uid] - start
+    last_uid = max(done, key=lambda u: done[u].duration_s)
+    took = done[last_uid].duration_s
     if took > budget_s:
         p = targets[last_uid]
         raise CheckFailed(
@@ -99,7 +102,7 @@ def pods_evicted(
             late=True,
         )
     per_pod = {
-        f"{targets[u].namespace}/{targets[u].name}": round(m - start, 3) for u, m in done.items()
+        f"{targets[u].namespace}/{targets[u].name}": round(m.duration_s, 3) for u, m in done.items()
     }
     return Measurement(
         "pods-evicted",

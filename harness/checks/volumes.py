@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-from harness.checks.base import (
-    CheckFailed,
-    Measurement,
-    Ref,
-    await_transition,
-    ref_label,
-    ref_mono,
-    uncertainty,
-)
-from harness.checks.replay import RELEASED
+from dataclasses import replace
+
+from harness.checks import phase as P
+from harness.checks.base import CheckFailed, Measurement, Ref, ref_label, ref_mono
 from harness.errors import WaitTimeout
 from harness.kube.observer import VOLUME_ATTACHMENT
-from harness.kube.timeline import Predicate, Timeline, Transition
+from harness.kube.timeline import Timeline, Transition
 
 
 def attachments_summary(tl: Timeline, pv: str) -> str:
@@ -32,67 +26,25 @@ def volume_moved(
 ) -> Measurement:
     """A VolumeAttachment of ``pv`` on a node other than ``from_node`` became attached."""
     start = ref_mono(since)
-
-    def moved(t: Transition) -> bool:
-        return (
-            t.kind == VOLUME_ATTACHMENT
-            and t.transition == "attached"
-            and t.mono > start
-            and t.detail.get("pv") == pv
-            and t.detail.get("node") != from_node
-        )
-
-    t = await_transition(
+    m = P.await_phase(
         tl,
-        moved,
-        ref=since,
+        P.volume_attached(pv, since=start, not_on=from_node),
         budget_s=budget_s,
-        check="volume-moved",
         expected=(
             f"volume {pv} attached to a node other than {from_node} within {budget_s:g}s "
             f"of {ref_label(tl, since)}"
         ),
         last_seen=lambda: attachments_summary(tl, pv),
+        ref=since,
     )
-    released = tl.first(
-        VOLUME_ATTACHMENT,
-        after=start,
-        where=lambda x: (
-            x.transition in RELEASED
-            and x.detail.get("pv") == pv
-            and x.detail.get("node") == from_node
-        ),
-    )
-    return Measurement(
-        "volume-moved",
-        start,
-        t.mono - start,
-        budget_s,
-        {
-            "pv": pv,
-            "from_node": from_node,
-            "to_node": t.detail.get("node"),
-            "attachment": t.name,
+    released = P.end_event(P.volume_released(pv, from_node, since=start), tl.all(VOLUME_ATTACHMENT))
+    return replace(
+        m,
+        detail={
+            **m.detail,
             "released_from_old_s": None if released is None else round(released.mono - start, 3),
-            **uncertainty(t),
         },
     )
-
-
-def _multi_attach(
-    namespace: str | None, pod: str | None, volume: str | None, start: float, end: float | None
-) -> Predicate:
-    def pred(t: Transition) -> bool:
-        return (
-            t.transition == "multi-attach"
-            and t.mono > start
-            and (end is None or t.mono <= end)
-            and (namespace is None or t.namespace == namespace)
-            and (pod is None or t.name == pod)
-            and (volume is None or t.detail.get("volume") == volume)
-        )
-
-    return pred
 
 
 def _scope(namespace: str | None, pod: str | None, volume: str | None) -> str:
@@ -114,23 +66,16 @@ def multi_attach_seen(
 ) -> Measurement:
     """A ``Multi-Attach error`` event was seen within budget (the RWO volume still attached
     to the dead node blocks the replacement pod)."""
-    start = ref_mono(since)
-    scope = _scope(namespace, pod, volume)
-    t = await_transition(
+    return P.await_phase(
         tl,
-        _multi_attach(namespace, pod, volume, start, None),
-        ref=since,
+        P.multi_attach(since=ref_mono(since), namespace=namespace, pod=pod, volume=volume),
         budget_s=budget_s,
-        check="multi-attach-seen",
-        expected=f"a Multi-Attach error{scope} within {budget_s:g}s of {ref_label(tl, since)}",
+        expected=(
+            f"a Multi-Attach error{_scope(namespace, pod, volume)} within {budget_s:g}s of "
+            f"{ref_label(tl, since)}"
+        ),
         last_seen=lambda: "no Multi-Attach error event",
-    )
-    return Measurement(
-        "multi-attach-seen",
-        start,
-        t.mono - start,
-        budget_s,
-        {"pod": f"{t.namespace}/{t.name}", "volume": t.detail.get("volume"), **uncertainty(t)},
+        ref=since,
     )
 
 
@@ -151,7 +96,13 @@ def multi_attach_absent(
         f"{ref_label(tl, since)} and {ref_label(tl, until)}"
     )
     try:
-        t = tl.wait_for(_multi_attach(namespace, pod, volume, start, end), end, expected)
+        t = tl.wait_for(
+            P.multi_attach(
+                since=start, namespace=namespace, pod=pod, volume=volume, until=end
+            ).accepts,
+            end,
+            expected,
+        )
     except WaitTimeout:
         return Measurement("multi-attach-absent", start, end - start, None, {"count": 0})
     raise CheckFailed(

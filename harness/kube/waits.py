@@ -100,7 +100,9 @@ def wait_transition(
 # -- nodes ---------------------------------------------------------------------------------
 
 
-def _node_seen(observer: Observer, node: str) -> Callable[[], str]:
+def node_seen(observer: Observer, node: str) -> Callable[[], str]:
+    """What the observer last saw of the node, for a wait's error."""
+
     def seen() -> str:
         n = observer.node(node)
         if n is None:
@@ -133,7 +135,7 @@ def _wait_node(
         check,
         deadline=deadline,
         description=description,
-        last_seen=_node_seen(observer, node),
+        last_seen=node_seen(observer, node),
     )
 
 
@@ -187,7 +189,7 @@ def wait_node_gone(observer: Observer, node: str, *, deadline: float) -> None:
         lambda: True if observer.node(node) is None else None,
         deadline=deadline,
         description=f"Node object {node} deleted",
-        last_seen=_node_seen(observer, node),
+        last_seen=node_seen(observer, node),
     )
 
 
@@ -341,7 +343,9 @@ def wait_workload_ready(
 # -- volumes and services ------------------------------------------------------------------
 
 
-def _va_seen(observer: Observer, pv: str) -> Callable[[], str]:
+def va_seen(observer: Observer, pv: str) -> Callable[[], str]:
+    """What the observer last saw of the volume's attachments, for a wait's error."""
+
     def seen() -> str:
         vas = observer.volume_attachments(pv=pv)
         if not vas:
@@ -383,7 +387,7 @@ def wait_volume_attached(
         check,
         deadline=deadline,
         description=f"volume {pv} attached{where}",
-        last_seen=_va_seen(observer, pv),
+        last_seen=va_seen(observer, pv),
     )
 
 
@@ -399,7 +403,7 @@ def wait_volume_detached(observer: Observer, pv: str, node: str, *, deadline: fl
         check,
         deadline=deadline,
         description=f"volume {pv} detached from {node}",
-        last_seen=_va_seen(observer, pv),
+        last_seen=va_seen(observer, pv),
     )
 
 

@@ -8,7 +8,11 @@ once and returns every phase duration with its per-node, per-pod, per-workload, 
 and per-volume detail, so a saved timeline can always be measured again and the statistics
 checked against it.
 
-Definitions (each phase ends at the first transition that shows it done):
+Definitions (each phase ends at the first transition that shows it done). The per-node,
+per-pod and per-volume phases are those of :mod:`harness.checks.phase`, the same the
+scenario's checks wait for live, applied here to the recorded transitions; each gives one
+:class:`~harness.checks.base.Measurement` (kept in :attr:`Measured.each`) and the cycle's
+value of a phase is the slowest of them (:func:`~harness.checks.phase.slowest`):
 
 not_ready
     per node: its ``power-off acknowledged`` -> its Node ``not-ready`` transition. The cycle's
@@ -54,10 +58,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from harness.checks.replay import RELEASED, PodReplay, PodSnap, attachments_at
+from harness.checks import phase as P
+from harness.checks.base import Measurement
+from harness.checks.replay import PodReplay, PodSnap, attachments_at
 from harness.checks.service import PROBE, outages
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
-from harness.kube.timeline import ACTION, Predicate, Transition, match
+from harness.kube.timeline import ACTION, Transition
 from harness.longevity.groups import Group
 from harness.longevity.records import PHASES, PhaseBudgets
 
@@ -145,11 +151,24 @@ class CyclePlan:
 
 @dataclass(slots=True)
 class Measured:
-    phases: dict[str, float | None]
+    """One cycle measured: per phase the slowest of its :class:`Measurement`\\ s (None
+    where the cycle had nothing of it), what missed its budget and what broke a rule."""
+
+    measurements: dict[str, Measurement | None]
     misses: list[str]
-    incomplete: list[str]
     violations: list[str]
     detail: dict[str, Any] = field(default_factory=dict)
+    #: Every measurement of each phase (a node's, a pod's, a volume's), the same that the
+    #: scenario's checks return for it from the same transitions.
+    each: dict[str, list[Measurement]] = field(default_factory=dict)
+
+    @property
+    def phases(self) -> dict[str, float | None]:
+        return {p: None if m is None else _r(m.duration_s) for p, m in self.measurements.items()}
+
+    @property
+    def incomplete(self) -> list[str]:
+        return [p for p, m in self.measurements.items() if m is not None and not m.complete]
 
     @property
     def status(self) -> Literal["passed", "missed"]:
@@ -179,24 +198,6 @@ def _power(
     return out
 
 
-def _first(ts: Sequence[Transition], pred: Predicate) -> Transition | None:
-    """The earliest of ``ts`` (sorted) that ``pred`` (a :func:`~harness.kube.timeline.match`,
-    as the scenario's checks wait for) accepts."""
-    return next((t for t in ts if pred(t)), None)
-
-
-class _Slowest:
-    """The largest of several per-item durations, and whether any of them is a lower bound."""
-
-    def __init__(self) -> None:
-        self.value: float | None = None
-        self.incomplete = False
-
-    def add(self, value: float, *, complete: bool = True) -> None:
-        self.value = value if self.value is None else max(self.value, value)
-        self.incomplete = self.incomplete or not complete
-
-
 def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measured:
     """Every phase of one cycle, from its timeline (see the module docstring)."""
     ts = sorted(transitions, key=lambda t: t.mono)
@@ -206,12 +207,11 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
     off_sent = _power(ts, nodes, FAILED_SENT)
     off_ack = _power(ts, nodes, FAILED_ACK)
     violations: list[str] = []
-    phases: dict[str, _Slowest] = {p: _Slowest() for p in PHASES}
+    phases: dict[str, list[Measurement]] = {p: [] for p in PHASES}
     detail: dict[str, Any] = {}
     if not off_ack:
         return Measured(
             dict.fromkeys(PHASES),
-            [],
             [],
             ["no power-off acknowledgement in the timeline"],
             {"power": {}},
@@ -236,28 +236,32 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
         "missing_off_ack": sorted(group - set(off_ack)),
     }
 
+    def during_outage(key: str, phase: P.Phase, within: Sequence[Transition]) -> Measurement:
+        """One item of phase ``key``, which must end before the nodes come back."""
+        m = P.measure(phase, within, until=outage_limit, budget_s=plan.budgets.get(key))
+        phases[key].append(m)
+        return m
+
     # -- nodes -------------------------------------------------------------------------------
     node_detail: dict[str, dict[str, Any]] = {}
+    node_ts = [t for t in ts if t.kind == NODE]
     for node in nodes:
         ack = off_ack.get(node)
         info: dict[str, Any] = {"not_ready_s": None, "ready_after_on_s": None}
         node_detail[node] = info
         if ack is None:
             continue
-        nr = _first(ts, match(NODE, node, "not-ready", after=ack))
-        if nr is not None and nr.mono <= outage_limit:
-            info["not_ready_s"] = _r(nr.mono - ack)
+        nr = during_outage("not_ready", P.node_not_ready(node, since=ack), node_ts)
+        if nr.complete:
+            info["not_ready_s"] = _r(nr.duration_s)
             info["status"] = nr.detail.get("status")
             if nr.detail.get("relist"):
                 info["uncertain_s"] = nr.detail.get("uncertain_s")
-            phases["not_ready"].add(nr.mono - ack)
-        else:
-            phases["not_ready"].add(outage_limit - ack, complete=False)
         on = on_ack.get(node)
         if on is not None:
-            ready = _first(ts, match(NODE, node, "ready", after=on))
-            if ready is not None:
-                info["ready_after_on_s"] = _r(ready.mono - on)
+            ready = P.measure(P.node_ready(node, since=on), node_ts)
+            if ready.complete:
+                info["ready_after_on_s"] = _r(ready.duration_s)
     detail["nodes"] = node_detail
 
     # -- pods: one pass, with the state at t0 and availability per workload -------------------
@@ -271,7 +275,6 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
     recovered: dict[str, float] = {}
     survivors: dict[str, set[str]] = {}
     dropped: dict[str, list[str]] = {}
-    evicted: dict[str, float] = {}
     affected: set[str] = set()
 
     def available(w: WorkloadTarget, *, off_group: bool) -> int:
@@ -315,8 +318,6 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
                 w = by_key[f"{p.namespace}/{p.workload}"]
                 if p.node in group:
                     affected.add(w.key)
-                    if w.protected and not p.is_mirror and p.terminating:
-                        evicted[p.uid] = off_ack.get(p.node, t0)
                 elif w.kind == "StatefulSet" and p.available:
                     survivors.setdefault(w.key, set()).add(p.uid)
             for w in plan.workloads:
@@ -335,13 +336,6 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
             replay.feed(t)
             uid = str(t.detail.get("uid") or "")
             if mono > t0:
-                if (
-                    t.transition in ("terminating", "deleted")
-                    and uid in at_t0
-                    and uid not in evicted
-                    and mono <= outage_limit
-                ):
-                    evicted[uid] = mono
                 wkey = f"{t.namespace}/{t.detail.get('workload')}"
                 survivors_of = survivors.get(wkey)
                 if (
@@ -360,7 +354,7 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
 
     # evacuation, per protected pod on a failed node
     pod_detail: list[dict[str, Any]] = []
-    for uid, p in sorted(at_t0.items(), key=lambda kv: (kv[1].namespace, kv[1].name)):
+    for p in sorted(at_t0.values(), key=lambda p: (p.namespace, p.name)):
         w = by_key[f"{p.namespace}/{p.workload}"]
         if p.node not in group:
             continue
@@ -372,11 +366,11 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
         }
         if w.protected and not p.is_mirror:
             ack = off_ack.get(p.node, t0)
-            if uid in evicted:
-                row["evicted_s"] = _r(max(0.0, evicted[uid] - ack))
-                phases["evacuation"].add(max(0.0, evicted[uid] - ack))
-            else:
-                phases["evacuation"].add(outage_limit - ack, complete=False)
+            ev = during_outage(
+                "evacuation", P.pod_evicted(p, since=ack, after=t0, already=p.terminating), pods_ts
+            )
+            if ev.complete:
+                row["evicted_s"] = _r(ev.duration_s)
         pod_detail.append(row)
     detail["pods"] = pod_detail
 
@@ -399,15 +393,15 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
             continue
         if ref is None:
             if w.critical:
-                phases["recovery"].add(end - t0, complete=False)
+                phases["recovery"].append(_lower_bound("recovery", t0, end))
             continue
         if w.key in recovered:
-            value, complete = recovered[w.key] - ref, True
-            row["recovery_s"] = _r(value)
+            rec = Measurement("recovery", ref, recovered[w.key] - ref, None, {"workload": w.key})
+            row["recovery_s"] = _r(rec.duration_s)
         else:
-            value, complete = max(0.0, window_end - ref), False
+            rec = _lower_bound("recovery", ref, window_end, {"workload": w.key})
         if w.critical:
-            phases["recovery"].add(value, complete=complete)
+            phases["recovery"].append(rec)
         if w.critical and w.min_available and lowest.get(w.key, w.baseline) < w.min_available:
             dip = (
                 f"{w.key}: {lowest[w.key]} Ready pod(s) at the lowest, below its "
@@ -449,43 +443,48 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
             ongoing_at_end=bool(runs and runs[-1][2]),
         )
         if probe.critical:
-            phases["service_outage"].add(longest, complete=not (runs and runs[-1][2]))
+            phases["service_outage"].append(
+                Measurement(
+                    "service-outage",
+                    window_start,
+                    longest,
+                    None,
+                    {"probe": probe.name},
+                    complete=not (runs and runs[-1][2]),
+                )
+            )
     detail["services"] = svc_detail
 
     # -- volumes -----------------------------------------------------------------------------
     va_ts = [t for t in ts if t.kind == VOLUME_ATTACHMENT]
-    va_state = attachments_at(va_ts, t0)
+    reattach_budget = plan.budgets.get("volume_reattach")
     vol_detail: dict[str, dict[str, Any]] = {}
-    pending_release: dict[str, str] = {}  # VA name -> pv
-    for name, (node, pv, attached) in sorted(va_state.items()):
-        if attached and node in group:
-            pending_release[name] = pv
-            vol_detail[pv] = {
-                "from_node": node,
-                "released_s": None,
-                "reattached_s": None,
-                "to_node": None,
-                "reattach_s": None,
-            }
-    released: dict[str, float] = {}  # pv -> mono
-    for t in va_ts:
-        if t.mono <= t0:
+    for _name, (node, pv, attached) in sorted(attachments_at(va_ts, t0).items()):
+        if not attached or node not in group:
             continue
-        pv = str(t.detail.get("pv") or "")
-        if t.name in pending_release and t.transition in RELEASED:
-            pv = pending_release.pop(t.name)
-            released[pv] = t.mono
-            vol_detail[pv]["released_s"] = _r(t.mono - t0)
-        elif t.transition == "attached" and pv in released:
-            row = vol_detail[pv]
-            if row["reattached_s"] is None:
-                row["reattached_s"] = _r(t.mono - t0)
-                row["to_node"] = str(t.detail.get("node") or "")
-                row["reattach_s"] = _r(t.mono - released[pv])
-                phases["volume_reattach"].add(t.mono - released[pv])
-    for pv, row in vol_detail.items():
-        if row["reattached_s"] is None and pv in released:
-            phases["volume_reattach"].add(max(0.0, window_end - released[pv]), complete=False)
+        row = {
+            "from_node": node,
+            "released_s": None,
+            "reattached_s": None,
+            "to_node": None,
+            "reattach_s": None,
+        }
+        vol_detail[pv] = row
+        release = P.volume_released(pv, node, since=t0)
+        released = P.end_event(release, va_ts)
+        if released is None:
+            continue
+        row["released_s"] = _r(release.reached(released).duration_s)
+        back = P.volume_attached(pv, since=released.mono)
+        moved = P.end_event(back, va_ts)
+        if moved is None:
+            phases["volume_reattach"].append(back.open(window_end, reattach_budget))
+            continue
+        m = back.reached(moved, reattach_budget)
+        phases["volume_reattach"].append(m)
+        row["reattached_s"] = _r(moved.mono - t0)
+        row["to_node"] = str(m.detail.get("to_node") or "")
+        row["reattach_s"] = _r(m.duration_s)
     detail["multi_attach_events"] = sum(
         1 for t in ts if t.kind == POD and t.transition == "multi-attach" and t.mono >= window_start
     )
@@ -494,19 +493,25 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
     # -- cleanup -----------------------------------------------------------------------------
     if t_on is not None:
         if cleanup_end is not None:
-            phases["cleanup"].add(cleanup_end - t_on)
+            phases["cleanup"].append(Measurement("cleanup", t_on, cleanup_end - t_on, None))
         else:
-            phases["cleanup"].add(max(0.0, end - t_on), complete=False)
+            phases["cleanup"].append(_lower_bound("cleanup", t_on, end))
     detail["relisted"] = any(t.detail.get("relist") for t in ts if t.mono >= window_start)
 
-    values = {p: _r(s.value) for p, s in phases.items()}
-    incomplete = [p for p, s in phases.items() if s.incomplete]
+    slowest = {p: P.slowest(p, ms) for p, ms in phases.items()}
     misses = [
-        p for p, s in phases.items() if s.value is not None and s.value > plan.budgets.get(p) + 1e-9
+        p for p, m in slowest.items() if m is not None and m.duration_s > plan.budgets.get(p) + 1e-9
     ]
     if violations:
         detail["violations"] = violations
-    return Measured(values, misses, incomplete, violations, detail)
+    return Measured(slowest, misses, violations, detail, phases)
+
+
+def _lower_bound(
+    name: str, since: float, until: float, detail: Mapping[str, Any] | None = None
+) -> Measurement:
+    """A phase still going at ``until``: the time waited, incomplete."""
+    return Measurement(name, since, max(0.0, until - since), None, detail or {}, complete=False)
 
 
 def summarize_measured(m: Measured, budgets: Mapping[str, float]) -> str:

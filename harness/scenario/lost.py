@@ -19,10 +19,12 @@ Where a phase starts follows the budget documentation in :mod:`harness.budgets`:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+import math
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.checks import CheckFailed
+from harness.checks import CheckFailed, Measurement
+from harness.checks import phase as P
 from harness.checks.replay import attachments_at, pods_at
 from harness.errors import PermanentError, WaitTimeout
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
@@ -33,50 +35,10 @@ from harness.scenario.workloads import PodInfo
 OUT_OF_SERVICE = "node.kubernetes.io/out-of-service:NoExecute"
 
 
-@dataclass(frozen=True)
-class Timed:
-    """One pod's (or volume's) phase: from ``start`` to ``end`` (Transitions)."""
-
-    what: str  # "lab/quorum-2", "volume lab-vol-2"
-    start: Transition
-    end: Transition
-    detail: Mapping[str, object]
-
-    @property
-    def seconds(self) -> float:
-        return self.end.mono - self.start.mono
-
-
 def _fail(expected: str, late: list[str], missing: list[str], waited: float, check: str) -> None:
     """Raise the failure; a budget overrun (``late``) only when nothing is missing."""
     seen = "; ".join([*(f"late: {x}" for x in late), *(f"missing: {x}" for x in missing)])
     raise CheckFailed(expected, seen, waited, check=check, late=bool(late) and not missing)
-
-
-def _wait_all(
-    tl: Timeline,
-    keys: Collection[str],
-    matcher: Callable[[Transition], str | None],
-    deadline: float,
-    description: str,
-    *,
-    after: float,
-) -> dict[str, Transition]:
-    """First transition after ``after`` for each key (``matcher`` maps a transition to the
-    key it satisfies, or None), waiting on the timeline until all are found or the deadline."""
-    found: dict[str, Transition] = {}
-
-    def pred(t: Transition) -> bool:
-        if t.mono > after:
-            key = matcher(t)
-            if key is not None and key in keys and key not in found:
-                found[key] = t
-        return len(found) >= len(keys)
-
-    if keys:
-        with contextlib.suppress(WaitTimeout):  # the caller reports what is missing
-            tl.wait_for(pred, deadline, description)
-    return found
 
 
 # -- references ------------------------------------------------------------------------------
@@ -160,33 +122,37 @@ def wait_pod_transitions(
     limit_s: float,
     what: str,
     check: str,
-) -> list[Timed]:
-    """Each pod (by uid) reaches one of ``transitions`` within ``limit_s`` of its ref."""
+) -> list[Measurement]:
+    """Each pod (by uid) reaches one of ``transitions`` within ``limit_s`` of its ref: the
+    phase :func:`~harness.checks.phase.pod_event` of each, already recorded or waited for."""
     if not pods:
         raise NothingToMeasure(f"{what}: no such pod in this scenario")
-    by_uid = {p.uid: p for p in pods}
-    after = min(r.mono for r in refs.values())
+    phases = {
+        p.uid: P.pod_event(p, transitions, since=refs[p.uid].mono, after=-math.inf, name=check)
+        for p in pods
+    }
     deadline = max(r.mono for r in refs.values()) + limit_s
+    found: dict[str, Transition] = {}
 
-    def matcher(t: Transition) -> str | None:
-        if t.kind == POD and t.transition in transitions:
-            return str(t.detail.get("uid"))
-        return None
+    def pred(t: Transition) -> bool:
+        uid = str(t.detail.get("uid"))
+        phase = phases.get(uid)
+        if phase is not None and uid not in found and phase.accepts(t):
+            found[uid] = t
+        return len(found) >= len(phases)
 
-    already = {p.uid: e for p in pods if (e := pod_event(tl, p, transitions)) is not None}
-    found = {**_wait_all(tl, set(by_uid) - set(already), matcher, deadline, what, after=after)}
-    found.update(already)
+    with contextlib.suppress(WaitTimeout):  # reported below: what is missing
+        tl.wait_for(pred, deadline, what)
     timed, late, missing = [], [], []
-    for uid, p in by_uid.items():
-        ref = refs[uid]
-        t = found.get(uid)
+    for p in pods:
+        t = found.get(p.uid)
         if t is None:
             missing.append(p.ref)
             continue
-        item = Timed(p.ref, ref, t, {"node": p.node})
-        if item.seconds > limit_s:
-            late.append(f"{p.ref} after {item.seconds:.1f}s")
-        timed.append(item)
+        m = phases[p.uid].reached(t, limit_s)
+        if m.duration_s > limit_s:
+            late.append(f"{p.ref} after {m.duration_s:.1f}s")
+        timed.append(m)
     if late or missing:
         _fail(f"{what} within {limit_s:g}s", late, missing, limit_s, check)
     return timed

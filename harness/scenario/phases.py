@@ -14,6 +14,7 @@ seconds and call one of these inside ``allure.step``.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -29,7 +30,8 @@ from harness.checks import (
     taint_present,
     volume_moved,
 )
-from harness.checks.replay import RELEASED, PodReplay, node_at
+from harness.checks import phase as P
+from harness.checks.replay import PodReplay, node_at
 from harness.errors import PermanentError, WaitTimeout
 from harness.kube.actions import restart_pods as restart_pods_action
 from harness.kube.client import JSON, KubeClient
@@ -67,7 +69,6 @@ def _not_ready_within(budgets: Budgets) -> float:
 def wait_node_event(
     tl: Timeline,
     node: str,
-    transition: str,
     *,
     after: Transition,
     within_s: float,
@@ -75,22 +76,20 @@ def wait_node_event(
     check: str,
     taint: str | None = None,
 ) -> Transition:
-    """The start event of an expectation: ``node``'s first ``transition`` after ``after``,
-    already seen or waited for until ``within_s`` after it. Its absence by then is a
-    :class:`CheckFailed` (the cluster did not do what starts the phase)."""
-    found = L.node_event(tl, node, transition, after=after.mono, taint=taint)
+    """The start event of an expectation: ``node``'s first NotReady (or ``taint`` added)
+    after ``after``, already seen or waited for until ``within_s`` after it (the phases of
+    :mod:`harness.checks.phase`). Its absence by then is a :class:`CheckFailed` (the cluster
+    did not do what starts the phase)."""
+    phase = (
+        P.taint_added(node, taint, since=after.mono)
+        if taint is not None
+        else P.node_not_ready(node, since=after.mono)
+    )
+    found = P.end_event(phase, tl.all(NODE, node))
     if found is not None:
         return found
-
-    def wanted(t: Transition) -> bool:
-        return taint is None or t.detail.get("taint") == taint
-
     try:
-        return tl.wait_for(
-            match(NODE, node, transition, after=after, where=wanted),
-            after.mono + within_s,
-            what,
-        )
+        return tl.wait_for(phase.accepts, after.mono + within_s, what)
     except WaitTimeout as exc:
         raise CheckFailed(
             f"{what} within {within_s:g}s of {after.transition}",
@@ -112,7 +111,6 @@ def unreachable_taint(tl: Timeline, outage: Outage, node: str, budgets: Budgets)
     return wait_node_event(
         tl,
         node,
-        "taint-added",
         after=outage.acks.get(node, outage.sent),
         within_s=within,
         what=f"node {node} tainted unreachable (where eviction starts)",
@@ -311,7 +309,7 @@ def nodes_ready(tl: Timeline, powered_on: PoweredOn, seconds: float, ms: Measure
     since (a reboot faster than the node monitor's grace period) is Ready at once: 0 s."""
     for node in powered_on.nodes:
         since = powered_on.sent[node]
-        went = L.node_event(tl, node, "not-ready", after=since.mono)
+        went = P.end_event(P.node_not_ready(node, since=since.mono), tl.all(NODE, node))
         was = node_at(tl, node, since.mono)
         if went is None and was is not None and was.ready == "True":
             ms.record(f"{node} Ready after its return", 0.0, seconds, {"never_not_ready": True})
@@ -345,7 +343,6 @@ def nodes_tainted(
             not_ready = wait_node_event(
                 tl,
                 node,
-                "not-ready",
                 after=outage.acks[node],
                 within_s=_not_ready_within(budgets),
                 what=f"node {node} NotReady (where its taint is measured from)",
@@ -429,7 +426,7 @@ def subject_terminating(
         what=f"{pod.ref} Terminating after its node's taint",
         check="pods-evicted",
     )
-    ms.record(f"{pod.ref} Terminating", timed.seconds, seconds)
+    ms.record(f"{pod.ref} Terminating", timed.duration_s, seconds)
 
 
 def pods_deleted(
@@ -445,7 +442,7 @@ def pods_deleted(
         check="pods-deleted",
     )
     for t in timed:
-        ms.record(f"{t.what} deleted", t.seconds, seconds)
+        ms.record(f"{t.detail['pod']} deleted", t.duration_s, seconds)
 
 
 def rescheduled(
@@ -631,32 +628,22 @@ def released(
             )
         # Any release after the power cut: the VolumeAttachment and pod watches race, so the
         # detach may be read a few milliseconds before the pod's deletion.
-        release = L.attachment_event(
-            tl, pv, on=pod.node, transitions=RELEASED, after=outage.sent.mono
-        )
+        phase = P.volume_released(pv, pod.node, since=ref.mono, after=outage.sent.mono)
+        release = P.end_event(phase, tl.all(VOLUME_ATTACHMENT))
         if release is None:
-
-            def freed(t: Transition, pv: str = pv, node: str = pod.node) -> bool:
-                return (
-                    t.transition in RELEASED
-                    and t.detail.get("pv") == pv
-                    and t.detail.get("node") == node
-                )
-
             with contextlib.suppress(WaitTimeout):  # reported below
                 release = tl.wait_for(
-                    match(VOLUME_ATTACHMENT, after=outage.sent, where=freed),
-                    ref.mono + seconds,
-                    f"volume {pv} released by {pod.node}",
+                    phase.accepts, ref.mono + seconds, f"volume {pv} released by {pod.node}"
                 )
         if release is None:
             problems.append(f"{pv} still attached to {pod.node} {seconds:g}s after {pod.ref} went")
             missing = True
             continue
-        took = max(0.0, release.mono - ref.mono)
+        took = phase.reached(release).duration_s
         ms.record(f"{pv} released by {pod.node}", took, seconds)
-        taint = L.node_event(
-            tl, pod.node, "taint-added", after=outage.sent.mono, taint=L.OUT_OF_SERVICE
+        taint = P.end_event(
+            P.taint_added(pod.node, L.OUT_OF_SERVICE, since=outage.sent.mono),
+            tl.all(NODE, pod.node),
         )
         if taint is not None and taint.mono < release.mono:
             ms.record(
@@ -679,8 +666,8 @@ def reattached(
     """Each held volume attached to its replacement's node within ``seconds`` of its
     release by the lost node."""
     for pod, pv in _held(tl, pods, outage):
-        release = L.attachment_event(
-            tl, pv, on=pod.node, transitions=RELEASED, after=outage.sent.mono
+        release = P.end_event(
+            P.volume_released(pv, pod.node, since=outage.sent.mono), tl.all(VOLUME_ATTACHMENT)
         )
         if release is None:
             raise CheckFailed(
@@ -739,8 +726,9 @@ def member_recreated(
     Ready within ``seconds`` of that deletion."""
     pod = outage.targets.subject
     back = powered_on.sent[pod.node]
-    gone = L.pod_event(tl, pod, {"deleted"}) or tl.wait_for(
-        match(POD, pod.name, "deleted", namespace=pod.namespace, where=_uid(pod.uid)),
+    # Any deletion of this incarnation counts (one before the power-on is a failure below).
+    gone = tl.wait_for(
+        P.pod_gone(pod, since=back.mono, after=-math.inf).accepts,
         back.mono + seconds,
         f"{pod.ref} finalised once its node is back",
     )

@@ -13,7 +13,7 @@ import pytest
 
 from harness.chaos import actions, probes
 from harness.errors import ConfigError
-from tests.fakeapi import set_ready
+from tests.fakeapi import set_ready, volume_attachment
 from tests.fakechaos import Cluster, fake_cluster
 
 
@@ -96,23 +96,34 @@ def test_volume_attached_to(cluster: Cluster) -> None:
         "persistentvolumeclaims",
         {"metadata": {"name": "data-db-0", "namespace": "shop"}, "spec": {"volumeName": "pv-1"}},
     )
-    cluster.api.add(
-        "volumeattachments",
-        {
-            "metadata": {"name": "va-1"},
-            "spec": {
-                "attacher": "csi.example",
-                "nodeName": "w2",
-                "source": {"persistentVolumeName": "pv-1"},
-            },
-            "status": {"attached": True},
-        },
-    )
+    cluster.api.add("volumeattachments", volume_attachment("va-1", "w2", "pv-1", attached=True))
     assert probes.volume_attached_to(pvc="data-db-0", namespace="shop") == "w2"
     assert probes.volume_attached_to(pv="pv-1", not_on="w2") == ""
     assert probes.volume_attached_to(pv="pv-2") == ""
     with pytest.raises(ConfigError, match="give pvc"):
         probes.volume_attached_to()
+
+
+def test_volume_attached_to_within_waits_for_the_attachment(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    cluster.api.add("volumeattachments", volume_attachment("va-3", "w1", "pv-3"))
+    with caplog.at_level(logging.INFO, logger="chaostoolkit"):
+        assert probes.volume_attached_to(pv="pv-3", within="0.2s") == ""
+    assert "va-3 node=w1 attached=False" in caplog.text
+
+    def attach(va: dict[str, object]) -> None:
+        va["status"] = {"attached": True}
+
+    timer = threading.Timer(
+        0.2, lambda: cluster.api.update("volumeattachments", "", "va-3", attach)
+    )
+    timer.start()
+    try:
+        assert probes.volume_attached_to(pv="pv-3", within="5s") == "w1"
+        assert probes.volume_attached_to(pv="pv-3", not_on="w1", within="0.2s") == ""
+    finally:
+        timer.cancel()
 
 
 def test_power_state_and_disruptions_owed(cluster: Cluster) -> None:

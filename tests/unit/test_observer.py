@@ -13,7 +13,7 @@ from harness.errors import WaitTimeout
 from harness.kube.client import ApiError, Credentials, KubeClient
 from harness.kube.observer import OBSERVER, Observer, workload_of
 from harness.kube.timeline import Predicate, Timeline, Transition, match
-from tests.fakeapi import JSON, FakeApiServer, node, pod, set_ready
+from tests.fakeapi import JSON, FakeApiServer, node, pod, set_ready, volume_attachment
 
 FAST = (0.02, 0.2)  # retry backoff for tests
 
@@ -49,16 +49,7 @@ def rs_pod(name: str, node_name: str, *, ready: bool = True, ns: str = "default"
     )
 
 
-def va(name: str, node_name: str, pv: str, attached: bool = False) -> JSON:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "attacher": "fake.csi",
-            "nodeName": node_name,
-            "source": {"persistentVolumeName": pv},
-        },
-        "status": {"attached": attached},
-    }
+va = volume_attachment
 
 
 def observer_threads() -> list[str]:
