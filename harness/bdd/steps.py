@@ -61,7 +61,7 @@ from harness.power.base import FailureKind
 from harness.power.factory import available_protocols
 from harness.report.allure_env import prepare_results
 from harness.scenario import lost as L
-from harness.scenario import phases, report, steady
+from harness.scenario import operator, phases, report, steady
 from harness.scenario import targets as choose
 from harness.scenario.apiprobe import API_PROBE, ETCD_PROBE, ApiProber
 from harness.scenario.errors import MissingStep, NotApplicable, NoTargets, NothingToMeasure
@@ -1020,36 +1020,38 @@ def restarted_pods_ready(
 
 
 @when("the Node object is deleted", target_fixture="resolution")
+@when("the Node objects are deleted", target_fixture="resolution")
 def delete_node_object(session: Session, targets: Targets) -> Transition:
-    """Delete the Node object (undo: re-create it from its manifest)."""
-    session.delete_node(targets.node)
-    return L.require_action(session.timeline, targets.node, "delete-node sent")
+    """Delete the Node object of every chosen node (undo: re-create it from its manifest)."""
+    return operator.delete_nodes(session, targets.nodes)
 
 
 @when("the node's stuck pods are force-deleted", target_fixture="resolution")
+@when("the nodes' stuck pods are force-deleted", target_fixture="resolution")
 def force_delete_stuck_pods(session: Session, targets: Targets, outage: Outage) -> Transition:
-    """Delete every non-DaemonSet pod bound to the node with grace period 0."""
-    deleted = session.force_delete_pods(targets.node)
-    allure.dynamic.parameter("force-deleted", ", ".join(deleted), excluded=True)
-    if not {p.ref for p in outage.lost} & set(deleted):
-        raise CheckFailed(f"the lost pods of {targets.node} force-deleted", str(deleted), 0.0)
-    return L.require_action(session.timeline, targets.node, "force-delete-pods sent")
+    """Delete every non-DaemonSet pod bound to each chosen node with grace period 0; on a
+    node that is not Ready, only once its BMC confirmed power OFF."""
+    return operator.force_delete_pods(session, targets.nodes, outage)
 
 
 @when("the node is tainted out-of-service", target_fixture="resolution")
+@when("the nodes are tainted out-of-service", target_fixture="resolution")
 def taint_out_of_service(session: Session, targets: Targets) -> Transition:
-    """Add node.kubernetes.io/out-of-service=nodeshutdown:NoExecute (undo: remove it)."""
-    session.add_out_of_service_taint(targets.node)
-    return L.require_action(session.timeline, targets.node, "taint sent")
+    """Add node.kubernetes.io/out-of-service=nodeshutdown:NoExecute to every chosen node,
+    each once its BMC confirmed power OFF (undo: remove it)."""
+    return operator.taint_out_of_service(session, targets.nodes)
 
 
 @when("the out-of-service taint is removed")
+@when("the out-of-service taints are removed")
 def remove_out_of_service_taint(session: Session, targets: Targets) -> None:
-    """Remove the out-of-service taint (do it only once the node is back)."""
-    session.remove_out_of_service_taint(targets.node)
+    """Remove the out-of-service taint from every chosen node (do it only once they are
+    back)."""
+    operator.remove_out_of_service_taint(session, targets.nodes)
 
 
 @when(_p("the node is drained within {limit:Limit}"), target_fixture="drained")
+@when(_p("the nodes are drained within {limit:Limit}"), target_fixture="drained")
 def drain_node(
     limit: Limit,
     session: Session,
@@ -1057,21 +1059,26 @@ def drain_node(
     budgets: Budgets,
     measurements: Measurements,
 ) -> DrainResult:
-    """Cordon, evict every pod through the Eviction API (a PodDisruptionBudget's 429 is
-    retried with backoff), skip DaemonSet pods, wait until the evicted pods are gone."""
-    with _within(limit, budgets, lambda: f"drain {targets.node}") as seconds:
-        result = session.drain(targets.node, timeout_s=seconds)
-    measurements.record("drain", result.duration_s, seconds)
-    measurements.note(
-        "drain: eviction requests refused (429) or retried", result.attempts - len(result.evicted)
-    )
-    return result
+    """Drain every chosen node in turn: cordon, evict every pod through the Eviction API (a
+    PodDisruptionBudget's 429 is retried with backoff), skip DaemonSet pods, wait until the
+    evicted pods are gone; all within the limit (undo: uncordon)."""
+    with _within(limit, budgets, lambda: "drain " + ", ".join(targets.nodes)) as seconds:
+        deadline = time.monotonic() + seconds
+        return operator.drain(session, targets.nodes, deadline, measurements, seconds)
+
+
+@when("the node is cordoned")
+@when("the nodes are cordoned")
+def cordon_nodes(session: Session, targets: Targets) -> None:
+    """Mark every chosen node unschedulable (undo: uncordon)."""
+    operator.cordon(session, targets.nodes)
 
 
 @when("the node is uncordoned")
+@when("the nodes are uncordoned")
 def uncordon_node(session: Session, targets: Targets) -> None:
-    """Mark the node schedulable again."""
-    session.uncordon(targets.node)
+    """Mark every chosen node schedulable again."""
+    operator.uncordon(session, targets.nodes)
 
 
 # -- Then: nodes -----------------------------------------------------------------------------
@@ -1103,6 +1110,7 @@ def nodes_tainted_unreachable(
 
 
 @then(_p("the Node object is gone within {limit:Limit}"))
+@then(_p("every lost Node object is gone within {limit:Limit}"))
 def node_object_gone(
     limit: Limit,
     resolution: Transition,
@@ -1111,9 +1119,12 @@ def node_object_gone(
     budgets: Budgets,
     measurements: Measurements,
 ) -> None:
-    """The Node object disappears, measured from the delete request."""
-    with _within(limit, budgets, lambda: f"Node {targets.node} deleted") as seconds:
-        phases.node_gone(timeline, targets.node, resolution, seconds, measurements)
+    """Each chosen node's Node object disappears, measured from its delete request."""
+    what = "Node deleted: " + ", ".join(targets.nodes)
+    with _within(limit, budgets, what) as seconds:
+        for node in targets.nodes:
+            sent = L.last_action(timeline, node, {"delete-node sent"}) or resolution
+            phases.node_gone(timeline, node, sent, seconds, measurements)
 
 
 @then(_p("the node is Ready within {limit:Limit}"))
@@ -1132,6 +1143,7 @@ def nodes_ready_again(
 
 
 @then(_p("the node no longer has the out-of-service taint within {limit:Limit}"))
+@then(_p("no lost node has the out-of-service taint within {limit:Limit}"))
 def out_of_service_taint_gone(
     limit: Limit,
     targets: Targets,
@@ -1140,12 +1152,12 @@ def out_of_service_taint_gone(
     budgets: Budgets,
     measurements: Measurements,
 ) -> None:
-    """The out-of-service taint was removed after the node powered on (not before), and
-    the Node no longer carries it, measured from the removal request."""
-    with _within(
-        limit, budgets, lambda: f"out-of-service taint gone from {targets.node}"
-    ) as seconds:
-        phases.out_of_service_removed(timeline, targets.node, powered_on, seconds, measurements)
+    """The out-of-service taint was removed from each chosen node after it powered on (not
+    before), and the Node no longer carries it, measured from the removal request."""
+    what = "out-of-service taint gone from " + ", ".join(targets.nodes)
+    with _within(limit, budgets, what) as seconds:
+        for node in targets.nodes:
+            phases.out_of_service_removed(timeline, node, powered_on, seconds, measurements)
 
 
 # -- Then: pods ------------------------------------------------------------------------------
@@ -1406,9 +1418,10 @@ def daemon_pods_not_evicted(outage: Outage, timeline: Timeline) -> None:
 
 
 @then("every pod of the node was evicted through the Eviction API")
+@then("every pod of the nodes was evicted through the Eviction API")
 def drain_evicted_all(drained: DrainResult, targets: Targets, timeline: Timeline) -> None:
-    """The drain evicted every non-DaemonSet pod of the inventory's workloads on the node,
-    and each is gone."""
+    """The drain evicted every non-DaemonSet pod of the inventory's workloads on the chosen
+    nodes, and each is gone."""
     expected = {p.ref for p in targets.pods}
     missing = sorted(expected - set(drained.evicted))
     if not expected or missing:
@@ -1428,6 +1441,7 @@ def drain_evicted_all(drained: DrainResult, targets: Targets, timeline: Timeline
 
 
 @then("the node's DaemonSet pods were left running")
+@then("the nodes' DaemonSet pods were left running")
 def drain_left_daemon_pods(drained: DrainResult, targets: Targets, observer: Observer) -> None:
     """The drain skipped the node's DaemonSet pods, and they still run there."""
     if not targets.daemon_pods:
@@ -1448,8 +1462,7 @@ def drain_respected_pdbs(
 ) -> None:
     """From the drain's start to its end, each workload with a PodDisruptionBudget had at
     least the pods its budget wants healthy Ready (status.desiredHealthy)."""
-    start = L.require_action(timeline, targets.node, "drain sent")
-    end = L.require_action(timeline, targets.node, "drain done")
+    start, end = operator.drain_window(timeline, targets.nodes)
     protected = [w for w in baseline.workloads if w.pdb_min_healthy is not None]
     if not protected:
         raise NothingToMeasure("no inventory workload has a PodDisruptionBudget")
