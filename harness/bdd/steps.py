@@ -60,8 +60,8 @@ from harness.kube.timeline import ACTION, Timeline, Transition, match
 from harness.power.base import FailureKind
 from harness.power.factory import available_protocols
 from harness.report.allure_env import prepare_results
+from harness.scenario import jobs, operator, phases, report, steady
 from harness.scenario import lost as L
-from harness.scenario import operator, phases, report, steady
 from harness.scenario import targets as choose
 from harness.scenario.apiprobe import API_PROBE, ETCD_PROBE, ApiProber
 from harness.scenario.errors import MissingStep, NotApplicable, NoTargets, NothingToMeasure
@@ -194,6 +194,7 @@ _NEEDS = {
     "resolution": "an operator action that frees the stuck pods",
     "drained": "a drain of the node",
     "restarted": "a restart of pods by selector",
+    "rerun": "a re-run of a Job",
     "chaos_run": "a chaos experiment's run",
     "longevity_run": "a longevity run",
 }
@@ -1014,6 +1015,40 @@ def restarted_pods_ready(
     deleted pods, by uid), measured from the restart request."""
     with _within(limit, budgets, f"{restarted.selector} Ready again") as seconds:
         phases.restarted_ready(timeline, kube, restarted, seconds, measurements)
+
+
+@when(
+    _p("the Job {name} in namespace {namespace} is re-run from its manifest"),
+    target_fixture="rerun",
+)
+def rerun_job(name: str, namespace: str, session: Session, budgets: Budgets) -> jobs.Rerun:
+    """Delete the Job (propagation Background: its pods go too) and create it again from
+    the manifest stored in the journal before the delete (the repopulation runbook's "re-run
+    the Jobs"), within the job-rerun budget. Skips when there is no such Job."""
+    seconds = budgets.job_rerun
+    with _waiting(f"Job {namespace.strip()}/{name.strip()} re-run", seconds):
+        return jobs.rerun(session, namespace.strip(), name.strip(), seconds)
+
+
+@then(_p("the Job {name} completes within {limit:Limit}"))
+def job_completes(
+    name: str,
+    limit: Limit,
+    rerun: jobs.Rerun,
+    timeline: Timeline,
+    kube: KubeClient,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> None:
+    """The re-run Job (the new one, by uid) has its Complete condition, measured from its
+    re-creation; a Failed condition fails at once."""
+    if name.strip() != rerun.name:
+        raise ConfigError(
+            f"the Job {name.strip()!r} was not re-run in this scenario (re-run: {rerun.ref})",
+            field="scenario",
+        )
+    with _within(limit, budgets, f"Job {rerun.ref} complete") as seconds:
+        jobs.completes(timeline, kube, rerun, seconds, measurements)
 
 
 # -- When: operator actions ------------------------------------------------------------------
