@@ -50,11 +50,11 @@ from harness.kube.observer import Observer
 from harness.kube.timeline import ACTION, Timeline, Transition, match
 from harness.power.base import FailureKind
 from harness.power.factory import available_protocols
-from harness.scenario import jobs, operator, phases, steady
+from harness.scenario import jobs, operator, phases, starts, steady
 from harness.scenario import lost as L
 from harness.scenario import targets as choose
 from harness.scenario.apiprobe import API_PROBE, ETCD_PROBE, ApiProber
-from harness.scenario.errors import NoTargets, NothingToMeasure
+from harness.scenario.errors import MissingStep, NoTargets, NothingToMeasure
 from harness.scenario.report import Measurements
 from harness.scenario.select import Amount, Selection, parse_names, select_nodes
 from harness.scenario.steady import Baseline
@@ -88,6 +88,13 @@ def _within(limit: Limit, budgets: Budgets, what: str | Callable[[], str]) -> It
     seconds = limit.seconds(budgets)
     with _waiting(what if isinstance(what, str) else what(), seconds):
         yield seconds
+
+
+def _stopped_blocking(timeline: Timeline, pods: Sequence[PodInfo], budgets: Budgets) -> None:
+    """The start of rescheduling: every lost pod Terminating or gone (waited for within the
+    recovery budget, so an expectation placed right after the failure waits for eviction)."""
+    with _waiting("the lost pods Terminating or gone", budgets.recovery):
+        starts.lost_pods_stopped_blocking(timeline, pods, budgets.recovery)
 
 
 def _lost(outage: Outage, *, stateless_only: bool = False) -> list[PodInfo]:
@@ -864,6 +871,16 @@ def out_of_service_taint_gone(
 ) -> None:
     """The out-of-service taint was removed from each chosen node after it powered on (not
     before), and the Node no longer carries it, measured from the removal request."""
+    unremoved = [n for n in targets.nodes if L.last_action(timeline, n, {"untaint sent"}) is None]
+    if unremoved:  # the feature never asked: a harness error, not the cluster's failure
+        raise MissingStep(
+            f"the out-of-service taint gone from {', '.join(unremoved)}",
+            "the out-of-service taint's removal",
+            [
+                "When the out-of-service taint is removed",
+                "When the out-of-service taints are removed",
+            ],
+        )
     what = "out-of-service taint gone from " + ", ".join(targets.nodes)
     with _within(limit, budgets, what) as seconds:
         for node in targets.nodes:
@@ -924,8 +941,10 @@ def lost_pods_rescheduled(
     not lost, measured from when the lost pod stopped blocking it (Deployment: Terminating;
     StatefulSet: gone). Scheduled, not Ready: a replacement that needs a volume the dead
     node holds cannot start yet."""
+    about = _about(outage, pods)
+    _stopped_blocking(timeline, about, budgets)
     with _within(limit, budgets, "replacements scheduled") as seconds:
-        phases.rescheduled(timeline, _about(outage, pods), outage, seconds, measurements)
+        phases.rescheduled(timeline, about, outage, seconds, measurements)
 
 
 @then(_p("every lost pod is replaced by a Ready pod on another node within {limit:Limit}"))
@@ -934,6 +953,7 @@ def lost_pods_replaced_ready(
 ) -> None:
     """Every lost pod's replacement is Ready on a node that is not lost, measured from when
     the lost pod stopped blocking it (Deployment: Terminating; StatefulSet: gone)."""
+    _stopped_blocking(timeline, _lost(outage), budgets)
     with _within(limit, budgets, "replacements Ready") as seconds:
         phases.replaced_by_ready(timeline, _lost(outage), outage, seconds, measurements)
 
@@ -946,6 +966,7 @@ def lost_stateless_pods_replaced_ready(
 ) -> None:
     """As above, for the lost pods without a ReadWriteOnce volume (StatefulSet members and
     pods whose volume the dead node holds must wait). At least one must have been lost."""
+    _stopped_blocking(timeline, _lost(outage, stateless_only=True), budgets)
     with _within(limit, budgets, "stateless replacements Ready") as seconds:
         phases.replaced_by_ready(
             timeline, _lost(outage, stateless_only=True), outage, seconds, measurements
@@ -964,8 +985,11 @@ def replacements_ready(
     """Each replacement (of every lost pod, or of the singleton) is Ready, measured from
     when it could start: scheduled and, if it mounts a ReadWriteOnce volume, that volume
     attached to its node."""
+    about = _about(outage, pods)
+    with _waiting("replacements scheduled, their volumes attached", budgets.recovery):
+        starts.replacement_volumes_attached(timeline, about, outage, budgets.recovery)
     with _within(limit, budgets, "replacements Ready") as seconds:
-        phases.replacement_ready(timeline, _about(outage, pods), outage, seconds, measurements)
+        phases.replacement_ready(timeline, about, outage, seconds, measurements)
 
 
 # -- Then: volumes ---------------------------------------------------------------------------
@@ -983,8 +1007,12 @@ def lost_volumes_multi_attach(
     """For each ReadWriteOnce volume the lost node held (of every lost pod, or of the
     singleton), the replacement pod gets a "Multi-Attach error" event, measured from when
     the lost pod stopped blocking it; the messages are attached to the report."""
+    about = _about(outage, pods)
+    held = [p for p, _ in L.held_volumes(timeline, about, outage.sent.mono)]
+    with _waiting("replacements of the pods holding a volume scheduled", budgets.recovery):
+        starts.replacements_scheduled(timeline, held, outage, budgets.recovery)
     with _within(limit, budgets, "Multi-Attach errors") as seconds:
-        phases.multi_attach(timeline, _about(outage, pods), outage, seconds, measurements)
+        phases.multi_attach(timeline, about, outage, seconds, measurements)
 
 
 @then(_p("the node releases {pods:Volumes} within {limit:Limit}"))
@@ -1001,8 +1029,11 @@ def node_releases_volumes(
     controller cannot let go before): with the volume-detach budget this is its 6-minute
     force detach, with the volume-detach-out-of-service budget the out-of-service taint's
     immediate one. Of every lost pod, or the singleton's volume."""
+    about = _about(outage, pods)
+    with _waiting("the pods holding a volume deleted", budgets.recovery):
+        starts.held_pods_deleted(timeline, about, outage, budgets.recovery)
     with _within(limit, budgets, "volumes released by " + ", ".join(outage.nodes)) as seconds:
-        phases.released(timeline, _about(outage, pods), outage, seconds, measurements)
+        phases.released(timeline, about, outage, seconds, measurements)
 
 
 @then(_p("{pods:Volumes} is attached to its replacement's node within {limit:Limit}"))
@@ -1017,8 +1048,11 @@ def lost_volumes_reattached(
     """Each ReadWriteOnce volume the lost node held (of every lost pod, or the singleton's)
     is attached to the node of its pod's replacement, measured from its release by the lost
     node."""
+    about = _about(outage, pods)
+    with _waiting("the held volumes released by the lost nodes", budgets.recovery):
+        starts.held_volumes_released(timeline, about, outage, budgets.recovery)
     with _within(limit, budgets, "volumes re-attached") as seconds:
-        phases.reattached(timeline, _about(outage, pods), outage, seconds, measurements)
+        phases.reattached(timeline, about, outage, seconds, measurements)
 
 
 # -- Then: StatefulSet members ---------------------------------------------------------------
@@ -1168,7 +1202,11 @@ def drain_left_daemon_pods(drained: DrainResult, targets: Targets, observer: Obs
 
 @then("no workload went below its PodDisruptionBudget during the drain")
 def drain_respected_pdbs(
-    targets: Targets, timeline: Timeline, baseline: Baseline, measurements: Measurements
+    drained: DrainResult,
+    targets: Targets,
+    timeline: Timeline,
+    baseline: Baseline,
+    measurements: Measurements,
 ) -> None:
     """From the drain's start to its end, each workload with a PodDisruptionBudget had at
     least the pods its budget wants healthy Ready (status.desiredHealthy)."""
