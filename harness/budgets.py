@@ -112,6 +112,12 @@ class Budgets:
         "drain started -> every evictable pod evicted (PDB 429 answers retried)",
     )
     node_delete: float = _budget(60.0, "Node delete requested -> Node object gone")
+    job_rerun: float = _budget(
+        60.0, "Job re-run requested -> the old Job gone (its pods in the background), created again"
+    )
+    job_complete: float = _budget(
+        300.0, "Job created again -> its Complete condition (the Job controller's verdict)"
+    )
     service_outage: float = _budget(
         75.0,
         "longest continuous health-check failure of a critical workload's service "
@@ -183,6 +189,8 @@ PROFILES: Final[Mapping[str, Budgets]] = {
         node_ready_after_power_on=30.0,
         drain=60.0,
         node_delete=30.0,
+        job_rerun=30.0,
+        job_complete=30.0,
         service_outage=25.0,
         recovery=90.0,
     ),

@@ -123,11 +123,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument(
         "--failure",
-        choices=("power", "graceful", "partition", "kubelet"),
+        choices=("power", "graceful", "reboot", "partition", "kubelet"),
         default=None,
         help="how each group fails: power (forced power-off through the BMC; default), "
-        "graceful (graceful shutdown), partition (cut off the network, the node keeps "
-        "running), kubelet (kubelet stopped); partition and kubelet need a driver that can "
+        "graceful (graceful shutdown), reboot (power cycle: forced off, then on again at "
+        "once, without the minimum outage; measured from the two acknowledgements), "
+        "partition (cut off the network, the node keeps running), kubelet (kubelet "
+        "stopped); partition and kubelet need a driver that can "
         "(SSH), and the nodes undo them by themselves if the run dies",
     )
     p.add_argument("--out", type=Path, default=None, help="run directory (default reports/...)")

@@ -179,11 +179,13 @@ class UndoExecutor(Protocol):
 
     # Optional, for the failure kinds beyond power (an executor without them reports the
     # undo as failed, naming it): ``heal(node, protocol)`` reconnects a partitioned node,
-    # ``start_kubelet(node, protocol)`` starts a stopped kubelet, through that driver.
+    # ``start_kubelet(node, protocol)`` starts a stopped kubelet, through that driver;
+    # ``restore_job(namespace, name, manifest)`` creates a re-run Job again from the manifest
+    # stored before it was deleted, unless it exists.
 
 
 UNDO_ACTIONS: Final[frozenset[str]] = frozenset(
-    ("power_on", "uncordon", "remove_taint", "restore_node", "heal", "start_kubelet")
+    ("power_on", "uncordon", "remove_taint", "restore_node", "heal", "start_kubelet", "restore_job")
 )
 
 
@@ -241,6 +243,14 @@ class UndoSpec:
             raise PermanentError(f"the undo executor cannot {self.action}")
         note = method(**self.args)
         return note if isinstance(note, str) else None
+
+    @classmethod
+    def restore_job(cls, namespace: str, name: str, manifest: Mapping[str, Any]) -> UndoSpec:
+        """Create a Job again from its manifest (a re-run that deleted it and did not get to
+        create it again)."""
+        return cls(
+            "restore_job", {"namespace": namespace, "name": name, "manifest": dict(manifest)}
+        )
 
     def __str__(self) -> str:
         shown = ", ".join(f"{k}={v!r}" for k, v in self.args.items() if k != "manifest")

@@ -175,6 +175,14 @@ class ClusterExecutor:
                 return None
         return f"Node {node} exists already"
 
+    def restore_job(self, namespace: str, name: str, manifest: dict[str, Any]) -> str | None:
+        with self._api() as client:
+            collection = f"/apis/batch/v1/namespaces/{namespace}/jobs"
+            if client.get_or_none(f"{collection}/{name}") is None:
+                client.create(collection, manifest)
+                return None
+        return f"Job {namespace}/{name} exists already"
+
     def heal(self, node: str, protocol: str) -> None:
         self._through(node, protocol, FailureKind.PARTITION)
 
@@ -959,6 +967,38 @@ class Session:
                 self.client, node, clear_finalizers=clear_finalizers, timeline=self.timeline
             ),
         )
+
+    def rerun_job(self, namespace: str, name: str, *, timeout_s: float) -> JSON:
+        """Re-run a Job: store its manifest (generated fields removed) in the journal as the
+        undo, delete it (propagation Background: its pods go too), wait until it is gone and
+        create it again from that manifest. Returns the new Job. Once it exists again
+        nothing is owed; if the harness dies in between, ``recover`` creates it."""
+        target = f"job/{namespace}/{name}"
+        if self.dry_run:
+            self.plan.append(
+                f"re-run Job {namespace}/{name}: delete it (Background) and create it from its "
+                "manifest; undo: create it from the manifest if it is missing"
+            )
+            return {}
+        job = self.client.get(f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}")
+        manifest = actions.job_for_rerun(job)
+        out: list[JSON] = []
+        self._journaled(
+            "rerun_job",
+            target,
+            UndoSpec.restore_job(namespace, name, manifest),
+            lambda: out.append(
+                actions.rerun_job(
+                    self.client,
+                    namespace,
+                    name,
+                    deadline=time.monotonic() + timeout_s,
+                    timeline=self.timeline,
+                )
+            ),
+        )
+        self._undone("rerun_job", target, note="created again from its manifest")
+        return out[0]
 
     def restore_node(self, node: str) -> None:
         """Re-create a deleted Node (a real kubelet re-registers by itself; kwok does not)."""

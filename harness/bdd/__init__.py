@@ -1,8 +1,9 @@
 """powercut's Gherkin step grammar (pytest-bdd) and the built-in features, shipped in the wheel.
 
 - :mod:`harness.bdd.plugin` is loaded by powercut's pytest plugin (entry point ``pytest11``),
-  so every pytest run where powercut is installed knows the whole vocabulary: the scenario
-  fixtures and shared steps of :mod:`harness.bdd.steps`, the chaostoolkit steps of
+  so every pytest run where powercut is installed knows the whole vocabulary: the
+  scenario fixtures and hooks of :mod:`harness.bdd.fixtures`, the shared steps of
+  :mod:`harness.bdd.steps`, the chaostoolkit steps of
   :mod:`harness.bdd.chaos_steps` and the longevity steps of :mod:`harness.bdd.longevity_steps`.
 - ``features/`` holds the built-in failure cases; ``test_features.py`` (and
   ``test_chaos.py``, ``test_longevity.py``) bind them, and the user's own feature directories

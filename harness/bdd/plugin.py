@@ -25,6 +25,7 @@ from harness.bdd import BUILTIN_FEATURES
 from harness.errors import ConfigError
 
 pytest_plugins = (
+    "harness.bdd.fixtures",
     "harness.bdd.steps",
     "harness.bdd.chaos_steps",
     "harness.bdd.longevity_steps",

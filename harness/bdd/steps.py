@@ -1,19 +1,16 @@
-"""Scenario fixtures and the shared step vocabulary of powercut's features.
+"""The shared step vocabulary of powercut's features: parsing and delegation only.
 
-Fixtures (one set per scenario, torn down in reverse): ``timeline`` -> ``observer``
-(list+watch of nodes, pods, events, volumes, PVCs and endpoints of the inventory's
-namespaces) -> ``workloads`` (the inventory's workloads as they are in the cluster) ->
-``probers`` (one health probe per workload service) -> ``baseline`` (waits until the
-cluster is healthy and records how it was found) -> ``session`` (cluster lock, journal,
-undo). The session's teardown undoes whatever is left, waits until the cluster is as the
-scenario found it, and attaches the timeline (JSON and SVG), the measurements and, when the
-scenario failed, the Events and before/after snapshots.
+Each step parses its sentence (typed fields: ``{limit:Limit}``, ``{amount:Amount}``,
+``{pods:Pods}``), resolves its limit to seconds and calls the library: targets in
+:mod:`harness.scenario.targets` / :mod:`harness.scenario.select`, failures and expectations in
+:mod:`harness.scenario.phases`, operator actions in :mod:`harness.scenario.operator`, Jobs in
+:mod:`harness.scenario.jobs`. The fixtures and the hooks around the steps live in
+:mod:`harness.bdd.fixtures`.
 
 Steps pass state on only through fixtures (``target_fixture``): ``targets`` (the chosen
-nodes and their pods), ``outage`` (the power-off), ``powered_on``, ``drained`` and
-``resolution`` (the operator action that freed the stuck pods). Every limit is a named
-budget or a literal number of seconds (``{limit:Limit}``); the phases themselves live in
-:mod:`harness.scenario.phases`.
+nodes and their pods), ``outage`` (the failure), ``powered_on``, ``drained``, ``resolution``
+(the operator action that freed the stuck pods), ``restarted`` and ``rerun``. Every limit is
+a named budget or a literal number of seconds.
 
 ``docs/steps.md`` is generated from this module: run ``scripts/gen_steps_doc.py`` after
 changing a step.
@@ -22,12 +19,9 @@ changing a step.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import random
-import re
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import allure
@@ -35,16 +29,13 @@ import pytest
 from pytest_bdd import given, parsers, then, when
 from pytest_bdd.compat import inject_fixture
 from pytest_bdd.parsers import StepParser
-from pytest_bdd.scenario import scenario_wrapper_template_registry
-from pytest_bdd.steps import step_function_context_registry
 
+from harness.bdd.fixtures import PROVIDED
 from harness.bdd.plugin import seed_of
-from harness.bdd.support import labels
 from harness.bdd.support.limits import TYPES, Limit, Subject
 from harness.budgets import Budgets
 from harness.checks import (
     CheckFailed,
-    Prober,
     available_throughout,
     probe_health,
     quorum_kept,
@@ -59,23 +50,20 @@ from harness.kube.observer import Observer
 from harness.kube.timeline import ACTION, Timeline, Transition, match
 from harness.power.base import FailureKind
 from harness.power.factory import available_protocols
-from harness.report.allure_env import prepare_results
+from harness.scenario import jobs, operator, phases, starts, steady
 from harness.scenario import lost as L
-from harness.scenario import phases, report, steady
 from harness.scenario import targets as choose
 from harness.scenario.apiprobe import API_PROBE, ETCD_PROBE, ApiProber
-from harness.scenario.errors import MissingStep, NotApplicable, NoTargets, NothingToMeasure
+from harness.scenario.errors import MissingStep, NoTargets, NothingToMeasure
 from harness.scenario.report import Measurements
 from harness.scenario.select import Amount, Selection, parse_names, select_nodes
 from harness.scenario.steady import Baseline
 from harness.scenario.targets import Outage, PodFilter, PoweredOn, Targets
-from harness.scenario.workloads import PodInfo, Workload, resolve_workloads, workload_pods
+from harness.scenario.workloads import PodInfo, Workload, workload_pods
 from harness.session import Session
 
 #: How long after the API showed a change its watch event may still be on its way.
 OBSERVER_LAG_S = 5.0
-
-_REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
 
 
 def _p(text: str) -> StepParser:
@@ -83,319 +71,7 @@ def _p(text: str) -> StepParser:
     return parsers.parse(text, extra_types=TYPES)
 
 
-# -- pytest hooks ----------------------------------------------------------------------------
-
-
-# Tags to Allure labels: severity (@critical, also a marker), epic (@epic:node-failure) and
-# story (@story:..., else the scenario's name); see harness/bdd/support/labels.py.
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-bdd's own, whatever order plugins load in
-def pytest_bdd_apply_tag(tag: str, function: object) -> bool | None:
-    return labels.pytest_bdd_apply_tag(tag, function)
-
-
-pytest_bdd_before_scenario = labels.pytest_bdd_before_scenario
-
-
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo[None]
-) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Keep each phase's report on the item, so fixture teardowns know if it failed."""
-    rep = yield
-    item.stash.setdefault(_REPORTS, {})[rep.when] = rep
-    return rep
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
-    """A fixture that finds nothing to act on skips the scenario, saying what is missing."""
-    try:
-        return (yield)
-    except NotApplicable as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
-    """A step that finds nothing to act on or to measure (no target, no lost pod, a driver
-    that cannot do the failure kind) skips the scenario, saying what is missing: a skip,
-    never a product failure."""
-    try:
-        return (yield)
-    except NotApplicable as exc:
-        pytest.skip(str(exc))
-
-
-_STEP = pytest.StashKey[str]()
-_FIELD = re.compile(r"\{(\w+)(?::[^}]*)?\}")
-
-
-_PROVIDED = pytest.StashKey[set[str]]()
-
-
-def _provided_by_steps() -> set[str]:
-    """Every fixture some step provides (``target_fixture``)."""
-    return {
-        ctx.target_fixture
-        for ctx in step_function_context_registry.values()
-        if ctx.target_fixture is not None
-    }
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_bdd_before_step(
-    request: pytest.FixtureRequest, feature: object, scenario: object, step: Any, step_func: Any
-) -> None:
-    """Before a step runs: remember it, and check that every fixture it needs from an
-    earlier step was provided. A step placed where its start cannot come (say, an eviction
-    expectation with no failure before it) is a harness error naming the steps that would
-    provide it, raised before anything waits or acts."""
-    request.node.stash[_STEP] = f"{step.keyword} {step.name}"
-    provided = request.node.stash.setdefault(_PROVIDED, set())
-    parsed = {  # a sentence's own fields (``{outage:Limit}``) are not fixtures
-        m.group(1)
-        for ctx in step_function_context_registry.values()
-        if ctx.step_func is step_func
-        for m in _FIELD.finditer(str(ctx.parser.name))
-    }
-    needs = [
-        name
-        for name in inspect.signature(step_func).parameters
-        if name in _provided_by_steps() and name not in provided and name not in parsed
-    ]
-    if needs:
-        raise _missing(request, needs[0], _NEEDS.get(needs[0], f"the {needs[0]!r} of a step"))
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_bdd_after_step(
-    request: pytest.FixtureRequest,
-    feature: object,
-    scenario: object,
-    step: Any,
-    step_func: Any,
-    step_func_args: object,
-) -> None:
-    provided = request.node.stash.setdefault(_PROVIDED, set())
-    provided.update(
-        ctx.target_fixture
-        for ctx in step_function_context_registry.values()
-        if ctx.step_func is step_func and ctx.target_fixture is not None
-    )
-
-
-#: What each provided fixture stands for, in a step-order error.
-_NEEDS = {
-    "targets": "the nodes a Given chose",
-    "outage": "a failure of the nodes (power loss, shutdown)",
-    "powered_on": "the nodes' power-on",
-    "resolution": "an operator action that frees the stuck pods",
-    "drained": "a drain of the node",
-    "restarted": "a restart of pods by selector",
-    "chaos_run": "a chaos experiment's run",
-    "longevity_run": "a longevity run",
-}
-
-
-def _providers(fixture: str) -> list[str]:
-    """The sentences of every step that provides ``fixture`` (``target_fixture``), as a
-    feature writes them (``{limit:Limit}`` shows as ``<limit>``)."""
-    order = {"given": 0, "when": 1, "then": 2}
-    found = {
-        (order.get(ctx.type or "", 3), (ctx.type or "").capitalize(), ctx.parser.name)
-        for ctx in step_function_context_registry.values()
-        if ctx.target_fixture == fixture
-    }
-    return [f"{kind} {_FIELD.sub(_as_placeholder, text)}" for _, kind, text in sorted(found)]
-
-
-def _as_placeholder(m: re.Match[str]) -> str:
-    return f"<{m.group(1)}>"
-
-
-def _missing(request: pytest.FixtureRequest, fixture: str, needs: str) -> MissingStep:
-    step = request.node.stash.get(_STEP, "this step")
-    return MissingStep(step, needs, _providers(fixture))
-
-
-def _failed(item: pytest.Item) -> bool:
-    return any(r.failed for r in item.stash.get(_REPORTS, {}).values())
-
-
-# -- fixtures --------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def budgets(inventory: Inventory) -> Budgets:
-    """The inventory's timing budgets (profile and overrides)."""
-    return inventory.timing_budgets()
-
-
-@pytest.fixture(scope="session")
-def kube(inventory: Inventory) -> Iterator[KubeClient]:
-    client = KubeClient.from_kubeconfig(inventory.cluster.kubeconfig, inventory.cluster.context)
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="session")
-def namespaces(inventory: Inventory) -> list[str]:
-    """The namespaces of the inventory's workloads (where pods and events are watched)."""
-    return sorted({w.namespace for w in inventory.workloads})
-
-
-@pytest.fixture(scope="session")
-def run_environment(pytestconfig: pytest.Config, kube: KubeClient, inventory: Inventory) -> None:
-    """environment.properties and categories.json, once, when Allure results are written."""
-    results = getattr(pytestconfig.option, "allure_report_dir", None)
-    if results:
-        environment = {**report.environment(kube, inventory), "Seed": seed_of(pytestconfig)}
-        prepare_results(Path(results), environment=environment)
-
-
-@pytest.fixture
-def rng(request: pytest.FixtureRequest) -> random.Random:
-    """The scenario's random generator: the run's seed and the scenario's name, so each
-    scenario draws its own targets and ``--seed`` replays them all."""
-    seed = seed_of(request.config)
-    allure.dynamic.parameter("seed", seed, excluded=True)
-    return random.Random(f"{seed}:{request.node.name}")
-
-
-@pytest.fixture
-def timeline() -> Timeline:
-    return Timeline()
-
-
-@pytest.fixture
-def observer(kube: KubeClient, namespaces: list[str], timeline: Timeline) -> Iterator[Observer]:
-    obs = Observer(kube, namespaces or None, timeline=timeline).start()
-    yield obs
-    obs.stop()
-
-
-@pytest.fixture
-def workloads(kube: KubeClient, inventory: Inventory) -> tuple[Workload, ...]:
-    return tuple(resolve_workloads(kube, inventory))
-
-
-@pytest.fixture
-def probers(workloads: tuple[Workload, ...], timeline: Timeline) -> Iterator[dict[str, Prober]]:
-    """One health probe per workload with a health endpoint, all scenario long."""
-    running = {
-        w.probe: Prober(timeline, w.health, name=w.probe).start()
-        for w in workloads
-        if w.health is not None
-    }
-    yield running
-    for p in running.values():
-        p.stop()
-
-
-@pytest.fixture
-def api_probes(kube: KubeClient, timeline: Timeline) -> Iterator[list[ApiProber]]:
-    """Probes of the API and of etcd's quorum through the cluster endpoint."""
-    running = [ApiProber(kube, timeline, name).start() for name in (API_PROBE, ETCD_PROBE)]
-    yield running
-    for p in running:
-        p.stop()
-
-
-@pytest.fixture
-def measurements() -> Measurements:
-    return Measurements()
-
-
-@pytest.fixture
-def baseline(
-    inventory: Inventory,
-    observer: Observer,
-    workloads: tuple[Workload, ...],
-    probers: dict[str, Prober],
-    budgets: Budgets,
-    run_environment: None,
-) -> Baseline:
-    """Wait (at most the recovery budget) until the cluster is healthy; record it as found."""
-    with allure.step(f"wait up to {budgets.recovery:g}s for the cluster to be healthy"):
-        settled = steady.wait_steady(inventory, observer, workloads, timeout_s=budgets.recovery)
-    return Baseline(
-        steady.nodes_found(inventory, observer),
-        workloads,
-        settled,
-        steady.snapshot(observer),
-        at_mono=time.monotonic(),
-    )
-
-
-class _ScenarioFailed(Exception):
-    """Passed to the session's exit when the scenario failed (for --keep-on-failure)."""
-
-
-class UndoIncomplete(Exception):
-    """Some undos failed after a failed scenario: the cluster is not fully restored."""
-
-
-@pytest.fixture
-def session(
-    request: pytest.FixtureRequest,
-    inventory: Inventory,
-    kube: KubeClient,
-    namespaces: list[str],
-    timeline: Timeline,
-    observer: Observer,
-    baseline: Baseline,
-    budgets: Budgets,
-    measurements: Measurements,
-) -> Iterator[Session]:
-    """The disruption session; its teardown undoes, waits for the cluster as found, reports."""
-    keep = bool(request.config.getoption("--keep-on-failure"))
-    s = Session(inventory, client=kube, timeline=timeline, keep_on_failure=keep)
-    s.__enter__()
-    try:
-        yield s
-    finally:
-        failed = _failed(request.node)
-        if failed:
-            report.attach_failure_evidence(
-                kube, namespaces, timeline, baseline.snapshot, steady.snapshot(observer)
-            )
-        exc = _ScenarioFailed() if failed else None
-        try:
-            with allure.step("undo what the scenario left disrupted"):
-                s.__exit__(type(exc) if exc else None, exc, None)
-            if exc is not None and getattr(exc, "__notes__", None):
-                raise UndoIncomplete("; ".join(exc.__notes__))
-            if not (failed and keep):
-                with allure.step(f"wait up to {budgets.recovery:g}s for the cluster as found"):
-                    steady.wait_steady(
-                        inventory,
-                        observer,
-                        baseline.workloads,
-                        timeout_s=budgets.recovery,
-                        found=baseline.nodes,
-                        description="the cluster as the scenario found it (teardown)",
-                    )
-        finally:
-            report.attach_measurements(measurements)
-            report.attach_timeline(timeline, title=_scenario_title(request.node))
-
-
 # -- helpers ---------------------------------------------------------------------------------
-
-
-def _scenario_title(item: pytest.Item) -> str:
-    """The scenario's name (with the outline's example), for the timeline picture."""
-    func = getattr(item, "function", None)
-    scenario = scenario_wrapper_template_registry.get(func) if func is not None else None
-    name = scenario.name if scenario is not None else item.name
-    callspec = getattr(item, "callspec", None)
-    example = callspec.params.get("_pytest_bdd_example") if callspec is not None else None
-    if isinstance(example, dict):
-        for key, value in example.items():
-            name = name.replace(f"<{key}>", str(value))
-    return name
 
 
 @contextlib.contextmanager
@@ -412,6 +88,13 @@ def _within(limit: Limit, budgets: Budgets, what: str | Callable[[], str]) -> It
     seconds = limit.seconds(budgets)
     with _waiting(what if isinstance(what, str) else what(), seconds):
         yield seconds
+
+
+def _stopped_blocking(timeline: Timeline, pods: Sequence[PodInfo], budgets: Budgets) -> None:
+    """The start of rescheduling: every lost pod Terminating or gone (waited for within the
+    recovery budget, so an expectation placed right after the failure waits for eviction)."""
+    with _waiting("the lost pods Terminating or gone", budgets.recovery):
+        starts.lost_pods_stopped_blocking(timeline, pods, budgets.recovery)
 
 
 def _lost(outage: Outage, *, stateless_only: bool = False) -> list[PodInfo]:
@@ -985,7 +668,7 @@ def _hold(kind: FailureKind, nodes: Sequence[str], seconds: float) -> None:
 def _provide(request: pytest.FixtureRequest, name: str, value: object) -> None:
     """What a step provides besides its ``target_fixture``."""
     inject_fixture(request, name, value)
-    request.node.stash.setdefault(_PROVIDED, set()).add(name)
+    request.node.stash.setdefault(PROVIDED, set()).add(name)
 
 
 # -- When: the repopulation runbook (after an etcd rebuild) ----------------------------------
@@ -1016,40 +699,76 @@ def restarted_pods_ready(
         phases.restarted_ready(timeline, kube, restarted, seconds, measurements)
 
 
+@when(
+    _p("the Job {name} in namespace {namespace} is re-run from its manifest"),
+    target_fixture="rerun",
+)
+def rerun_job(name: str, namespace: str, session: Session, budgets: Budgets) -> jobs.Rerun:
+    """Delete the Job (propagation Background: its pods go too) and create it again from
+    the manifest stored in the journal before the delete (the repopulation runbook's "re-run
+    the Jobs"), within the job-rerun budget. Skips when there is no such Job."""
+    seconds = budgets.job_rerun
+    with _waiting(f"Job {namespace.strip()}/{name.strip()} re-run", seconds):
+        return jobs.rerun(session, namespace.strip(), name.strip(), seconds)
+
+
+@then(_p("the Job {name} completes within {limit:Limit}"))
+def job_completes(
+    name: str,
+    limit: Limit,
+    rerun: jobs.Rerun,
+    timeline: Timeline,
+    kube: KubeClient,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> None:
+    """The re-run Job (the new one, by uid) has its Complete condition, measured from its
+    re-creation; a Failed condition fails at once."""
+    if name.strip() != rerun.name:
+        raise ConfigError(
+            f"the Job {name.strip()!r} was not re-run in this scenario (re-run: {rerun.ref})",
+            field="scenario",
+        )
+    with _within(limit, budgets, f"Job {rerun.ref} complete") as seconds:
+        jobs.completes(timeline, kube, rerun, seconds, measurements)
+
+
 # -- When: operator actions ------------------------------------------------------------------
 
 
 @when("the Node object is deleted", target_fixture="resolution")
+@when("the Node objects are deleted", target_fixture="resolution")
 def delete_node_object(session: Session, targets: Targets) -> Transition:
-    """Delete the Node object (undo: re-create it from its manifest)."""
-    session.delete_node(targets.node)
-    return L.require_action(session.timeline, targets.node, "delete-node sent")
+    """Delete the Node object of every chosen node (undo: re-create it from its manifest)."""
+    return operator.delete_nodes(session, targets.nodes)
 
 
 @when("the node's stuck pods are force-deleted", target_fixture="resolution")
+@when("the nodes' stuck pods are force-deleted", target_fixture="resolution")
 def force_delete_stuck_pods(session: Session, targets: Targets, outage: Outage) -> Transition:
-    """Delete every non-DaemonSet pod bound to the node with grace period 0."""
-    deleted = session.force_delete_pods(targets.node)
-    allure.dynamic.parameter("force-deleted", ", ".join(deleted), excluded=True)
-    if not {p.ref for p in outage.lost} & set(deleted):
-        raise CheckFailed(f"the lost pods of {targets.node} force-deleted", str(deleted), 0.0)
-    return L.require_action(session.timeline, targets.node, "force-delete-pods sent")
+    """Delete every non-DaemonSet pod bound to each chosen node with grace period 0; on a
+    node that is not Ready, only once its BMC confirmed power OFF."""
+    return operator.force_delete_pods(session, targets.nodes, outage)
 
 
 @when("the node is tainted out-of-service", target_fixture="resolution")
+@when("the nodes are tainted out-of-service", target_fixture="resolution")
 def taint_out_of_service(session: Session, targets: Targets) -> Transition:
-    """Add node.kubernetes.io/out-of-service=nodeshutdown:NoExecute (undo: remove it)."""
-    session.add_out_of_service_taint(targets.node)
-    return L.require_action(session.timeline, targets.node, "taint sent")
+    """Add node.kubernetes.io/out-of-service=nodeshutdown:NoExecute to every chosen node,
+    each once its BMC confirmed power OFF (undo: remove it)."""
+    return operator.taint_out_of_service(session, targets.nodes)
 
 
 @when("the out-of-service taint is removed")
+@when("the out-of-service taints are removed")
 def remove_out_of_service_taint(session: Session, targets: Targets) -> None:
-    """Remove the out-of-service taint (do it only once the node is back)."""
-    session.remove_out_of_service_taint(targets.node)
+    """Remove the out-of-service taint from every chosen node (do it only once they are
+    back)."""
+    operator.remove_out_of_service_taint(session, targets.nodes)
 
 
 @when(_p("the node is drained within {limit:Limit}"), target_fixture="drained")
+@when(_p("the nodes are drained within {limit:Limit}"), target_fixture="drained")
 def drain_node(
     limit: Limit,
     session: Session,
@@ -1057,21 +776,26 @@ def drain_node(
     budgets: Budgets,
     measurements: Measurements,
 ) -> DrainResult:
-    """Cordon, evict every pod through the Eviction API (a PodDisruptionBudget's 429 is
-    retried with backoff), skip DaemonSet pods, wait until the evicted pods are gone."""
-    with _within(limit, budgets, lambda: f"drain {targets.node}") as seconds:
-        result = session.drain(targets.node, timeout_s=seconds)
-    measurements.record("drain", result.duration_s, seconds)
-    measurements.note(
-        "drain: eviction requests refused (429) or retried", result.attempts - len(result.evicted)
-    )
-    return result
+    """Drain every chosen node in turn: cordon, evict every pod through the Eviction API (a
+    PodDisruptionBudget's 429 is retried with backoff), skip DaemonSet pods, wait until the
+    evicted pods are gone; all within the limit (undo: uncordon)."""
+    with _within(limit, budgets, lambda: "drain " + ", ".join(targets.nodes)) as seconds:
+        deadline = time.monotonic() + seconds
+        return operator.drain(session, targets.nodes, deadline, measurements, seconds)
+
+
+@when("the node is cordoned")
+@when("the nodes are cordoned")
+def cordon_nodes(session: Session, targets: Targets) -> None:
+    """Mark every chosen node unschedulable (undo: uncordon)."""
+    operator.cordon(session, targets.nodes)
 
 
 @when("the node is uncordoned")
+@when("the nodes are uncordoned")
 def uncordon_node(session: Session, targets: Targets) -> None:
-    """Mark the node schedulable again."""
-    session.uncordon(targets.node)
+    """Mark every chosen node schedulable again."""
+    operator.uncordon(session, targets.nodes)
 
 
 # -- Then: nodes -----------------------------------------------------------------------------
@@ -1103,6 +827,7 @@ def nodes_tainted_unreachable(
 
 
 @then(_p("the Node object is gone within {limit:Limit}"))
+@then(_p("every lost Node object is gone within {limit:Limit}"))
 def node_object_gone(
     limit: Limit,
     resolution: Transition,
@@ -1111,9 +836,12 @@ def node_object_gone(
     budgets: Budgets,
     measurements: Measurements,
 ) -> None:
-    """The Node object disappears, measured from the delete request."""
-    with _within(limit, budgets, lambda: f"Node {targets.node} deleted") as seconds:
-        phases.node_gone(timeline, targets.node, resolution, seconds, measurements)
+    """Each chosen node's Node object disappears, measured from its delete request."""
+    what = "Node deleted: " + ", ".join(targets.nodes)
+    with _within(limit, budgets, what) as seconds:
+        for node in targets.nodes:
+            sent = L.last_action(timeline, node, {"delete-node sent"}) or resolution
+            phases.node_gone(timeline, node, sent, seconds, measurements)
 
 
 @then(_p("the node is Ready within {limit:Limit}"))
@@ -1132,6 +860,7 @@ def nodes_ready_again(
 
 
 @then(_p("the node no longer has the out-of-service taint within {limit:Limit}"))
+@then(_p("no lost node has the out-of-service taint within {limit:Limit}"))
 def out_of_service_taint_gone(
     limit: Limit,
     targets: Targets,
@@ -1140,12 +869,22 @@ def out_of_service_taint_gone(
     budgets: Budgets,
     measurements: Measurements,
 ) -> None:
-    """The out-of-service taint was removed after the node powered on (not before), and
-    the Node no longer carries it, measured from the removal request."""
-    with _within(
-        limit, budgets, lambda: f"out-of-service taint gone from {targets.node}"
-    ) as seconds:
-        phases.out_of_service_removed(timeline, targets.node, powered_on, seconds, measurements)
+    """The out-of-service taint was removed from each chosen node after it powered on (not
+    before), and the Node no longer carries it, measured from the removal request."""
+    unremoved = [n for n in targets.nodes if L.last_action(timeline, n, {"untaint sent"}) is None]
+    if unremoved:  # the feature never asked: a harness error, not the cluster's failure
+        raise MissingStep(
+            f"the out-of-service taint gone from {', '.join(unremoved)}",
+            "the out-of-service taint's removal",
+            [
+                "When the out-of-service taint is removed",
+                "When the out-of-service taints are removed",
+            ],
+        )
+    what = "out-of-service taint gone from " + ", ".join(targets.nodes)
+    with _within(limit, budgets, what) as seconds:
+        for node in targets.nodes:
+            phases.out_of_service_removed(timeline, node, powered_on, seconds, measurements)
 
 
 # -- Then: pods ------------------------------------------------------------------------------
@@ -1202,8 +941,10 @@ def lost_pods_rescheduled(
     not lost, measured from when the lost pod stopped blocking it (Deployment: Terminating;
     StatefulSet: gone). Scheduled, not Ready: a replacement that needs a volume the dead
     node holds cannot start yet."""
+    about = _about(outage, pods)
+    _stopped_blocking(timeline, about, budgets)
     with _within(limit, budgets, "replacements scheduled") as seconds:
-        phases.rescheduled(timeline, _about(outage, pods), outage, seconds, measurements)
+        phases.rescheduled(timeline, about, outage, seconds, measurements)
 
 
 @then(_p("every lost pod is replaced by a Ready pod on another node within {limit:Limit}"))
@@ -1212,6 +953,7 @@ def lost_pods_replaced_ready(
 ) -> None:
     """Every lost pod's replacement is Ready on a node that is not lost, measured from when
     the lost pod stopped blocking it (Deployment: Terminating; StatefulSet: gone)."""
+    _stopped_blocking(timeline, _lost(outage), budgets)
     with _within(limit, budgets, "replacements Ready") as seconds:
         phases.replaced_by_ready(timeline, _lost(outage), outage, seconds, measurements)
 
@@ -1224,6 +966,7 @@ def lost_stateless_pods_replaced_ready(
 ) -> None:
     """As above, for the lost pods without a ReadWriteOnce volume (StatefulSet members and
     pods whose volume the dead node holds must wait). At least one must have been lost."""
+    _stopped_blocking(timeline, _lost(outage, stateless_only=True), budgets)
     with _within(limit, budgets, "stateless replacements Ready") as seconds:
         phases.replaced_by_ready(
             timeline, _lost(outage, stateless_only=True), outage, seconds, measurements
@@ -1242,8 +985,11 @@ def replacements_ready(
     """Each replacement (of every lost pod, or of the singleton) is Ready, measured from
     when it could start: scheduled and, if it mounts a ReadWriteOnce volume, that volume
     attached to its node."""
+    about = _about(outage, pods)
+    with _waiting("replacements scheduled, their volumes attached", budgets.recovery):
+        starts.replacement_volumes_attached(timeline, about, outage, budgets.recovery)
     with _within(limit, budgets, "replacements Ready") as seconds:
-        phases.replacement_ready(timeline, _about(outage, pods), outage, seconds, measurements)
+        phases.replacement_ready(timeline, about, outage, seconds, measurements)
 
 
 # -- Then: volumes ---------------------------------------------------------------------------
@@ -1261,8 +1007,12 @@ def lost_volumes_multi_attach(
     """For each ReadWriteOnce volume the lost node held (of every lost pod, or of the
     singleton), the replacement pod gets a "Multi-Attach error" event, measured from when
     the lost pod stopped blocking it; the messages are attached to the report."""
+    about = _about(outage, pods)
+    held = [p for p, _ in L.held_volumes(timeline, about, outage.sent.mono)]
+    with _waiting("replacements of the pods holding a volume scheduled", budgets.recovery):
+        starts.replacements_scheduled(timeline, held, outage, budgets.recovery)
     with _within(limit, budgets, "Multi-Attach errors") as seconds:
-        phases.multi_attach(timeline, _about(outage, pods), outage, seconds, measurements)
+        phases.multi_attach(timeline, about, outage, seconds, measurements)
 
 
 @then(_p("the node releases {pods:Volumes} within {limit:Limit}"))
@@ -1279,8 +1029,11 @@ def node_releases_volumes(
     controller cannot let go before): with the volume-detach budget this is its 6-minute
     force detach, with the volume-detach-out-of-service budget the out-of-service taint's
     immediate one. Of every lost pod, or the singleton's volume."""
+    about = _about(outage, pods)
+    with _waiting("the pods holding a volume deleted", budgets.recovery):
+        starts.held_pods_deleted(timeline, about, outage, budgets.recovery)
     with _within(limit, budgets, "volumes released by " + ", ".join(outage.nodes)) as seconds:
-        phases.released(timeline, _about(outage, pods), outage, seconds, measurements)
+        phases.released(timeline, about, outage, seconds, measurements)
 
 
 @then(_p("{pods:Volumes} is attached to its replacement's node within {limit:Limit}"))
@@ -1295,8 +1048,11 @@ def lost_volumes_reattached(
     """Each ReadWriteOnce volume the lost node held (of every lost pod, or the singleton's)
     is attached to the node of its pod's replacement, measured from its release by the lost
     node."""
+    about = _about(outage, pods)
+    with _waiting("the held volumes released by the lost nodes", budgets.recovery):
+        starts.held_volumes_released(timeline, about, outage, budgets.recovery)
     with _within(limit, budgets, "volumes re-attached") as seconds:
-        phases.reattached(timeline, _about(outage, pods), outage, seconds, measurements)
+        phases.reattached(timeline, about, outage, seconds, measurements)
 
 
 # -- Then: StatefulSet members ---------------------------------------------------------------
@@ -1406,9 +1162,10 @@ def daemon_pods_not_evicted(outage: Outage, timeline: Timeline) -> None:
 
 
 @then("every pod of the node was evicted through the Eviction API")
+@then("every pod of the nodes was evicted through the Eviction API")
 def drain_evicted_all(drained: DrainResult, targets: Targets, timeline: Timeline) -> None:
-    """The drain evicted every non-DaemonSet pod of the inventory's workloads on the node,
-    and each is gone."""
+    """The drain evicted every non-DaemonSet pod of the inventory's workloads on the chosen
+    nodes, and each is gone."""
     expected = {p.ref for p in targets.pods}
     missing = sorted(expected - set(drained.evicted))
     if not expected or missing:
@@ -1428,6 +1185,7 @@ def drain_evicted_all(drained: DrainResult, targets: Targets, timeline: Timeline
 
 
 @then("the node's DaemonSet pods were left running")
+@then("the nodes' DaemonSet pods were left running")
 def drain_left_daemon_pods(drained: DrainResult, targets: Targets, observer: Observer) -> None:
     """The drain skipped the node's DaemonSet pods, and they still run there."""
     if not targets.daemon_pods:
@@ -1444,12 +1202,15 @@ def drain_left_daemon_pods(drained: DrainResult, targets: Targets, observer: Obs
 
 @then("no workload went below its PodDisruptionBudget during the drain")
 def drain_respected_pdbs(
-    targets: Targets, timeline: Timeline, baseline: Baseline, measurements: Measurements
+    drained: DrainResult,
+    targets: Targets,
+    timeline: Timeline,
+    baseline: Baseline,
+    measurements: Measurements,
 ) -> None:
     """From the drain's start to its end, each workload with a PodDisruptionBudget had at
     least the pods its budget wants healthy Ready (status.desiredHealthy)."""
-    start = L.require_action(timeline, targets.node, "drain sent")
-    end = L.require_action(timeline, targets.node, "drain done")
+    start, end = operator.drain_window(timeline, targets.nodes)
     protected = [w for w in baseline.workloads if w.pdb_min_healthy is not None]
     if not protected:
         raise NothingToMeasure("no inventory workload has a PodDisruptionBudget")

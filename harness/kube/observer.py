@@ -88,6 +88,10 @@ EVENT_REASONS: frozenset[str] = frozenset(
         "TaintManagerEviction",
         "NodeNotReady",
         "Evicted",
+        # the Job controller's verdicts on a Job (what a wait for a Job's end wakes up on)
+        "Completed",
+        "BackoffLimitExceeded",
+        "DeadlineExceeded",
     }
 )
 MULTI_ATTACH_RE = re.compile(r'Multi-Attach error for volume "([^"]+)"')

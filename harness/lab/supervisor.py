@@ -251,7 +251,7 @@ class Lab:
         self.storage.start()
         self.resync = Resync(client, self.is_on)
         if spec.workloads:
-            self.progress("deploying workloads: web, quorum, registry, node-agent")
+            self.progress("deploying workloads: web, quorum, registry, node-agent, Job seed-data")
             for path, obj in wl.workload_objects():
                 self._create(path, obj)
             wait_until("workloads ready", self._workloads_ready, 180, 0.5)
@@ -356,6 +356,12 @@ class Lab:
             obj = c.get(f"/apis/apps/v1/namespaces/{ns}/{kind}/{name}")
             if (obj.get("status") or {}).get("readyReplicas", 0) < want:
                 return False
+        job = c.get(f"/apis/batch/v1/namespaces/{ns}/jobs/{wl.SEED_JOB}")
+        if not any(
+            x.get("type") == "Complete" and x.get("status") == "True"
+            for x in (job.get("status") or {}).get("conditions") or []
+        ):
+            return False
         ds = c.get(f"/apis/apps/v1/namespaces/{ns}/daemonsets/node-agent")
         st = ds.get("status") or {}
         return bool(st.get("desiredNumberScheduled", 0) > 0) and st.get("numberReady") == st.get(

@@ -8,6 +8,9 @@
   at once: an evicted Deployment pod, a StatefulSet member stuck Terminating, and a RWO
   volume whose replacement pod hits a Multi-Attach error.
 - ``node-agent``: a DaemonSet on every worker.
+- ``seed-data``: a Job of one pod (kwok's ``pod-complete`` stage takes it to Succeeded), as
+  the repopulation runbook re-runs after an etcd rebuild; the Job controller of the lab's
+  real kube-controller-manager marks it Complete.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from typing import Any
 from harness.lab.spec import CSI_DRIVER, LAB_NAMESPACE, VOLUME_GATE
 
 JSON = dict[str, Any]
+#: The lab's Job (re-run by the repopulation feature).
+SEED_JOB = "seed-data"
 STORAGE_CLASS = "lab-rwo"
 SERVICES = ("web", "quorum", "registry")
 N_VOLUMES = 8
@@ -264,6 +269,33 @@ def workload_objects() -> list[tuple[str, JSON]]:
             },
         ),
     ]
+    objs.append(
+        (
+            f"/apis/batch/v1/namespaces/{ns}/jobs",
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": _meta(SEED_JOB, tier="batch"),
+                "spec": {
+                    "completions": 1,
+                    "parallelism": 1,
+                    "backoffLimit": 2,
+                    "template": {
+                        "metadata": {"labels": {"app": SEED_JOB}},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [
+                                {
+                                    "name": SEED_JOB,
+                                    "image": f"registry.powercut.invalid/{SEED_JOB}:1",
+                                }
+                            ],
+                        },
+                    },
+                },
+            },
+        )
+    )
     for svc in SERVICES:
         spec: JSON = {"selector": {"app": svc}, "ports": [{"port": 80, "targetPort": 8080}]}
         if svc == "quorum":

@@ -178,10 +178,13 @@ def seed_timeline(tl: Timeline, observer: Observer) -> None:
     tl.extend(batch)
 
 
-#: The failure kinds a longevity cycle can inflict (a reboot has no outage to measure).
+#: The failure kinds a longevity cycle can inflict. A reboot is a power cycle of the group:
+#: forced off, then on again at once (no minimum outage), each acknowledged by the BMC, so
+#: it is measured like a power loss from those two acknowledgements.
 LONGEVITY_KINDS = (
     FailureKind.POWER_OFF,
     FailureKind.GRACEFUL,
+    FailureKind.REBOOT,
     FailureKind.PARTITION,
     FailureKind.KUBELET_STOP,
 )
@@ -217,8 +220,7 @@ class LiveRunner:
         self.protocol = protocol
         if failure not in LONGEVITY_KINDS:
             raise ConfigError(
-                f"longevity cannot fail nodes with {failure.value}: a reboot brings the node "
-                "back before Kubernetes notices, so there is no outage to measure; valid: "
+                f"longevity cannot fail nodes with {failure.value}; valid: "
                 + ", ".join(k.value for k in LONGEVITY_KINDS),
                 field="--failure",
             )
@@ -558,8 +560,9 @@ class LiveRunner:
                 group.nodes, graceful=kind is FailureKind.GRACEFUL, protocol=self.protocol
             )
         t0 = off.first_ack
-        self._outage(observer, plan, t0)
-        wait_until_time(tl, t0 + self.outage_s, "the minimum outage")
+        if kind is not FailureKind.REBOOT:  # a reboot's nodes come back at once
+            self._outage(observer, plan, t0)
+            wait_until_time(tl, t0 + self.outage_s, "the minimum outage")
         tl.action(MARK, OUTAGE_END)
         if kind in (FailureKind.PARTITION, FailureKind.KUBELET_STOP):
             on = session.uncut(group.nodes, kind)

@@ -60,7 +60,7 @@ class RunOptions:
     duration_s: float | None = None
     outage_s: float = 120.0
     protocol: str | None = None  # None: each node's inventory power driver
-    failure: str = "power"  # a FailureKind value: power, graceful, partition, kubelet
+    failure: str = "power"  # a FailureKind value: power, graceful, reboot, partition, kubelet
     budget_overrides: Mapping[str, str] = field(default_factory=dict)
     keep_timelines: KeepTimelines = "missed"
     probe_interval_s: float = 0.5

@@ -167,6 +167,44 @@ def test_three_cycles_statistics_match_the_timelines(
     print(f"3 lab cycles in {elapsed:.0f}s; {[c.duration_s for c in log.cycles]}")
 
 
+def test_reboot_cycles_are_measured_from_the_cycles_off_and_on_acknowledgements(
+    lab: LabHandle, env: dict[str, str], tmp_path: Path
+) -> None:
+    """``--failure reboot``: each group is powered off and at once on again (no minimum
+    outage, although --outage asks for 60 s), and measured from those acknowledgements."""
+    out = tmp_path / "reboot"
+    proc = longevity(
+        env,
+        "-i",
+        str(lab.inventory_path),
+        "--cycles",
+        "1",
+        "--failure",
+        "reboot",
+        "--out",
+        str(out),
+        "--keep-timelines",
+        "all",
+        "--outage",
+        "60s",
+        *FAST,
+    )
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    (c,) = read_log(out / CYCLES_FILE).cycles
+    assert c.status != "failed", c.reason
+    assert c.timeline is not None
+    tl = Timeline.from_json((out / c.timeline).read_bytes())
+    for node in c.nodes:
+        off = tl.first(ACTION, node, "power-off acknowledged")
+        on = tl.first(ACTION, node, "power-on acknowledged")
+        assert off is not None and on is not None and off.mono < on.mono
+    first_off = min(tl.first(ACTION, n, "power-off acknowledged").mono for n in c.nodes)  # type: ignore[union-attr]
+    first_on = min(tl.first(ACTION, n, "power-on acknowledged").mono for n in c.nodes)  # type: ignore[union-attr]
+    assert first_on - first_off < 30.0  # not held off for the 60 s outage
+    assert c.detail["power"]["off_s"] == pytest.approx(first_on - first_off, abs=2e-3)
+    assert lab.inventory.node_names() and all(power(lab, n) is PowerState.ON for n in c.nodes)
+
+
 def test_crash_mid_cycle_then_recover_then_resume(
     lab: LabHandle, env: dict[str, str], tmp_path: Path
 ) -> None:

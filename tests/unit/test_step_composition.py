@@ -21,7 +21,7 @@ import pytest
 from pytest_bdd.steps import step_function_context_registry
 
 import harness.bdd.plugin  # noqa: F401 - registers every step module
-from harness.bdd.steps import _NEEDS
+from harness.bdd.fixtures import NEEDS
 from harness.report.allure_env import HARNESS_ERRORS, classify
 
 REPO = Path(__file__).resolve().parents[2]
@@ -135,15 +135,15 @@ def test_each_step_placed_before_its_provider_is_a_harness_error_naming_it(
         assert "MissingStep: step order:" in message, (text, message)
         assert f"'{kw} {text}'" in message, message
         assert 'put "' in message, message  # names at least one step that provides it
-        assert _NEEDS[needs] in message, message
+        assert NEEDS[needs] in message, message
         assert classify(result["status"], message) == HARNESS_ERRORS, (text, message)
 
 
 @pytest.mark.parametrize("fixture", ["outage", "powered_on", "resolution", "drained", "targets"])
 def test_the_error_names_steps_that_provide_what_is_missing(fixture: str) -> None:
-    from harness.bdd.steps import _providers
+    from harness.bdd.fixtures import providers as providers_of
 
-    providers = _providers(fixture)
+    providers = providers_of(fixture)
     assert providers, fixture
     for p in providers:
         assert p.split()[0] in ("Given", "When", "Then"), p

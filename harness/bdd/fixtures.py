@@ -1,0 +1,371 @@
+"""The scenario's fixtures and the hooks around its steps, for every step module.
+
+Fixtures (one set per scenario, torn down in reverse): ``timeline`` -> ``observer``
+(list+watch of nodes, pods, events, volumes, PVCs and endpoints of the inventory's
+namespaces) -> ``workloads`` (the inventory's workloads as they are in the cluster) ->
+``probers`` (one health probe per workload service) -> ``baseline`` (waits until the
+cluster is healthy and records how it was found) -> ``session`` (cluster lock, journal,
+undo). The session's teardown undoes whatever is left, waits until the cluster is as the
+scenario found it, and attaches the timeline (JSON and SVG), the measurements and, when the
+scenario failed, the Events and before/after snapshots.
+
+Hooks: Gherkin tags to Allure labels; a fixture or step that finds nothing to act on skips
+(:class:`~harness.scenario.errors.NotApplicable`); and the composition rule: a step that
+needs what an earlier step provides (``target_fixture``), placed where nothing provided it,
+is a :class:`~harness.scenario.errors.MissingStep` naming the steps that would, raised
+before it waits or acts. Loaded by :mod:`harness.bdd.plugin`; the steps themselves
+(:mod:`harness.bdd.steps` and the ``*_steps`` modules) hold only parsing and delegation.
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+import re
+import time
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import Any
+
+import allure
+import pytest
+from pytest_bdd.scenario import scenario_wrapper_template_registry
+from pytest_bdd.steps import step_function_context_registry
+
+from harness.bdd.plugin import seed_of
+from harness.bdd.support import labels
+from harness.budgets import Budgets
+from harness.checks import Prober
+from harness.inventory import Inventory
+from harness.kube.client import KubeClient
+from harness.kube.observer import Observer
+from harness.kube.timeline import Timeline
+from harness.report.allure_env import prepare_results
+from harness.scenario import report, steady
+from harness.scenario.apiprobe import API_PROBE, ETCD_PROBE, ApiProber
+from harness.scenario.errors import MissingStep, NotApplicable
+from harness.scenario.report import Measurements
+from harness.scenario.steady import Baseline
+from harness.scenario.workloads import Workload, resolve_workloads
+from harness.session import Session
+
+_REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
+
+
+# -- pytest hooks ----------------------------------------------------------------------------
+
+
+# Tags to Allure labels: severity (@critical, also a marker), epic (@epic:node-failure) and
+# story (@story:..., else the scenario's name); see harness/bdd/support/labels.py.
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-bdd's own, whatever order plugins load in
+def pytest_bdd_apply_tag(tag: str, function: object) -> bool | None:
+    return labels.pytest_bdd_apply_tag(tag, function)
+
+
+pytest_bdd_before_scenario = labels.pytest_bdd_before_scenario
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Keep each phase's report on the item, so fixture teardowns know if it failed."""
+    rep = yield
+    item.stash.setdefault(_REPORTS, {})[rep.when] = rep
+    return rep
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    """A fixture that finds nothing to act on skips the scenario, saying what is missing."""
+    try:
+        return (yield)
+    except NotApplicable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+    """A step that finds nothing to act on or to measure (no target, no lost pod, a driver
+    that cannot do the failure kind) skips the scenario, saying what is missing: a skip,
+    never a product failure."""
+    try:
+        return (yield)
+    except NotApplicable as exc:
+        pytest.skip(str(exc))
+
+
+_STEP = pytest.StashKey[str]()
+_FIELD = re.compile(r"\{(\w+)(?::[^}]*)?\}")
+
+
+PROVIDED = pytest.StashKey[set[str]]()
+
+
+def _provided_by_steps() -> set[str]:
+    """Every fixture some step provides (``target_fixture``)."""
+    return {
+        ctx.target_fixture
+        for ctx in step_function_context_registry.values()
+        if ctx.target_fixture is not None
+    }
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_bdd_before_step(
+    request: pytest.FixtureRequest, feature: object, scenario: object, step: Any, step_func: Any
+) -> None:
+    """Before a step runs: remember it, and check that every fixture it needs from an
+    earlier step was provided. A step placed where its start cannot come (say, an eviction
+    expectation with no failure before it) is a harness error naming the steps that would
+    provide it, raised before anything waits or acts."""
+    request.node.stash[_STEP] = f"{step.keyword} {step.name}"
+    provided = request.node.stash.setdefault(PROVIDED, set())
+    parsed = {  # a sentence's own fields (``{outage:Limit}``) are not fixtures
+        m.group(1)
+        for ctx in step_function_context_registry.values()
+        if ctx.step_func is step_func
+        for m in _FIELD.finditer(str(ctx.parser.name))
+    }
+    needs = [
+        name
+        for name in inspect.signature(step_func).parameters
+        if name in _provided_by_steps() and name not in provided and name not in parsed
+    ]
+    if needs:
+        raise _missing(request, needs[0], NEEDS.get(needs[0], f"the {needs[0]!r} of a step"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_bdd_after_step(
+    request: pytest.FixtureRequest,
+    feature: object,
+    scenario: object,
+    step: Any,
+    step_func: Any,
+    step_func_args: object,
+) -> None:
+    provided = request.node.stash.setdefault(PROVIDED, set())
+    provided.update(
+        ctx.target_fixture
+        for ctx in step_function_context_registry.values()
+        if ctx.step_func is step_func and ctx.target_fixture is not None
+    )
+
+
+#: What each provided fixture stands for, in a step-order error.
+NEEDS = {
+    "targets": "the nodes a Given chose",
+    "outage": "a failure of the nodes (power loss, shutdown)",
+    "powered_on": "the nodes' power-on",
+    "resolution": "an operator action that frees the stuck pods",
+    "drained": "a drain of the node",
+    "restarted": "a restart of pods by selector",
+    "rerun": "a re-run of a Job",
+    "chaos_run": "a chaos experiment's run",
+    "longevity_run": "a longevity run",
+}
+
+
+def providers(fixture: str) -> list[str]:
+    """The sentences of every step that provides ``fixture`` (``target_fixture``), as a
+    feature writes them (``{limit:Limit}`` shows as ``<limit>``)."""
+    order = {"given": 0, "when": 1, "then": 2}
+    found = {
+        (order.get(ctx.type or "", 3), (ctx.type or "").capitalize(), ctx.parser.name)
+        for ctx in step_function_context_registry.values()
+        if ctx.target_fixture == fixture
+    }
+    return [f"{kind} {_FIELD.sub(_as_placeholder, text)}" for _, kind, text in sorted(found)]
+
+
+def _as_placeholder(m: re.Match[str]) -> str:
+    return f"<{m.group(1)}>"
+
+
+def _missing(request: pytest.FixtureRequest, fixture: str, needs: str) -> MissingStep:
+    step = request.node.stash.get(_STEP, "this step")
+    return MissingStep(step, needs, providers(fixture))
+
+
+def _failed(item: pytest.Item) -> bool:
+    return any(r.failed for r in item.stash.get(_REPORTS, {}).values())
+
+
+# -- fixtures --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def budgets(inventory: Inventory) -> Budgets:
+    """The inventory's timing budgets (profile and overrides)."""
+    return inventory.timing_budgets()
+
+
+@pytest.fixture(scope="session")
+def kube(inventory: Inventory) -> Iterator[KubeClient]:
+    client = KubeClient.from_kubeconfig(inventory.cluster.kubeconfig, inventory.cluster.context)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def namespaces(inventory: Inventory) -> list[str]:
+    """The namespaces of the inventory's workloads (where pods and events are watched)."""
+    return sorted({w.namespace for w in inventory.workloads})
+
+
+@pytest.fixture(scope="session")
+def run_environment(pytestconfig: pytest.Config, kube: KubeClient, inventory: Inventory) -> None:
+    """environment.properties and categories.json, once, when Allure results are written."""
+    results = getattr(pytestconfig.option, "allure_report_dir", None)
+    if results:
+        environment = {**report.environment(kube, inventory), "Seed": seed_of(pytestconfig)}
+        prepare_results(Path(results), environment=environment)
+
+
+@pytest.fixture
+def rng(request: pytest.FixtureRequest) -> random.Random:
+    """The scenario's random generator: the run's seed and the scenario's name, so each
+    scenario draws its own targets and ``--seed`` replays them all."""
+    seed = seed_of(request.config)
+    allure.dynamic.parameter("seed", seed, excluded=True)
+    return random.Random(f"{seed}:{request.node.name}")
+
+
+@pytest.fixture
+def timeline() -> Timeline:
+    return Timeline()
+
+
+@pytest.fixture
+def observer(kube: KubeClient, namespaces: list[str], timeline: Timeline) -> Iterator[Observer]:
+    obs = Observer(kube, namespaces or None, timeline=timeline).start()
+    yield obs
+    obs.stop()
+
+
+@pytest.fixture
+def workloads(kube: KubeClient, inventory: Inventory) -> tuple[Workload, ...]:
+    return tuple(resolve_workloads(kube, inventory))
+
+
+@pytest.fixture
+def probers(workloads: tuple[Workload, ...], timeline: Timeline) -> Iterator[dict[str, Prober]]:
+    """One health probe per workload with a health endpoint, all scenario long."""
+    running = {
+        w.probe: Prober(timeline, w.health, name=w.probe).start()
+        for w in workloads
+        if w.health is not None
+    }
+    yield running
+    for p in running.values():
+        p.stop()
+
+
+@pytest.fixture
+def api_probes(kube: KubeClient, timeline: Timeline) -> Iterator[list[ApiProber]]:
+    """Probes of the API and of etcd's quorum through the cluster endpoint."""
+    running = [ApiProber(kube, timeline, name).start() for name in (API_PROBE, ETCD_PROBE)]
+    yield running
+    for p in running:
+        p.stop()
+
+
+@pytest.fixture
+def measurements() -> Measurements:
+    return Measurements()
+
+
+@pytest.fixture
+def baseline(
+    inventory: Inventory,
+    observer: Observer,
+    workloads: tuple[Workload, ...],
+    probers: dict[str, Prober],
+    budgets: Budgets,
+    run_environment: None,
+) -> Baseline:
+    """Wait (at most the recovery budget) until the cluster is healthy; record it as found."""
+    with allure.step(f"wait up to {budgets.recovery:g}s for the cluster to be healthy"):
+        settled = steady.wait_steady(inventory, observer, workloads, timeout_s=budgets.recovery)
+    return Baseline(
+        steady.nodes_found(inventory, observer),
+        workloads,
+        settled,
+        steady.snapshot(observer),
+        at_mono=time.monotonic(),
+    )
+
+
+class _ScenarioFailed(Exception):
+    """Passed to the session's exit when the scenario failed (for --keep-on-failure)."""
+
+
+class UndoIncomplete(Exception):
+    """Some undos failed after a failed scenario: the cluster is not fully restored."""
+
+
+@pytest.fixture
+def session(
+    request: pytest.FixtureRequest,
+    inventory: Inventory,
+    kube: KubeClient,
+    namespaces: list[str],
+    timeline: Timeline,
+    observer: Observer,
+    baseline: Baseline,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> Iterator[Session]:
+    """The disruption session; its teardown undoes, waits for the cluster as found, reports."""
+    keep = bool(request.config.getoption("--keep-on-failure"))
+    s = Session(inventory, client=kube, timeline=timeline, keep_on_failure=keep)
+    s.__enter__()
+    try:
+        yield s
+    finally:
+        failed = _failed(request.node)
+        if failed:
+            report.attach_failure_evidence(
+                kube, namespaces, timeline, baseline.snapshot, steady.snapshot(observer)
+            )
+        exc = _ScenarioFailed() if failed else None
+        try:
+            with allure.step("undo what the scenario left disrupted"):
+                s.__exit__(type(exc) if exc else None, exc, None)
+            if exc is not None and getattr(exc, "__notes__", None):
+                raise UndoIncomplete("; ".join(exc.__notes__))
+            if not (failed and keep):
+                with allure.step(f"wait up to {budgets.recovery:g}s for the cluster as found"):
+                    steady.wait_steady(
+                        inventory,
+                        observer,
+                        baseline.workloads,
+                        timeout_s=budgets.recovery,
+                        found=baseline.nodes,
+                        description="the cluster as the scenario found it (teardown)",
+                    )
+        finally:
+            report.attach_measurements(measurements)
+            report.attach_timeline(timeline, title=_scenario_title(request.node))
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _scenario_title(item: pytest.Item) -> str:
+    """The scenario's name (with the outline's example), for the timeline picture."""
+    func = getattr(item, "function", None)
+    scenario = scenario_wrapper_template_registry.get(func) if func is not None else None
+    name = scenario.name if scenario is not None else item.name
+    callspec = getattr(item, "callspec", None)
+    example = callspec.params.get("_pytest_bdd_example") if callspec is not None else None
+    if isinstance(example, dict):
+        for key, value in example.items():
+            name = name.replace(f"<{key}>", str(value))
+    return name
