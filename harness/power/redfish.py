@@ -128,13 +128,20 @@ class RedfishDriver:
         """Connect (TLS), authenticate, find the system, read its state and the reset types
         it allows, now; the returned request then sends one POST when fired."""
         reset = ResetType.GRACEFUL_SHUTDOWN if graceful else ResetType.FORCE_OFF
+        return self._prepare(reset, PowerState.OFF)
+
+    def prepare_on(self) -> PreparedPower:
+        """Like :meth:`prepare_off`, for ResetType On."""
+        return self._prepare(ResetType.ON, PowerState.ON)
+
+    def _prepare(self, reset: ResetType, want: PowerState) -> PreparedPower:
         with self._lock:
             deadline = self._deadline()
             # The reads below leave their connection open for the POST (closed by it).
             self._set_keep_alive(True)
             try:
                 with before_acting():
-                    if self._current(deadline) is PowerState.OFF:
+                    if self._current(deadline) is want:
                         self._set_keep_alive(False)
                         return NothingToDo()
                     allowed = self._call("read the allowed reset types", self._allowed, deadline)
@@ -146,7 +153,7 @@ class RedfishDriver:
             except BaseException:
                 self._set_keep_alive(False)
                 raise
-        return _PreparedReset(self, reset, PowerState.OFF, deadline)
+        return _PreparedReset(self, reset, want, deadline)
 
     def on(self) -> None:
         with self._lock:
