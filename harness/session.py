@@ -43,11 +43,13 @@ from harness.power.base import (
     FailureKind,
     PowerDriver,
     PowerState,
+    PreparedPower,
     SupportsKubeletStop,
     SupportsPartition,
     Unprepared,
     UnsupportedFailure,
     prepare_off,
+    prepare_on,
     supports,
 )
 from harness.power.factory import available_protocols, driver_for, power_timeout_s
@@ -296,6 +298,8 @@ class PowerResult:
     errors: dict[str, str] = field(default_factory=dict)
     confirmed: dict[str, float] = field(default_factory=dict)  # the new state read back
     synchronized: bool = False  # prepared first, then every request released together
+    #: A synchronized power cycle: its power-on (``self`` holds its power-off).
+    then_on: PowerResult | None = None
 
     @property
     def skew_s(self) -> float:
@@ -714,13 +718,24 @@ class Session:
         self.say(f"powered on {', '.join(names)}")
         return result
 
-    def power_cycle(self, nodes: Iterable[str], *, protocol: str | None = None) -> PowerResult:
+    def power_cycle(
+        self, nodes: Iterable[str], *, protocol: str | None = None, synchronized: bool = True
+    ) -> PowerResult:
         """Power-cycle the nodes in parallel (off, then on again: a reset).
 
         Checked against the blast-radius rules like a power-off (the nodes are down
         meanwhile) and journaled with a power-on as its undo, since a cycle that fails
-        midway can leave a node off. Each entry is marked undone once the driver returned,
-        which it does only after reading the power state back as on.
+        midway can leave a node off. Each entry is marked undone once the node read back
+        as on.
+
+        Synchronized (the default), as a rack's power failing and coming back: the
+        power-off is prepared, released together at a barrier and confirmed as in
+        :meth:`power_off`; then the power-on likewise (prepared once every node read back
+        off). The result holds the power-off, its ``then_on`` the power-on; the skew of
+        both goes on the timeline (``power-cycle ack skew``). A node whose power-on cannot
+        wait for the others' (one failed) is powered on by itself at once: a cycle never
+        leaves a node off. ``synchronized=False``: each node's driver ``cycle()`` (a
+        reset, PowerCycle or ForceRestart), in parallel.
         """
         names = list(nodes)
         plan = self._check_blast_radius(names, "power cycle")
@@ -732,6 +747,8 @@ class Session:
                 )
             self.plan.extend(plan.describe())
             return PowerResult(names)
+        if synchronized:
+            return self._synchronized_cycle(names, protocol)
         result = PowerResult(names)
 
         def one(node: str) -> None:
@@ -753,6 +770,91 @@ class Session:
         self.last_power = result
         self.say(f"power-cycled {', '.join(names)}")
         return result
+
+    def _synchronized_cycle(self, names: list[str], protocol: str | None) -> PowerResult:
+        off = PowerResult(names, synchronized=True)
+        on = PowerResult(names, synchronized=True)
+        off.then_on = on
+        off_barrier = threading.Barrier(len(names))
+        on_barrier = threading.Barrier(len(names))
+
+        def released(
+            node: str, prepare: Callable[[], PreparedPower], barrier: threading.Barrier
+        ) -> PreparedPower:
+            try:
+                prepared = prepare()
+            except BaseException:
+                barrier.abort()
+                raise
+            barrier.wait()  # BrokenBarrierError: another node could not be prepared
+            return prepared
+
+        def one(node: str) -> None:
+            driver = self.driver(node, protocol)
+            target = f"node/{node}"
+
+            def act() -> None:
+                try:
+                    try:
+                        prepared = released(node, lambda: prepare_off(driver), off_barrier)
+                    except threading.BrokenBarrierError:
+                        raise not_acted(
+                            PermanentError(
+                                f"{node}: power cycle not started: another node of the same "
+                                "cycle could not be prepared"
+                            )
+                        ) from None
+                    self._fire(node, prepared, off, "power-cycle off", protocol)
+                except BaseException:
+                    on_barrier.abort()  # the others power on without waiting for this one
+                    raise
+                try:
+                    prepared = released(node, lambda: prepare_on(driver), on_barrier)
+                except threading.BrokenBarrierError:
+                    prepared = prepare_on(driver)  # on by itself: never left off
+                self._fire(node, prepared, on, "power-cycle on", protocol)
+
+            self._journaled("power_cycle", target, UndoSpec.power_on(node), act)
+            self._undone("power_cycle", target)
+            self._told(on, node, "power cycle", PowerState.ON)
+
+        try:
+            self._parallel(names, one, on, "power cycle", workers=len(names))
+        finally:
+            off.errors = dict(on.errors)
+            self.last_power = off
+        if len(names) > 1:
+            self.timeline.action(
+                names[0],
+                "power-cycle ack skew",
+                off_skew_ms=round(off.skew_s * 1000, 1),
+                on_skew_ms=round(on.skew_s * 1000, 1),
+                nodes=",".join(names),
+                synchronized=True,
+            )
+        self.say(
+            f"power-cycled {', '.join(names)}; ack skew off {off.skew_s * 1000:.0f} ms, "
+            f"on {on.skew_s * 1000:.0f} ms"
+        )
+        return off
+
+    def _fire(
+        self,
+        node: str,
+        prepared: PreparedPower,
+        result: PowerResult,
+        what: str,
+        protocol: str | None,
+    ) -> None:
+        """Send a prepared request and read the new state back, each step on the timeline."""
+        result.sent[node] = time.monotonic()
+        self.timeline.action(node, f"{what} sent", protocol=protocol or "")
+        prepared.fire()
+        result.acknowledged[node] = time.monotonic()
+        self.timeline.action(node, f"{what} acknowledged")
+        prepared.confirm()
+        result.confirmed[node] = time.monotonic()
+        self.timeline.action(node, f"{what} confirmed")
 
     def _told(self, result: PowerResult, node: str, what: str, state: PowerState) -> None:
         """Tell one node's acknowledgement (with its read-back) as soon as it arrived."""
