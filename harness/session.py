@@ -298,8 +298,9 @@ class PowerResult:
     errors: dict[str, str] = field(default_factory=dict)
     confirmed: dict[str, float] = field(default_factory=dict)  # the new state read back
     synchronized: bool = False  # prepared first, then every request released together
-    #: A synchronized power cycle: its power-on (``self`` holds its power-off).
-    then_on: PowerResult | None = None
+    #: A synchronized power cycle's halves, "off" and "on" (``self`` holds the whole
+    #: cycle: sent when its power-off was, acknowledged when it read back on).
+    phases: dict[str, PowerResult] = field(default_factory=dict)
 
     @property
     def skew_s(self) -> float:
@@ -731,11 +732,12 @@ class Session:
         Synchronized (the default), as a rack's power failing and coming back: the
         power-off is prepared, released together at a barrier and confirmed as in
         :meth:`power_off`; then the power-on likewise (prepared once every node read back
-        off). The result holds the power-off, its ``then_on`` the power-on; the skew of
-        both goes on the timeline (``power-cycle ack skew``). A node whose power-on cannot
-        wait for the others' (one failed) is powered on by itself at once: a cycle never
-        leaves a node off. ``synchronized=False``: each node's driver ``cycle()`` (a
-        reset, PowerCycle or ForceRestart), in parallel.
+        off). The result holds the whole cycle per node (``power-cycle sent`` to
+        ``power-cycle acknowledged``, once it read back on), its ``phases`` the power-off and
+        the power-on; the skew of both goes on the timeline (``power-cycle ack skew``). A
+        node whose power-on cannot wait for the others' (one failed) is powered on by itself
+        at once: a cycle never leaves a node off. ``synchronized=False``: each node's
+        driver ``cycle()`` (a reset, PowerCycle or ForceRestart), in parallel.
         """
         names = list(nodes)
         plan = self._check_blast_radius(names, "power cycle")
@@ -774,7 +776,7 @@ class Session:
     def _synchronized_cycle(self, names: list[str], protocol: str | None) -> PowerResult:
         off = PowerResult(names, synchronized=True)
         on = PowerResult(names, synchronized=True)
-        off.then_on = on
+        cycle = PowerResult(names, synchronized=True, phases={"off": off, "on": on})
         off_barrier = threading.Barrier(len(names))
         on_barrier = threading.Barrier(len(names))
 
@@ -804,6 +806,8 @@ class Session:
                                 "cycle could not be prepared"
                             )
                         ) from None
+                    cycle.sent[node] = time.monotonic()
+                    self.timeline.action(node, "power-cycle sent", protocol=protocol or "")
                     self._fire(node, prepared, off, "power-cycle off", protocol)
                 except BaseException:
                     on_barrier.abort()  # the others power on without waiting for this one
@@ -813,16 +817,17 @@ class Session:
                 except threading.BrokenBarrierError:
                     prepared = prepare_on(driver)  # on by itself: never left off
                 self._fire(node, prepared, on, "power-cycle on", protocol)
+                cycle.acknowledged[node] = time.monotonic()
+                self.timeline.action(node, "power-cycle acknowledged")
 
             self._journaled("power_cycle", target, UndoSpec.power_on(node), act)
             self._undone("power_cycle", target)
-            self._told(on, node, "power cycle", PowerState.ON)
+            self._told(cycle, node, "power cycle", PowerState.ON)
 
         try:
-            self._parallel(names, one, on, "power cycle", workers=len(names))
+            self._parallel(names, one, cycle, "power cycle", workers=len(names))
         finally:
-            off.errors = dict(on.errors)
-            self.last_power = off
+            self.last_power = cycle
         if len(names) > 1:
             self.timeline.action(
                 names[0],
@@ -836,7 +841,7 @@ class Session:
             f"power-cycled {', '.join(names)}; ack skew off {off.skew_s * 1000:.0f} ms, "
             f"on {on.skew_s * 1000:.0f} ms"
         )
-        return off
+        return cycle
 
     def _fire(
         self,

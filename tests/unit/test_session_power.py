@@ -238,8 +238,23 @@ def test_a_synchronized_power_cycle_releases_the_offs_then_the_ons_together(
     # every off before any on: the ons are released once both nodes read back off
     order = [(n, op) for n, op in bmcs.calls if op in ("off", "on")]
     assert [op for _n, op in order] == ["off", "off", "on", "on"]
-    assert result.synchronized and result.then_on is not None
-    assert set(result.acknowledged) == set(result.then_on.acknowledged) == {"w1", "w2"}
+    off, on = result.phases["off"], result.phases["on"]
+    assert result.synchronized and off.synchronized and on.synchronized
+    assert (
+        set(result.acknowledged)
+        == set(off.acknowledged)
+        == set(on.acknowledged)
+        == {
+            "w1",
+            "w2",
+        }
+    )
+    for n in ("w1", "w2"):  # the whole cycle: from its power-off sent to read back on
+        assert result.sent[n] == off.sent[n] or result.sent[n] <= off.sent[n]
+        assert result.acknowledged[n] >= on.confirmed[n]
+    sent = timeline.all(transition="power-cycle sent")
+    acked = timeline.all(transition="power-cycle acknowledged")
+    assert {t.name for t in sent} == {t.name for t in acked} == {"w1", "w2"}
     (skew,) = timeline.all(transition="power-cycle ack skew")
     assert skew.detail["off_skew_ms"] >= 0 and skew.detail["on_skew_ms"] >= 0
     assert all(e.state is EntryState.UNDONE for e in Journal.read(journal_path_for(inventory)))
