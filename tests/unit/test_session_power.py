@@ -39,9 +39,10 @@ def inventory(tmp_path: Path, api: FakeApiServer, bmcs: FakeBmcs) -> Inventory:
 
 
 def owed(inventory: Inventory) -> list[str]:
-    return [
+    """What the journal owes, sorted (the nodes of one cut are journaled in parallel)."""
+    return sorted(
         f"{e.action} {e.target}" for e in Journal.read(journal_path_for(inventory)) if e.owes_undo
-    ]
+    )
 
 
 def power_off(inventory: Inventory, api: FakeApiServer, nodes: list[str], **kw: object) -> None:
