@@ -720,7 +720,11 @@ class Session:
         return result
 
     def power_cycle(
-        self, nodes: Iterable[str], *, protocol: str | None = None, synchronized: bool = True
+        self,
+        nodes: Iterable[str],
+        *,
+        protocol: str | None = None,
+        synchronized: bool | None = None,
     ) -> PowerResult:
         """Power-cycle the nodes in parallel (off, then on again: a reset).
 
@@ -729,15 +733,17 @@ class Session:
         midway can leave a node off. Each entry is marked undone once the node read back
         as on.
 
-        Synchronized (the default), as a rack's power failing and coming back: the
+        Synchronized (the default for several nodes), as a rack's power failing and coming
+        back: the
         power-off is prepared, released together at a barrier and confirmed as in
         :meth:`power_off`; then the power-on likewise (prepared once every node read back
         off). The result holds the whole cycle per node (``power-cycle sent`` to
         ``power-cycle acknowledged``, once it read back on), its ``phases`` the power-off and
         the power-on; the skew of both goes on the timeline (``power-cycle ack skew``). A
         node whose power-on cannot wait for the others' (one failed) is powered on by itself
-        at once: a cycle never leaves a node off. ``synchronized=False``: each node's
-        driver ``cycle()`` (a reset, PowerCycle or ForceRestart), in parallel.
+        at once: a cycle never leaves a node off. ``synchronized=False`` (the default for
+        one node): each node's driver ``cycle()`` (the BMC's own reset: PowerCycle,
+        ForceRestart, chassis power cycle), in parallel.
         """
         names = list(nodes)
         plan = self._check_blast_radius(names, "power cycle")
@@ -749,6 +755,8 @@ class Session:
                 )
             self.plan.extend(plan.describe())
             return PowerResult(names)
+        if synchronized is None:
+            synchronized = len(names) > 1
         if synchronized:
             return self._synchronized_cycle(names, protocol)
         result = PowerResult(names)
