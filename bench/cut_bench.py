@@ -18,6 +18,12 @@ counted here; the synchronized way's acknowledgement is the BMC's answer to the 
 Targets: skew <= 50 ms for 10 nodes and request to
 acknowledgement <= 100 ms (p50) on a lab BMC, synchronized. Exit 1 if a target is missed.
 
+Then, per protocol, a power-cycle row each way: ``sequential`` is each node's driver
+``cycle()`` in parallel (its skew is that of the cycles' ends: read back on); the
+synchronized cycle releases the power-offs together, then the power-ons, and both skews are
+printed (against the same 50 ms, for information: no target is set for a cycle, and a miss
+does not change the exit status).
+
 Run: ``.venv/bin/python bench/cut_bench.py [--inventory INV --nodes w1,w2,...] [--rounds 5]``
 (or ``make bench``). Without ``--inventory`` it brings a lab up on ``--base-port`` (default
 ``$POWERCUT_BENCH_PORT`` or 25000) and takes it down at the end.
@@ -60,6 +66,12 @@ def cut(inventory: Inventory, nodes: list[str], protocol: str | None, sync: bool
         result = s.power_off(nodes, protocol=protocol, synchronized=sync)
         s.power_on(nodes, protocol=protocol)
     return result
+
+
+def cycle(inventory: Inventory, nodes: list[str], protocol: str | None, sync: bool) -> PowerResult:
+    quiet = lambda _message: None  # noqa: E731
+    with Session(inventory, undo_on_exit=False, say=quiet) as s:
+        return s.power_cycle(nodes, protocol=protocol, synchronized=sync)
 
 
 def ms(seconds: float) -> str:
@@ -160,7 +172,34 @@ def run(inventory: Inventory, nodes: list[str], rounds: int, protocols: list[str
             f"({sync_ack / ACK_TARGET_S:.2f}) {'ok' if ack_ok else 'MISSED'}"
         )
         ok = ok and skew_ok and ack_ok
+        cycle_row(inventory, nodes, protocol, proto, rounds)
     return 0 if ok else 1
+
+
+def cycle_row(
+    inventory: Inventory, nodes: list[str], protocol: str | None, proto: str, rounds: int
+) -> None:
+    ends: list[float] = []
+    offs: list[float] = []
+    ons: list[float] = []
+    for _ in range(rounds):
+        for sync in (False, True):  # side by side, alternating
+            result = cycle(inventory, nodes, protocol, sync)
+            if sync:
+                offs.append(result.phases["off"].skew_s)
+                ons.append(result.phases["on"].skew_s)
+            else:
+                ends.append(result.skew_s)
+            time.sleep(0.5)
+    off_p50, on_p50 = statistics.median(offs), statistics.median(ons)
+    print(
+        f"{proto:9} cycle sequential: skew of the cycles' ends p50 "
+        f"{ms(statistics.median(ends)).strip()} max {ms(max(ends)).strip()} ms | synchronized: "
+        f"off skew p50 {ms(off_p50).strip()} max {ms(max(offs)).strip()} ms, on skew p50 "
+        f"{ms(on_p50).strip()} max {ms(max(ons)).strip()} ms (information: "
+        f"{'ok' if max(off_p50, on_p50) <= SKEW_TARGET_S else 'above'} "
+        f"{SKEW_TARGET_S * 1000:.0f} ms)"
+    )
 
 
 if __name__ == "__main__":

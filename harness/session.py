@@ -43,11 +43,13 @@ from harness.power.base import (
     FailureKind,
     PowerDriver,
     PowerState,
+    PreparedPower,
     SupportsKubeletStop,
     SupportsPartition,
     Unprepared,
     UnsupportedFailure,
     prepare_off,
+    prepare_on,
     supports,
 )
 from harness.power.factory import available_protocols, driver_for, power_timeout_s
@@ -304,6 +306,9 @@ class PowerResult:
     errors: dict[str, str] = field(default_factory=dict)
     confirmed: dict[str, float] = field(default_factory=dict)  # the new state read back
     synchronized: bool = False  # prepared first, then every request released together
+    #: A synchronized power cycle's halves, "off" and "on" (``self`` holds the whole
+    #: cycle: sent when its power-off was, acknowledged when it read back on).
+    phases: dict[str, PowerResult] = field(default_factory=dict)
 
     @property
     def skew_s(self) -> float:
@@ -722,13 +727,31 @@ class Session:
         self.say(f"powered on {', '.join(names)}")
         return result
 
-    def power_cycle(self, nodes: Iterable[str], *, protocol: str | None = None) -> PowerResult:
+    def power_cycle(
+        self,
+        nodes: Iterable[str],
+        *,
+        protocol: str | None = None,
+        synchronized: bool | None = None,
+    ) -> PowerResult:
         """Power-cycle the nodes in parallel (off, then on again: a reset).
 
         Checked against the blast-radius rules like a power-off (the nodes are down
         meanwhile) and journaled with a power-on as its undo, since a cycle that fails
-        midway can leave a node off. Each entry is marked undone once the driver returned,
-        which it does only after reading the power state back as on.
+        midway can leave a node off. Each entry is marked undone once the node read back
+        as on.
+
+        Synchronized (the default for several nodes), as a rack's power failing and coming
+        back: the
+        power-off is prepared, released together at a barrier and confirmed as in
+        :meth:`power_off`; then the power-on likewise (prepared once every node read back
+        off). The result holds the whole cycle per node (``power-cycle sent`` to
+        ``power-cycle acknowledged``, once it read back on), its ``phases`` the power-off and
+        the power-on; the skew of both goes on the timeline (``power-cycle ack skew``). A
+        node whose power-on cannot wait for the others' (one failed) is powered on by itself
+        at once: a cycle never leaves a node off. ``synchronized=False`` (the default for
+        one node): each node's driver ``cycle()`` (the BMC's own reset: PowerCycle,
+        ForceRestart, chassis power cycle), in parallel.
         """
         names = list(nodes)
         plan = self._check_blast_radius(names, "power cycle")
@@ -740,6 +763,10 @@ class Session:
                 )
             self.plan.extend(plan.describe())
             return PowerResult(names)
+        if synchronized is None:
+            synchronized = len(names) > 1
+        if synchronized:
+            return self._synchronized_cycle(names, protocol)
         result = PowerResult(names)
 
         def one(node: str) -> None:
@@ -761,6 +788,94 @@ class Session:
         self.last_power = result
         self.say(f"power-cycled {', '.join(names)}")
         return result
+
+    def _synchronized_cycle(self, names: list[str], protocol: str | None) -> PowerResult:
+        off = PowerResult(names, synchronized=True)
+        on = PowerResult(names, synchronized=True)
+        cycle = PowerResult(names, synchronized=True, phases={"off": off, "on": on})
+        off_barrier = threading.Barrier(len(names))
+        on_barrier = threading.Barrier(len(names))
+
+        def released(
+            node: str, prepare: Callable[[], PreparedPower], barrier: threading.Barrier
+        ) -> PreparedPower:
+            try:
+                prepared = prepare()
+            except BaseException:
+                barrier.abort()
+                raise
+            barrier.wait()  # BrokenBarrierError: another node could not be prepared
+            return prepared
+
+        def one(node: str) -> None:
+            driver = self.driver(node, protocol)
+            target = f"node/{node}"
+
+            def act() -> None:
+                try:
+                    try:
+                        prepared = released(node, lambda: prepare_off(driver), off_barrier)
+                    except threading.BrokenBarrierError:
+                        raise not_acted(
+                            PermanentError(
+                                f"{node}: power cycle not started: another node of the same "
+                                "cycle could not be prepared"
+                            )
+                        ) from None
+                    cycle.sent[node] = time.monotonic()
+                    self.timeline.action(node, "power-cycle sent", protocol=protocol or "")
+                    self._fire(node, prepared, off, "power-cycle off", protocol)
+                except BaseException:
+                    on_barrier.abort()  # the others power on without waiting for this one
+                    raise
+                try:
+                    prepared = released(node, lambda: prepare_on(driver), on_barrier)
+                except threading.BrokenBarrierError:
+                    prepared = prepare_on(driver)  # on by itself: never left off
+                self._fire(node, prepared, on, "power-cycle on", protocol)
+                cycle.acknowledged[node] = time.monotonic()
+                self.timeline.action(node, "power-cycle acknowledged")
+
+            self._journaled("power_cycle", target, UndoSpec.power_on(node), act)
+            self._undone("power_cycle", target)
+            self._told(cycle, node, "power cycle", PowerState.ON)
+
+        try:
+            self._parallel(names, one, cycle, "power cycle", workers=len(names))
+        finally:
+            self.last_power = cycle
+        if len(names) > 1:
+            self.timeline.action(
+                names[0],
+                "power-cycle ack skew",
+                off_skew_ms=round(off.skew_s * 1000, 1),
+                on_skew_ms=round(on.skew_s * 1000, 1),
+                nodes=",".join(names),
+                synchronized=True,
+            )
+        self.say(
+            f"power-cycled {', '.join(names)}; ack skew off {off.skew_s * 1000:.0f} ms, "
+            f"on {on.skew_s * 1000:.0f} ms"
+        )
+        return cycle
+
+    def _fire(
+        self,
+        node: str,
+        prepared: PreparedPower,
+        result: PowerResult,
+        what: str,
+        protocol: str | None,
+    ) -> None:
+        """Send a prepared request and read the new state back, each step on the timeline."""
+        result.sent[node] = time.monotonic()
+        self.timeline.action(node, f"{what} sent", protocol=protocol or "")
+        prepared.fire()
+        result.acknowledged[node] = time.monotonic()
+        self.timeline.action(node, f"{what} acknowledged")
+        prepared.confirm()
+        result.confirmed[node] = time.monotonic()
+        self.timeline.action(node, f"{what} confirmed")
 
     def _told(self, result: PowerResult, node: str, what: str, state: PowerState) -> None:
         """Tell one node's acknowledgement (with its read-back) as soon as it arrived."""

@@ -274,8 +274,8 @@ def api_probes(kube: KubeClient, timeline: Timeline) -> Iterator[list[ApiProber]
 
 
 @pytest.fixture
-def measurements() -> Measurements:
-    return Measurements()
+def measurements(timeline: Timeline) -> Measurements:
+    return Measurements(timeline=timeline)
 
 
 @pytest.fixture

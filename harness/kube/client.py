@@ -627,7 +627,8 @@ class KubeClient:
 
         Ends when the server closes the stream (after ``timeout_s``). An in-stream 410 raises
         ``Gone``: the caller must re-list. ``on_open`` receives a ``cancel()`` callable once
-        the request is sent; calling it from another thread ends the stream promptly.
+        the API server accepted the watch (2xx: the stream is live from then on); calling it
+        from another thread ends the stream promptly.
         ``decode`` turns one line into an event (``orjson.loads`` by default; it must keep
         ``type`` and, for an ERROR event, the Status's ``code``, ``reason`` and ``message``).
         """
@@ -650,14 +651,6 @@ class KubeClient:
             raise Unreachable(
                 f"WATCH {path}: API server {self.server} unreachable: {exc}"
             ) from None
-        if on_open is not None:
-
-            def cancel() -> None:
-                # ValueError/RuntimeError: already released or closed, nothing to interrupt.
-                with contextlib.suppress(ValueError, RuntimeError, OSError):
-                    resp.shutdown()
-
-            on_open(cancel)
         try:
             if resp.status >= 400:
                 payload = orjson.loads(resp.read() or b"{}")
@@ -668,6 +661,15 @@ class KubeClient:
                     "WATCH",
                     path,
                 )
+            if on_open is not None:
+
+                def cancel() -> None:
+                    # ValueError/RuntimeError: already released or closed, nothing to
+                    # interrupt.
+                    with contextlib.suppress(ValueError, RuntimeError, OSError):
+                        resp.shutdown()
+
+                on_open(cancel)
             buf = b""
             try:
                 for chunk in resp.stream(65536):

@@ -7,7 +7,17 @@ list's resourceVersion and resumes from the last resourceVersion it saw (BOOKMAR
 not transitions, but their resourceVersion is kept). A broken stream is resumed from that
 resourceVersion; a 410 Gone (HTTP status or in-stream ERROR) re-lists and diffs the new list
 against the cache, emitting every transition the watch missed, marked ``relist=True`` with
-``uncertain_s`` (how long before the re-list it may really have happened).
+``uncertain_s`` (how long before the re-list it may really have happened). Such a re-list
+is also an announced *gap* (:func:`gaps`): between the last event the watch delivered and
+the re-list, the watch saw nothing, and changes that undid each other there (a node
+cordoned then uncordoned) left no trace in the list. A measurement whose events fall in a
+gap carries that uncertainty (see ``harness.scenario.report``); nothing is lost silently.
+
+Where the 410 comes from: each API server answers watches from its own watch cache, which
+holds a window of recent changes starting when the cache initialised. After every API
+server restarted (each cache initialised afresh, at different moments), a watch resumed
+from a resourceVersion older than the cache's start gets 410 "too old resource version",
+and no API server can replay the changes in between: they are in etcd's history only.
 
 Only slim projected state is kept per object (the NamedTuples below), not whole objects.
 Objects are not even decoded whole: list pages and watch lines are decoded through schemas
@@ -34,7 +44,8 @@ Transitions emitted (``kind``, ``transition``: ``detail`` keys)::
              deleted
     Service  observed|endpoints: ready total (+ previous_ready previous_total), from the
              EndpointSlices labelled kubernetes.io/service-name
-    Observer synced (objects resource_version), relisted (reason changes uncertain_s),
+    Observer synced (objects resource_version), relisted (reason changes uncertain_s
+             resource since_mono: the gap),
              watch-broken|watch-error (error), failed (error) -- ``name`` is the watcher
 
 ``observed`` records the state found by the initial list (nothing else is emitted for it);
@@ -98,6 +109,14 @@ MULTI_ATTACH_RE = re.compile(r'Multi-Attach error for volume "([^"]+)"')
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+#: Between retries of a watch refused for good (403, ...) once synced; a broken watch
+#: reconnects sooner (``Observer.backoff_s``).
+PERMANENT_RETRY_S = 5.0
+
+#: How long before a live watch stream broke a change may still have been on its way: a
+#: gap announced after that stream starts this much before it broke.
+LIVE_MARGIN_S = 1.0
 
 Emit = tuple[str, str, str, str, dict[str, Any]]  # kind, namespace, name, transition, detail
 Key = tuple[str, str]  # namespace, name
@@ -673,6 +692,13 @@ class _Watcher(Generic[S]):
         self.error: BaseException | None = None
         self.last_problem = ""
         self._last_ok = time.monotonic()
+        # Until when the watch is known to have seen everything: the last event it
+        # delivered, or the end of the last stream the API server had accepted less
+        # LIVE_MARGIN_S (a live stream delivers within milliseconds, but a change committed
+        # through another API server just before this one's stream broke may not have come
+        # yet), whichever is later. A re-list's gap starts here.
+        self._live_until = self._last_ok
+        self._accepted = False
         self._cancel: Callable[[], None] | None = None
         self._cancel_lock = threading.Lock()
         self.thread = threading.Thread(
@@ -697,6 +723,7 @@ class _Watcher(Generic[S]):
             client.close()
 
     def _set_cancel(self, cancel: Callable[[], None]) -> None:
+        self._accepted = True  # the API server accepted this watch: it is live
         with self._cancel_lock:
             self._cancel = cancel
         if self.obs._stop.is_set():
@@ -729,13 +756,14 @@ class _Watcher(Generic[S]):
                         self.last_problem = f"{type(exc).__name__}: {exc}"
                         return
                     self._problem("watch-error", exc)
-                    stop.wait(high)
+                    stop.wait(max(high, PERMANENT_RETRY_S))
                     continue
                 self._resync(fresh, list_rv, reason, time.monotonic(), time.time())
                 del fresh
                 rv = list_rv
                 delay = low
                 self.synced.set()
+            self._accepted = False  # set once the API server accepts the watch
             try:
                 for ev in client.watch(
                     self.path,
@@ -754,6 +782,7 @@ class _Watcher(Generic[S]):
                     if new_rv:
                         rv = self.rv = new_rv
             except Gone as exc:
+                self._accepted = False  # what it missed is exactly the question
                 if stop.is_set():
                     return
                 rv, reason = None, f"410 Gone: {exc.api_message}"[:200]
@@ -767,8 +796,10 @@ class _Watcher(Generic[S]):
                 if stop.is_set():
                     return
                 self._problem("watch-error", exc)
-                stop.wait(high)
+                stop.wait(max(high, PERMANENT_RETRY_S))
             finally:
+                if self._accepted:  # live until now, so nothing missed until shortly before
+                    self._live_until = time.monotonic() - LIVE_MARGIN_S
                 with self._cancel_lock:
                     self._cancel = None
 
@@ -857,8 +888,10 @@ class _Watcher(Generic[S]):
                 reason=reason,
                 changes=len(emits),
                 uncertain_s=uncertain,
+                resource=self.handler.resource,
+                since_mono=round(max(self._last_ok, self._live_until), 6),
             )
-        self._last_ok = mono
+        self._last_ok = self._live_until = mono
 
     def _publish(
         self, emits: list[Emit], mono: float, wall: float, extra: dict[str, Any] | None
@@ -873,6 +906,62 @@ class _Watcher(Generic[S]):
                 for kind, ns, name, what, detail in emits
             ]
         )
+
+
+class Gap(NamedTuple):
+    """A window in which a watch saw nothing and then re-listed: changes made in it that
+    undid each other are not on the timeline (see the module docstring)."""
+
+    resource: str  # nodes, pods, ...
+    watcher: str  # the watcher's label (resource@namespace)
+    since_mono: float  # the last event the watch delivered before it
+    until_mono: float  # the re-list that ended it
+    reason: str
+
+    @property
+    def seconds(self) -> float:
+        return max(0.0, self.until_mono - self.since_mono)
+
+    def overlaps(self, start: float, end: float) -> bool:
+        return self.since_mono <= end and start <= self.until_mono
+
+    def to_json(self, origin: float | None = None) -> dict[str, Any]:
+        base = origin if origin is not None else 0.0
+        return {
+            "resource": self.resource,
+            "from_s": round(self.since_mono - base, 3),
+            "to_s": round(self.until_mono - base, 3),
+            "seconds": round(self.seconds, 3),
+            "reason": self.reason,
+        }
+
+
+def gaps(
+    timeline: Timeline,
+    *,
+    resources: Iterable[str] | None = None,
+    between: tuple[float, float] | None = None,
+) -> list[Gap]:
+    """The gaps the observers announced on ``timeline`` (every re-list after the first list),
+    of ``resources`` only if given, overlapping ``between`` (monotonic) if given."""
+    wanted = set(resources) if resources is not None else None
+    found: list[Gap] = []
+    for t in timeline.all(kind=OBSERVER):
+        if t.transition != "relisted" or "since_mono" not in t.detail:
+            continue
+        gap = Gap(
+            str(t.detail.get("resource", "")),
+            t.name,
+            float(t.detail["since_mono"]),
+            t.mono,
+            str(t.detail.get("reason", "")),
+        )
+        if wanted is not None and gap.resource not in wanted:
+            continue
+        if between is not None and not gap.overlaps(*between):
+            continue
+        found.append(gap)
+    return found
 
 
 _gc_lock = threading.Lock()
@@ -925,7 +1014,11 @@ class Observer:
         page_size: int = 500,
         prefetch: bool = True,
         slim_decode: bool = True,
-        backoff_s: tuple[float, float] = (0.2, 5.0),
+        # Reconnects back off to 1 s at most: while the API servers are down the watch
+        # must be back as soon as one answers, or the changes made through it meanwhile are
+        # only seen as a re-list's net result (with a 5 s cap, 12 of 40 cordon flips in the
+        # fault bench's every-API-server restarts; a watch retrying every 0.2 s lost none).
+        backoff_s: tuple[float, float] = (0.2, 1.0),
         sync_timeout_s: float = 60.0,
     ) -> None:
         self._client = client

@@ -116,7 +116,15 @@ class Lab:
         #: Nodes that are on but do not report: "partition" (cut off the network) or
         #: "kubelet" (kubelet stopped), each with the timer that undoes it.
         self.cut: dict[str, tuple[str, threading.Timer]] = {}
+        #: Guards ``power`` and ``cut`` only: held for a read or a flip, never across a
+        #: process's stop or start, so one node's BMC request does not wait for another's
+        #: (a rack cut of 10 nodes through one Redfish emulator acknowledged one node
+        #: after another while each held it through its kwok process's exit).
         self.power_lock = threading.RLock()
+        #: One per node, taken before ``power_lock``: the power changes and cuts of one
+        #: node happen one at a time, those of different nodes together.
+        self._node_locks = {n.name: threading.RLock() for n in self.nodes}
+        self._stopping: set[str] = set()  # powered off, processes not yet stopped
         self._restarts: dict[str, list[float]] = {}  # when each process was restarted
         self._state_lock = threading.Lock()
         self.client: KubeClient | None = None
@@ -385,32 +393,46 @@ class Lab:
             return self.power.get(node, False) and node not in self.cut
 
     def power_state(self, node: str) -> PowerState:
-        return PowerState.ON if self.is_on(node) else PowerState.OFF
+        """What the node's BMCs read: on until its processes are stopped."""
+        with self.power_lock:
+            on = self.power.get(node, False) or node in self._stopping
+        return PowerState.ON if on else PowerState.OFF
 
     def power_off(self, node: str, *, graceful: bool) -> None:
-        with self.power_lock:
-            if not self.power[node]:
-                return
-            self._forget_cut(node)
-            self.power[node] = False
-            procs = [self.kwok[node], *reversed(self.cp_procs.get(node, []))]
-            for proc in procs:
-                proc.stop(force=not graceful, timeout_s=10)
+        with self._node_locks[node]:
+            with self.power_lock:
+                if not self.power[node]:
+                    return
+                self._forget_cut(node)
+                # Not to run from here on (keep_alive, which holds power_lock for its whole
+                # pass, no longer restarts what is stopped next), but its BMCs read it on
+                # until it is stopped.
+                self.power[node] = False
+                self._stopping.add(node)
+            try:
+                for proc in [self.kwok[node], *reversed(self.cp_procs.get(node, []))]:
+                    proc.stop(force=not graceful, timeout_s=10)
+            finally:
+                with self.power_lock:
+                    self._stopping.discard(node)
             self.progress(f"power off {node} ({'graceful' if graceful else 'forced'})")
-            self.write_state("ready")
+        self.write_state("ready")
 
     def power_on(self, node: str) -> None:
-        with self.power_lock:
-            if self.power[node]:
-                return
-            self._forget_cut(node)
+        with self._node_locks[node]:
+            with self.power_lock:
+                if self.power[node]:
+                    return
+                self._forget_cut(node)
+            # Started while the node still reads off, so keep_alive leaves them alone.
             for proc in [*self.cp_procs.get(node, []), self.kwok[node]]:
                 proc.start()
-            self.power[node] = True
+            with self.power_lock:
+                self.power[node] = True
             if self.resync:
                 self.resync.powered_on(node)
             self.progress(f"power on {node}")
-            self.write_state("ready")
+        self.write_state("ready")
 
     # -- partition and kubelet stop (what the node's SSH server is asked to do) -------------
 
@@ -419,31 +441,34 @@ class Lab:
         kubelet's stand-in) stops, as when the node is cut off the network or its kubelet
         stops; its pods keep "running". The undo is armed first: after ``undo_after_s`` the
         node reports again by itself."""
-        with self.power_lock:
-            if not self.power[node]:
-                raise LabError(f"{node} is off: nothing to cut")
-            if node in self.cut:
-                raise LabError(f"{node} is already cut ({self.cut[node][0]})")
-            timer = threading.Timer(undo_after_s, self.reconnect, args=(node, kind))
-            timer.daemon = True
-            self.cut[node] = (kind, timer)
-            timer.start()
+        with self._node_locks[node]:
+            with self.power_lock:
+                if not self.power[node]:
+                    raise LabError(f"{node} is off: nothing to cut")
+                if node in self.cut:
+                    raise LabError(f"{node} is already cut ({self.cut[node][0]})")
+                timer = threading.Timer(undo_after_s, self.reconnect, args=(node, kind))
+                timer.daemon = True
+                self.cut[node] = (kind, timer)
+                timer.start()
             self.kwok[node].stop(force=True, timeout_s=10)
             self.progress(f"{kind} {node} (undone in {undo_after_s:g}s at the latest)")
-            self.write_state("ready")
+        self.write_state("ready")
 
     def reconnect(self, node: str, kind: str) -> None:
         """Undo a cut of ``kind`` (idempotent: a node not cut that way is left alone)."""
-        with self.power_lock:
-            if self.cut.get(node, ("", None))[0] != kind:
-                return
-            self._forget_cut(node)
-            if self.power[node]:
+        with self._node_locks[node]:
+            with self.power_lock:
+                if self.cut.get(node, ("", None))[0] != kind:
+                    return
+                self._forget_cut(node)
+                on = self.power[node]
+            if on:
                 self.kwok[node].start()
                 if self.resync:
                     self.resync.powered_on(node)
             self.progress(f"{kind} of {node} undone")
-            self.write_state("ready")
+        self.write_state("ready")
 
     def _forget_cut(self, node: str) -> None:
         found = self.cut.pop(node, None)
@@ -508,7 +533,7 @@ class Lab:
         return restarted
 
     def reset(self, node: str) -> None:
-        with self.power_lock:
+        with self._node_locks[node]:
             self.power_off(node, graceful=False)
             self.power_on(node)
 

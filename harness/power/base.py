@@ -175,6 +175,14 @@ class PreparesPower(Protocol):
     def prepare_off(self, *, graceful: bool = False) -> PreparedPower: ...
 
 
+@runtime_checkable
+class PreparesPowerOn(Protocol):
+    """A driver that can prepare a power-on ahead of sending it (ipmi and redfish): the
+    second half of a synchronized power cycle."""
+
+    def prepare_on(self) -> PreparedPower: ...
+
+
 class NothingToDo:
     """A prepared request for a node already in the requested state: sends nothing."""
 
@@ -205,3 +213,23 @@ def prepare_off(driver: PowerDriver, *, graceful: bool = False) -> PreparedPower
     if isinstance(driver, PreparesPower):
         return driver.prepare_off(graceful=graceful)
     return Unprepared(driver, graceful)
+
+
+class UnpreparedOn:
+    """A driver that cannot prepare a power-on: its whole ``on()`` runs at the firing."""
+
+    def __init__(self, driver: PowerDriver) -> None:
+        self.driver = driver
+
+    def fire(self) -> None:
+        self.driver.on()
+
+    def confirm(self) -> None:
+        return None
+
+
+def prepare_on(driver: PowerDriver) -> PreparedPower:
+    """The driver's prepared power-on, or one that runs ``on()`` when fired."""
+    if isinstance(driver, PreparesPowerOn):
+        return driver.prepare_on()
+    return UnpreparedOn(driver)

@@ -299,6 +299,17 @@ class IpmiDriver:
                     return NothingToDo()
         return _PreparedControl(self, what, PowerState.OFF, deadline)
 
+    def prepare_on(self) -> PreparedPower:
+        """Like :meth:`prepare_off`, for a power up."""
+        with self._lock:
+            deadline = self._deadline()
+            with before_acting():
+                if self._call("report the power state", self._read_state, deadline) is (
+                    PowerState.ON
+                ):
+                    return NothingToDo()
+        return _PreparedControl(self, "power up", PowerState.ON, deadline)
+
     def on(self) -> None:
         with self._lock:
             deadline = self._deadline()

@@ -9,6 +9,12 @@ Mapping: ``off(graceful=True)`` -> GracefulShutdown, ``off()`` -> ForceOff, ``on
 ``cycle()`` -> PowerCycle, or ForceRestart where PowerCycle is not allowed. A node already
 in the requested state gets no request; ``cycle()`` of a node that is off powers it on.
 
+Connections: sushy asks the BMC to close the connection after every request (some BMCs choke
+on long-lived ones), so each request opens its own TLS connection. A prepared power-off
+(:meth:`RedfishDriver.prepare_off`) instead keeps the connection of its last read open for
+its POST, so the request fired at a synchronized cut is one write on a connection that is
+already open and authenticated, not a TCP and TLS handshake; the POST itself asks to close.
+
 Errors: 401/403, a 400 (e.g. a refused ResetType), TLS verification failures and a system
 that cannot be found are ``PermanentError`` at once; connection failures and 5xx are
 retried until the deadline. TLS verification is on by default; ``verify`` may be a CA
@@ -88,6 +94,7 @@ class RedfishDriver:
         self._connector: Any = None
         self._auth: Any = None
         self._system: Any = None
+        self._keep_open = False  # keep the connection open after a request (see prepare_off)
 
     def __repr__(self) -> str:
         return (
@@ -121,18 +128,32 @@ class RedfishDriver:
         """Connect (TLS), authenticate, find the system, read its state and the reset types
         it allows, now; the returned request then sends one POST when fired."""
         reset = ResetType.GRACEFUL_SHUTDOWN if graceful else ResetType.FORCE_OFF
+        return self._prepare(reset, PowerState.OFF)
+
+    def prepare_on(self) -> PreparedPower:
+        """Like :meth:`prepare_off`, for ResetType On."""
+        return self._prepare(ResetType.ON, PowerState.ON)
+
+    def _prepare(self, reset: ResetType, want: PowerState) -> PreparedPower:
         with self._lock:
             deadline = self._deadline()
-            with before_acting():
-                if self._current(deadline) is PowerState.OFF:
-                    return NothingToDo()
-                allowed = self._call("read the allowed reset types", self._allowed, deadline)
-                if reset.value not in allowed:
-                    raise PermanentError(
-                        f"{self.node}: the Redfish system does not allow ResetType "
-                        f"{reset.value}; valid values: {', '.join(sorted(allowed)) or 'none'}"
-                    )
-        return _PreparedReset(self, reset, PowerState.OFF, deadline)
+            # The reads below leave their connection open for the POST (closed by it).
+            self._set_keep_alive(True)
+            try:
+                with before_acting():
+                    if self._current(deadline) is want:
+                        self._set_keep_alive(False)
+                        return NothingToDo()
+                    allowed = self._call("read the allowed reset types", self._allowed, deadline)
+                    if reset.value not in allowed:
+                        raise PermanentError(
+                            f"{self.node}: the Redfish system does not allow ResetType "
+                            f"{reset.value}; valid values: {', '.join(sorted(allowed)) or 'none'}"
+                        )
+            except BaseException:
+                self._set_keep_alive(False)
+                raise
+        return _PreparedReset(self, reset, want, deadline)
 
     def on(self) -> None:
         with self._lock:
@@ -278,6 +299,13 @@ class RedfishDriver:
             return PermanentError(f"{where} refused {what}: {text}")
         return PermanentError(f"{where}: {what} failed: {text}")
 
+    def _set_keep_alive(self, on: bool) -> None:
+        """Ask the BMC to keep the connection open after each request (``on``), or to close
+        it (sushy's default)."""
+        self._keep_open = on
+        if self._connector is not None:
+            self._connector.keep_alive(on)
+
     def _drop_connection(self) -> None:
         connector = self._connector
         self._root = self._connector = self._auth = self._system = None
@@ -293,7 +321,7 @@ class RedfishDriver:
                 else sushy_auth.SessionAuth(username=self.username, password=password)
             )
             request_s = max(1.0, min(MAX_REQUEST_S, self.timeout_s))
-            connector = sushy_connector.Connector(
+            connector = _Connector(
                 self.url,
                 verify=self.verify,
                 # One attempt per call: this driver retries, within its own deadline.
@@ -302,6 +330,7 @@ class RedfishDriver:
                 default_request_timeout=request_s,
                 connect_timeout=min(5.0, request_s),
             )
+            connector.keep_alive(self._keep_open)
             try:
                 self._root = sushy.Sushy(self.url, auth=auth, connector=connector)
             except BaseException:
@@ -343,6 +372,14 @@ class RedfishDriver:
         )
 
 
+class _Connector(sushy_connector.Connector):  # type: ignore[misc]  # untyped sushy
+    """sushy's connector, which can keep its connection open between two requests."""
+
+    def keep_alive(self, on: bool) -> None:
+        # sushy sets "Connection: close" on its session's headers at construction.
+        self._session.headers["Connection"] = "keep-alive" if on else "close"
+
+
 class _PreparedReset:
     """One ResetType POST over a connection opened, authenticated and pointed at the system
     in advance (see :meth:`RedfishDriver.prepare_off`)."""
@@ -365,6 +402,7 @@ class _PreparedReset:
             )
 
         with d._lock, refusal_acted_on_nothing():
+            d._set_keep_alive(False)  # the POST goes over the open connection, then closes it
             d._call(f"accept ResetType {self.reset.value}", post, self.deadline)
         log.info("%s: Redfish accepted ResetType %s", d.node, self.reset.value)
 

@@ -3,7 +3,9 @@
 * :class:`Measurements`: every measured phase as an Allure parameter next to its budget
   (``"w-b3 NotReady (s)" = 8.4`` and ``"w-b3 NotReady budget (s)" = 20``, the convention
   :mod:`harness.report.summary` reads), excluded from Allure's history id so that runs of
-  the same scenario stay one test in the history.
+  the same scenario stay one test in the history. A phase whose window overlaps a gap the
+  observer announced (a watch that re-listed after a 410: changes in it may be missing)
+  carries the gaps in its detail and an ``"<phase> observation gap (s)"`` parameter.
 * :func:`attach_timeline`: the scenario timeline as JSON and as the SVG swimlane picture.
 * :func:`attach_failure_evidence`: the Events of the watched namespaces and the before /
   after snapshots, when a scenario failed.
@@ -26,6 +28,7 @@ from harness.checks import Measurement
 from harness.errors import PowercutError
 from harness.inventory import Inventory
 from harness.kube.client import KubeClient
+from harness.kube.observer import gaps
 from harness.kube.timeline import Timeline
 from harness.report.allure_env import attach_timeline as attach_timeline_svg
 from harness.report.allure_env import inventory_environment
@@ -40,6 +43,8 @@ class Measurements:
     """The phases one scenario measured, in order."""
 
     items: list[dict[str, Any]] = field(default_factory=list)
+    #: The scenario's timeline, where the observer announces its gaps.
+    timeline: Timeline | None = None
 
     def record(
         self,
@@ -47,20 +52,42 @@ class Measurements:
         seconds: float,
         budget_s: float | None,
         detail: Mapping[str, Any] | None = None,
+        *,
+        started_mono: float | None = None,
     ) -> None:
-        """Add one phase and show it (and its budget) as Allure parameters."""
+        """Add one phase and show it (and its budget) as Allure parameters; with
+        ``started_mono``, also the observation gaps its window overlaps."""
         allure.dynamic.parameter(f"{phase} (s)", _round(seconds), excluded=True)
         if budget_s is not None:
             allure.dynamic.parameter(f"{phase} budget (s)", _round(budget_s), excluded=True)
-        self.items.append(
-            {
-                "phase": phase,
-                "seconds": _round(seconds),
-                "budget_s": budget_s,
-                "within_budget": budget_s is None or seconds <= budget_s,
-                "detail": dict(detail or {}),
-            }
-        )
+        item: dict[str, Any] = {
+            "phase": phase,
+            "seconds": _round(seconds),
+            "budget_s": budget_s,
+            "within_budget": budget_s is None or seconds <= budget_s,
+            "detail": dict(detail or {}),
+        }
+        if started_mono is not None:
+            item["started_mono"] = started_mono
+        self.items.append(item)
+        if self._mark_gaps(item):
+            total = sum(g["seconds"] for g in item["detail"]["gaps"])
+            allure.dynamic.parameter(f"{phase} observation gap (s)", _round(total), excluded=True)
+
+    def mark_gaps(self) -> int:
+        """Mark the phases whose window overlaps a gap announced after they were
+        recorded (in the JSON detail); returns how many phases overlap a gap."""
+        return sum(self._mark_gaps(item) for item in self.items)
+
+    def _mark_gaps(self, item: dict[str, Any]) -> bool:
+        start = item.get("started_mono")
+        if self.timeline is None or start is None:
+            return False
+        found = gaps(self.timeline, between=(start, start + item["seconds"]))
+        if found:
+            origin = self.timeline.start_mono
+            item["detail"]["gaps"] = [g.to_json(origin) for g in found]
+        return bool(found)
 
     def note(self, name: str, value: object) -> None:
         """A value that is not a duration (a count, the fewest Ready pods), as a parameter."""
@@ -69,7 +96,7 @@ class Measurements:
 
     def check(self, phase: str, m: Measurement) -> Measurement:
         """Record a check's measurement under ``phase``."""
-        self.record(phase, m.duration_s, m.budget_s, m.detail)
+        self.record(phase, m.duration_s, m.budget_s, m.detail, started_mono=m.started_mono)
         return m
 
     def to_json(self) -> str:
@@ -90,6 +117,7 @@ def attach_timeline(timeline: Timeline, *, title: str) -> None:
 
 
 def attach_measurements(measurements: Measurements) -> None:
+    measurements.mark_gaps()
     if measurements.items:
         allure.attach(
             measurements.to_json(),

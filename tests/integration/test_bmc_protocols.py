@@ -806,6 +806,60 @@ def test_ipmi_prepare_opens_the_session_then_fire_sends_one_command(
     assert opened == 1, "prepare and fire share one session"
 
 
+def test_redfish_fire_sends_its_post_over_the_connection_prepare_opened(
+    redfish_server: RedfishServer,
+    node_a: MemoryTarget,
+    open_redfish: Callable[..., RedfishDriver],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # sushy asks for "Connection: close" on every request and werkzeug's server closed every
+    # connection anyway: the fired POST then paid a TCP and TLS handshake at the cut.
+    import urllib3.connection
+
+    opened: list[int] = []
+    connect = urllib3.connection.HTTPSConnection.connect
+
+    def counting(self: urllib3.connection.HTTPSConnection) -> None:
+        opened.append(1)
+        connect(self)
+
+    monkeypatch.setattr(urllib3.connection.HTTPSConnection, "connect", counting)
+    driver = open_redfish(redfish_server)
+    prepared = driver.prepare_off()
+    before = len(opened)
+    assert before >= 1
+    prepared.fire()
+    assert node_a.calls() == [OFF_FORCED]
+    assert len(opened) == before, "the POST opened a connection of its own"
+    prepared.confirm()  # reads back as before: the POST asked to close its connection
+    assert node_a.power_state() is PowerState.OFF
+
+
+def test_redfish_server_checks_every_password_even_after_a_right_one(
+    redfish_server: RedfishServer, creds: LabCredentials
+) -> None:
+    # The server remembers headers that passed its bcrypt check, never anything else.
+    path = f"/redfish/v1/Systems/{system_uuid('node-a')}"
+    context = ssl.create_default_context(cafile=str(creds.tls_ca_cert))
+
+    def get(password: str) -> int:
+        token = b64encode(f"{creds.username}:{password}".encode()).decode()
+        request = urllib.request.Request(  # noqa: S310 (https, loopback)
+            redfish_server.url + path, headers={"Authorization": f"Basic {token}"}
+        )
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=5) as response:  # noqa: S310
+                return int(response.status)
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    assert get(creds.password) == 200
+    assert get(creds.password) == 200  # remembered
+    assert get("Wr0ng-Passw0rd-XYZ") == 401
+    assert get(creds.password + "x") == 401
+    assert get(creds.password) == 200
+
+
 def test_redfish_prepare_with_a_wrong_password_acted_on_nothing(
     redfish_server: RedfishServer,
     node_a: MemoryTarget,

@@ -11,7 +11,7 @@ import pytest
 
 from harness.errors import WaitTimeout
 from harness.kube.client import ApiError, Credentials, KubeClient
-from harness.kube.observer import OBSERVER, Observer, workload_of
+from harness.kube.observer import LIVE_MARGIN_S, OBSERVER, Observer, gaps, workload_of
 from harness.kube.timeline import Predicate, Timeline, Transition, match
 from tests.fakeapi import JSON, FakeApiServer, node, pod, set_ready, volume_attachment
 
@@ -383,6 +383,36 @@ def test_broken_stream_resumes_from_the_last_resource_version(
     up = wait(tl, match("Node", "w1", "ready", after=down.mono - 1e-9))
     assert "relist" not in down.detail and "relist" not in up.detail
     assert tl.first(OBSERVER, transition="relisted") is None
+
+
+def test_a_relist_announces_the_gap_in_which_a_blip_left_no_trace(
+    api: FakeApiServer, observe: Callable[..., Observer]
+) -> None:
+    # Every API server restarted: the history to resume from is gone, and a change that
+    # was undone meanwhile is in no list. The observer cannot see it; it must say so.
+    api.add("nodes", node("w1"))
+    obs = observe(resources=["nodes"])
+    tl = obs.timeline
+    api.wait_for_watches(1)
+    time.sleep(LIVE_MARGIN_S + 0.5)  # the watch is live and idle: none of this is a gap
+    api.watch_failure = 503
+    broke = time.monotonic()
+    api.break_watches()
+    wait(tl, match(OBSERVER, "nodes", "watch-broken"))
+    api.update("nodes", "", "w1", lambda o: set_ready(o, "False"))
+    blip = time.monotonic()
+    api.update("nodes", "", "w1", lambda o: set_ready(o, "True"))
+    api.compact()
+    api.watch_failure = None
+    relisted = wait(tl, match(OBSERVER, "nodes", "relisted"))
+    assert tl.first("Node", "w1", "not-ready") is None  # the blip left no trace...
+    [gap] = gaps(tl)  # ...but a gap is announced around it
+    assert gap.resource == "nodes" and gap.until_mono == relisted.mono
+    assert broke - LIVE_MARGIN_S - 0.1 <= gap.since_mono <= blip <= gap.until_mono
+    assert "410" in gap.reason
+    assert gaps(tl, resources=["pods"]) == []
+    assert gaps(tl, between=(tl.start_mono, broke - LIVE_MARGIN_S - 0.2)) == []
+    assert gaps(tl, between=(blip, blip)) == [gap]
 
 
 def test_bookmarks_are_not_transitions_but_advance_the_resource_version(

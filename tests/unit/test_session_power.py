@@ -39,9 +39,10 @@ def inventory(tmp_path: Path, api: FakeApiServer, bmcs: FakeBmcs) -> Inventory:
 
 
 def owed(inventory: Inventory) -> list[str]:
-    return [
+    """What the journal owes, sorted (the nodes of one cut are journaled in parallel)."""
+    return sorted(
         f"{e.action} {e.target}" for e in Journal.read(journal_path_for(inventory)) if e.owes_undo
-    ]
+    )
 
 
 def power_off(inventory: Inventory, api: FakeApiServer, nodes: list[str], **kw: object) -> None:
@@ -190,7 +191,7 @@ def test_a_power_cycle_is_safety_checked_and_journaled_then_settled(
         bmcs.during[("w1", "cycle")] = lambda: journal_states.extend(
             e.state for e in journal.entries() if (e.action, e.target) == ("power_cycle", "node/w1")
         )
-        result = s.power_cycle(["w1", "w2"])
+        result = s.power_cycle(["w1", "w2"], synchronized=False)
         assert s.nodes_down() == set()
     assert journal_states == [EntryState.PENDING]
     assert sorted(bmcs.ops("cycle")) == ["w1", "w2"]
@@ -217,13 +218,61 @@ def test_a_power_cycle_that_fails_midway_stays_owed_and_counts_as_down(
         pytest.raises(PermanentError, match="power cycle failed for 1 node"),
         Session(inventory, client=api.client(), undo_on_exit=False, say=said.append) as s,
     ):
-        s.power_cycle(["w1"])
+        s.power_cycle(["w1"], synchronized=False)
     (entry,) = Journal.read(journal_path_for(inventory))
     assert (entry.action, entry.state) == ("power_cycle", EntryState.FAILED)
     assert entry.owes_undo
     assert any(line.startswith("w1: power cycle FAILED after ") for line in said)
     with pytest.raises(SafetyViolation, match="1 already down"):
         power_off(inventory, api, ["w2", "w3"])
+
+
+def test_a_synchronized_power_cycle_releases_the_offs_then_the_ons_together(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs, said: list[str]
+) -> None:
+    with Session(inventory, client=api.client(), undo_on_exit=False, say=said.append) as s:
+        result = s.power_cycle(["w1", "w2"])
+        assert s.nodes_down() == set()
+        timeline = s.timeline
+    assert sorted(bmcs.ops("off")) == sorted(bmcs.ops("on")) == ["w1", "w2"]
+    assert bmcs.ops("cycle") == []
+    # every off before any on: the ons are released once both nodes read back off
+    order = [(n, op) for n, op in bmcs.calls if op in ("off", "on")]
+    assert [op for _n, op in order] == ["off", "off", "on", "on"]
+    off, on = result.phases["off"], result.phases["on"]
+    assert result.synchronized and off.synchronized and on.synchronized
+    assert (
+        set(result.acknowledged)
+        == set(off.acknowledged)
+        == set(on.acknowledged)
+        == {
+            "w1",
+            "w2",
+        }
+    )
+    for n in ("w1", "w2"):  # the whole cycle: from its power-off sent to read back on
+        assert result.sent[n] == off.sent[n] or result.sent[n] <= off.sent[n]
+        assert result.acknowledged[n] >= on.confirmed[n]
+    sent = timeline.all(transition="power-cycle sent")
+    acked = timeline.all(transition="power-cycle acknowledged")
+    assert {t.name for t in sent} == {t.name for t in acked} == {"w1", "w2"}
+    (skew,) = timeline.all(transition="power-cycle ack skew")
+    assert skew.detail["off_skew_ms"] >= 0 and skew.detail["on_skew_ms"] >= 0
+    assert all(e.state is EntryState.UNDONE for e in Journal.read(journal_path_for(inventory)))
+    assert all(bmcs.power[n] is PowerState.ON for n in ("w1", "w2"))
+
+
+def test_a_synchronized_power_cycle_never_leaves_a_node_off_when_another_fails(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs, said: list[str]
+) -> None:
+    bmcs.fail[("w1", "off")] = PermanentError("w1: the BMC refused the power-off")
+    with (
+        pytest.raises(PermanentError, match="power cycle failed for 1 node"),
+        Session(inventory, client=api.client(), undo_on_exit=False, say=said.append) as s,
+    ):
+        s.power_cycle(["w1", "w2"])
+    assert bmcs.power["w2"] is PowerState.ON  # powered on by itself, without waiting for w1
+    assert "w2" in bmcs.ops("on")
 
 
 def test_a_power_cycle_is_refused_beyond_the_blast_radius(

@@ -5,11 +5,21 @@ the node name and its ``Id``/``UUID`` a UUID derived from the name (stable acros
 Requests need HTTP basic auth (sushy-tools' htpasswd middleware; the root ``/redfish/v1`` is
 open, as on real BMCs).
 
+Served by cheroot (a threaded HTTP/1.1 server with keep-alive), not werkzeug's development
+server, which closes the connection after every response ("Connection: close", werkzeug
+3.x): with it, every Redfish request opened a new TLS connection, so a client's connection
+opened in advance (a synchronized cut prepares one per node) was gone by the time it sent
+its request, and the handshakes of a rack cut queued behind each other.
+
 Differences from stock sushy-tools, all in this module:
 
 - The fake systems driver is replaced by ``_InstantFakeDriver``: power state is read from
   the target and ``ComputerSystem.Reset`` calls the target at once and returns once the
   target returned (the stock driver applies changes 1-11 s later, and only on a read).
+- A request whose ``Authorization`` header already passed sushy-tools' bcrypt check once
+  skips it (``_VerifiedAuth``; a digest of the header is kept, never the password): the
+  check costs about 1 ms of CPU, on every request, and the requests of one rack cut queue
+  behind each other's. Any other request still goes through sushy-tools' middleware.
 - ``ResetType@Redfish.AllowableValues`` lists what is really supported (by default On,
   ForceOff, GracefulShutdown, ForceRestart, GracefulRestart, PowerCycle; the stock template
   advertises Nmi and ForceOn, which do nothing, and omits PowerCycle). Anything else is
@@ -24,6 +34,7 @@ number of systems). After ``stop()`` another may start.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -33,16 +44,18 @@ import tempfile
 import threading
 import types
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
 import bcrypt
 import flask
 import sushy_tools.emulator.main as _emulator
+from cheroot import wsgi as _cheroot
+from cheroot.ssl.builtin import BuiltinSSLAdapter
 from sushy_tools import error as _fishy
+from sushy_tools.emulator import auth_basic as _auth_basic
 from sushy_tools.emulator.resources.systems import fakedriver as _fakedriver
-from werkzeug.serving import BaseWSGIServer, make_server
 
 from harness.lab.bmc.target import PowerTarget
 from harness.power.base import PowerState, ResetType
@@ -53,6 +66,12 @@ log = logging.getLogger(__name__)
 SUPPORTED_RESET_TYPES: Final[tuple[str, ...]] = tuple(rt.value for rt in ResetType)
 
 _NODE_UUID_NAMESPACE: Final = uuid.UUID("6f1f3a52-5c6e-4a53-9a7e-2a4f7f1f6b10")
+
+#: An idle keep-alive connection is closed after this long (clients reconnect).
+KEEP_ALIVE_S: Final = 60
+#: Request threads: one per system (a rack cut sends them all at once), within these bounds.
+MIN_THREADS: Final = 10
+MAX_THREADS: Final = 64
 
 # Guards the singleton application: which server (if any) owns it right now.
 _APP_LOCK = threading.Lock()
@@ -73,6 +92,9 @@ class _InstantFakeDriver(_fakedriver.FakeDriver):  # type: ignore[misc]  # untyp
     owner_token: ClassVar[object] = None
 
     def _target(self, identity: str) -> PowerTarget:
+        target = self.targets.get(identity)  # the system's uuid: no lookup in the store
+        if target is not None:
+            return target
         system = self._get(identity)  # NotFound, or AliasAccessError (307 to the uuid)
         return self.targets[system["uuid"]]
 
@@ -117,6 +139,46 @@ def _honest_allowable_values(response: flask.Response) -> flask.Response:
         reset["ResetType@Redfish.AllowableValues"] = list(owner.reset_types)
         response.set_data(json.dumps(body, indent=4))
     return response
+
+
+class _VerifiedAuth:
+    """WSGI middleware in front of sushy-tools' basic-auth middleware (``checker``).
+
+    A request whose ``Authorization`` header passed the bcrypt check of ``checker``'s user
+    file before goes straight to the application, with the user set as the checker sets it;
+    any other request (and every request to a path the checker leaves open) goes through
+    ``checker``, and a header it accepts is remembered. Only a SHA-256 digest of the header is
+    kept, for as long as the server runs; a new user file (a new server) starts afresh.
+    """
+
+    def __init__(self, checker: Any) -> None:
+        self.checker = checker
+        self._verified: dict[bytes, str] = {}  # header digest -> user name
+        self._auth_file: str = checker.auth_file
+        self._lock = threading.Lock()
+
+    def __call__(self, env: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        header = env.get("HTTP_AUTHORIZATION")
+        if not isinstance(header, str) or not header.startswith("Basic "):
+            return self.checker(env, start_response)  # type: ignore[no-any-return]
+        digest = hashlib.sha256(header.encode()).digest()
+        with self._lock:
+            if self._auth_file != self.checker.auth_file:
+                self._verified.clear()
+                self._auth_file = self.checker.auth_file
+            user = self._verified.get(digest)
+        if user is None:
+            try:
+                username, password = _auth_basic.parse_token(header[len("Basic ") :])
+                extra = _auth_basic.authenticate(self.checker.auth_file, username, password)
+            except _fishy.FishyError:
+                # Refused: let sushy-tools' middleware answer it, as it would anyway.
+                return self.checker(env, start_response)  # type: ignore[no-any-return]
+            user = str(extra["HTTP_X_USER"])
+            with self._lock:
+                self._verified[digest] = user
+        env.update({"HTTP_X_USER": user, "HTTP_X_USER_NAME": user})
+        return self.checker.app(env, start_response)  # type: ignore[no-any-return]
 
 
 def _install_hooks() -> None:
@@ -174,7 +236,7 @@ class RedfishServer:
         self.certfile = Path(certfile)
         self.keyfile = Path(keyfile)
         self.reset_types = tuple(rt for rt in SUPPORTED_RESET_TYPES if rt in set(reset_types))
-        self._server: BaseWSGIServer | None = None
+        self._server: _cheroot.Server | None = None
         self._thread: threading.Thread | None = None
         self._state_dir: Path | None = None
         self._original_fakedriver: types.ModuleType | None = None
@@ -220,19 +282,27 @@ class RedfishServer:
         self._write_htpasswd(auth_file)
         self._configure_app(self._state_dir, auth_file)
 
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.load_cert_chain(self.certfile, self.keyfile)
-        server = make_server(
-            self.host, self.port, _emulator.app, threaded=True, ssl_context=context
+        threads = max(MIN_THREADS, min(MAX_THREADS, len(self.targets)))
+        server = _cheroot.Server(
+            (self.host, self.port),
+            _emulator.app,
+            numthreads=threads,
+            max=threads,
+            # Every node's connection of a rack cut arrives at once: the default backlog (5)
+            # drops the rest of the SYNs, which the clients resend only after a second.
+            request_queue_size=128,
+            server_name="powercut-lab-redfish",
+            timeout=KEEP_ALIVE_S,
+            shutdown_timeout=1,
         )
+        tls = BuiltinSSLAdapter(str(self.certfile), str(self.keyfile))
+        tls.context.minimum_version = ssl.TLSVersion.TLSv1_2
+        server.ssl_adapter = tls
+        server.prepare()  # binds and listens (port 0: a free one) and starts the threads
         self._server = server
-        self.port = server.server_port
+        self.port = int(server.bind_addr[1])
         self._thread = threading.Thread(
-            target=server.serve_forever,
-            kwargs={"poll_interval": 0.1},
-            name=f"redfish-{self.host}:{self.port}",
-            daemon=True,
+            target=server.serve, name=f"redfish-{self.host}:{self.port}", daemon=True
         )
         self._thread.start()
         log.info("redfish: serving %d systems on %s", len(self.targets), self.url)
@@ -241,8 +311,7 @@ class RedfishServer:
         """Stop serving, release the application, remove the private state directory."""
         server, thread = self._server, self._thread
         if server is not None:
-            server.shutdown()
-            server.server_close()
+            server.stop()
         if thread is not None:
             thread.join(timeout=10)
         self._cleanup()
@@ -316,6 +385,8 @@ class RedfishServer:
         # Drop drivers memoised by a previous server (sushy-tools' memoize keeps them in
         # the application's `_cache` attribute).
         app.__dict__.pop("_cache", None)
+        if isinstance(app.wsgi_app, _VerifiedAuth):  # left by a previous server
+            app.wsgi_app = app.wsgi_app.checker
         app.configure(extra_config=config)
         # configure() wraps the WSGI app with the auth middleware only once per process:
         # point an existing middleware at this server's htpasswd file.
@@ -323,6 +394,7 @@ class RedfishServer:
         if not isinstance(middleware, _emulator.RedfishAuthMiddleware):
             raise RuntimeError("sushy-tools did not install its basic-auth middleware")
         middleware.auth_file = str(auth_file)
+        app.wsgi_app = _VerifiedAuth(middleware)
         _install_hooks()
 
         systems = app.systems
