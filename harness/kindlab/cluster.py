@@ -150,6 +150,10 @@ def up(spec: KindSpec, say: Say, *, rebuild_image: bool = False) -> dict[str, fl
     kind = _kind_bin(say)
     image = images.node_image(say, rebuild=rebuild_image)
     engine.ensure(root, image, say)  # privileged containers: the adaptation where they fail
+    if spec.control_planes > 1:  # kind's load balancer in front of them, built here too
+        from harness.kindlab import lb
+
+        lb.ensure_image(say)
     timings["image"] = time.monotonic() - t0
     spec.save()
     cfg = root / "cluster.yaml"
