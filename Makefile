@@ -40,7 +40,8 @@ kind-image: venv
 	.venv/bin/powercut kind build
 
 ## the real-kubelet tests: a kind cluster (1 control plane, 2 workers) from the node image
-## built here with no registry; the kind driver's failures against real node containers
+## built here with no registry; the kind driver's failures against real node containers, and
+## the kind feature set (harness/bdd/features/kind) through `powercut run` on the same cluster
 kind-test: kind-image
 	$(PY) -m pytest tests/kind -m kind -v $(PYTEST_FLAGS)
 

@@ -1,7 +1,9 @@
 """kind benchmark: `kind up` cold and warm to all nodes Ready, the cluster's memory, and
 one node-loss scenario on kind beside the same scenario on the lab.
 
-Run: `.venv/bin/python bench/kind_bench.py [--cold] [--lab]`. ``--cold`` removes the node
+Run: `.venv/bin/python bench/kind_bench.py [--cold] [--lab] [--control-planes 3]`.
+``--control-planes 3`` measures a cluster with three control planes (and kind's load
+balancer) instead of one. ``--cold`` removes the node
 image (and the images it holds) first, so `kind up` rebuilds it from the cached binaries
 (the binaries' own cold build, a Go build of Kubernetes, is in docs/kind.md). ``--lab``
 runs the scenario on a lab of its own too. Prints each figure next to its target.
@@ -99,23 +101,28 @@ def scenario(inventory: Path, namespace: str) -> dict[str, float]:
 
 def cluster_memory_mb(name: str) -> float:
     """The memory the cluster's node containers use (``docker stats``), in MiB."""
+    return round(sum(container_memory_mb(name).values()), 1)
+
+
+def container_memory_mb(name: str) -> dict[str, float]:
+    """The memory of each of the cluster's containers (``docker stats``), in MiB."""
     names = subprocess.run(
         ["docker", "ps", "--filter", f"label=io.x-k8s.kind.cluster={name}", "--format",
          "{{.Names}}"],
         capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
     stats = subprocess.run(
-        ["docker", "stats", "--no-stream", "--format", "{{.MemUsage}}", *names],
+        ["docker", "stats", "--no-stream", "--format", "{{.Name}} {{.MemUsage}}", *names],
         capture_output=True, text=True, check=True,
     ).stdout.splitlines()  # fmt: skip
     unit = {"B": 1 / 1024 / 1024, "KiB": 1 / 1024, "kB": 1 / 1024, "MiB": 1, "MB": 1,
             "GiB": 1024, "GB": 1024}  # fmt: skip
-    total = 0.0
+    out: dict[str, float] = {}
     for line in stats:
-        m = re.match(r"\s*([\d.]+)\s*([A-Za-z]+)", line)
+        m = re.match(r"\s*(\S+)\s+([\d.]+)\s*([A-Za-z]+)", line)
         if m:
-            total += float(m.group(1)) * unit[m.group(2)]
-    return round(total, 1)
+            out[m.group(1)] = round(float(m.group(2)) * unit[m.group(3)], 1)
+    return out
 
 
 class _Skip(Exception):
@@ -127,6 +134,7 @@ def main() -> int:
     ap.add_argument("--cold", action="store_true", help="rebuild the node image first")
     ap.add_argument("--lab", action="store_true", help="the same scenario on a lab too")
     ap.add_argument("--no-kind", action="store_true", help="skip kind (with --lab)")
+    ap.add_argument("--control-planes", default="1", choices=("1", "3"), help="kind's (default 1)")
     args = ap.parse_args()
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="kind-bench-") as tmp:
@@ -138,6 +146,7 @@ def main() -> int:
         up = [
             "kind", "up", "--workloads", "--name", "pcbench", "--base-port", str(KIND_PORT),
             "--state-dir", str(state), "--inventory-out", str(inv),
+            "--control-planes", args.control_planes,
         ]  # fmt: skip
         try:
             if args.no_kind:
@@ -145,6 +154,7 @@ def main() -> int:
             results["kind_up_s"] = round(powercut(*up), 1)
             results["timings"] = json.loads((state / "timings.json").read_text())
             results["memory_mb"] = cluster_memory_mb("pcbench")
+            results["memory_by_container_mb"] = container_memory_mb("pcbench")
             results["kind_scenario"] = scenario(inv, "shop")
         except _Skip:
             pass

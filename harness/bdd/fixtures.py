@@ -166,6 +166,7 @@ NEEDS = {
     "rerun": "a re-run of a Job",
     "chaos_run": "a chaos experiment's run",
     "longevity_run": "a longevity run",
+    "tokens": "tokens written to the volumes (the data check)",
 }
 
 

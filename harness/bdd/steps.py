@@ -54,6 +54,7 @@ from harness.scenario import jobs, operator, phases, starts, steady
 from harness.scenario import lost as L
 from harness.scenario import targets as choose
 from harness.scenario.apiprobe import API_PROBE, ETCD_PROBE, ApiProber
+from harness.scenario.data import Tokens, read_back_tokens, write_tokens_of
 from harness.scenario.errors import MissingStep, NoTargets, NothingToMeasure
 from harness.scenario.report import Measurements
 from harness.scenario.select import Amount, Selection, parse_names, select_nodes
@@ -447,6 +448,15 @@ def named_nodes(
         Amount.parse("all"),
         names=parse_names(names),
     )
+
+
+@given(_p("a token is written to each volume of {names}"), target_fixture="tokens")
+def tokens_written(
+    names: str, kube: KubeClient, baseline: Baseline, measurements: Measurements
+) -> Tokens:
+    """The data check's first half: a fresh token on each data volume of every ready pod of
+    the inventory workloads named (``of quorum and singleton``), read back at once."""
+    return write_tokens_of(kube, baseline.workloads, parse_names(names), measurements)
 
 
 @given("the API is probed through the cluster endpoint")
@@ -1406,3 +1416,14 @@ def back_to_steady_state(
             description="the cluster as the scenario found it",
         )
     measurements.record("recovery", time.monotonic() - start, seconds)
+
+
+@then(_p("every token is read back from its volume within {limit:Limit}"))
+def tokens_read_back(
+    limit: Limit, tokens: Tokens, kube: KubeClient, budgets: Budgets, measurements: Measurements
+) -> None:
+    """The data check's second half: each token written before the failure is read back
+    from the pod that now holds its volume (the pod mounting the same claim; for an
+    emptyDir, the pod of the same name); a lost or different token fails, naming the volume."""
+    with _within(limit, budgets, "every token read back from its volume") as seconds:
+        read_back_tokens(kube, tokens, seconds, measurements)

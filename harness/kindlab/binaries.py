@@ -6,7 +6,8 @@ Go source), cached by version in ``~/.cache/powercut/bin`` like the lab's.
 - the control-plane binaries and etcd: the lab's own groups, shared with it;
 - kind, containerd (+ ``ctr``, the runc shim), crictl, CoreDNS, local-path-provisioner: one
   wrapper module each, since their dependency graphs must not be unified;
-- ``pause`` and ``probe`` (the HTTP test app): ``harness/kindlab/go``.
+- ``pause``, ``probe`` (the HTTP test app) and ``lb`` (the API server load balancer of a
+  cluster with several control planes): ``harness/kindlab/go``.
 """
 
 from __future__ import annotations
@@ -36,9 +37,20 @@ class Tool:
     tags: str = ""
 
 
-def _source_key() -> str:
+#: Commands of harness/kindlab/go built apart (their own cache key), so that a change to
+#: one does not rebuild the node image: the load balancer runs beside the nodes, not in them.
+APART = ("cmd/lb",)
+
+
+def _source_key(only: str | None = None) -> str:
+    """Key of the Go source: every file but the ``APART`` commands', or ``only``'s."""
     h = hashlib.sha256()
     for p in sorted(v.GO_SOURCE.rglob("*")):
+        rel = str(p.relative_to(v.GO_SOURCE))
+        if only is not None and not (rel.startswith(only + "/") or rel in ("go.mod", "go.sum")):
+            continue
+        if only is None and any(rel.startswith(a + "/") for a in APART):
+            continue
         if p.is_file():
             h.update(str(p.relative_to(v.GO_SOURCE)).encode())
             h.update(p.read_bytes())
@@ -76,6 +88,15 @@ def tools() -> tuple[Tool, ...]:
             "",
             ("powercut.local/kindimages/cmd/pause", "powercut.local/kindimages/cmd/probe"),
         ),
+    )
+
+
+def lb_tool() -> Tool:
+    """The load balancer, apart from :func:`tools` (the node image's inputs)."""
+    return Tool(
+        Group("powercut-lb", _source_key("cmd/lb"), ("lb",)),
+        "",
+        ("powercut.local/kindimages/cmd/lb",),
     )
 
 
@@ -121,17 +142,27 @@ def _build_tool(tool: Tool, say: Say) -> dict[str, Path]:
 
 
 def obtain(say: Say) -> dict[str, Path]:
-    """Every binary by name; builds what the cache lacks, one group at a time."""
+    """Every binary of the node image by name; builds what the cache lacks, one group at a
+    time."""
     paths: dict[str, Path] = {}
     lab_bins = build.obtain(say, groups=(*build.GROUPS[:2], NODE_GROUP))
     paths.update(lab_bins.paths)
     for tool in tools():
-        found = build._from_cache(tool.group)
-        if found is None:
-            with build._locked(tool.group):
-                found = build._from_cache(tool.group)
-                if found is None:
-                    say(f"{tool.group.name} {tool.group.version}: go build")
-                    found = _build_tool(tool, say)
-        paths.update(found)
+        paths.update(_obtain_tool(tool, say))
     return paths
+
+
+def obtain_lb(say: Say) -> Path:
+    """The load balancer's binary (``lb``), built if the cache lacks it."""
+    return _obtain_tool(lb_tool(), say)["lb"]
+
+
+def _obtain_tool(tool: Tool, say: Say) -> dict[str, Path]:
+    found = build._from_cache(tool.group)
+    if found is None:
+        with build._locked(tool.group):
+            found = build._from_cache(tool.group)
+            if found is None:
+                say(f"{tool.group.name} {tool.group.version}: go build")
+                found = _build_tool(tool, say)
+    return found

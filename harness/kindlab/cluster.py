@@ -150,6 +150,11 @@ def up(spec: KindSpec, say: Say, *, rebuild_image: bool = False) -> dict[str, fl
     kind = _kind_bin(say)
     image = images.node_image(say, rebuild=rebuild_image)
     engine.ensure(root, image, say)  # privileged containers: the adaptation where they fail
+    if spec.control_planes > 1:  # kind's load balancer in front of them, built here too
+        from harness.kindlab import lb
+
+        lb.ensure_image(say)
+        _warn_inotify(len(spec.nodes()), say)
     timings["image"] = time.monotonic() - t0
     spec.save()
     cfg = root / "cluster.yaml"
@@ -193,6 +198,25 @@ def up(spec: KindSpec, say: Say, *, rebuild_image: bool = False) -> dict[str, fl
     timings["total"] = time.monotonic() - t0
     (root / "timings.json").write_text(json.dumps(timings, indent=2) + "\n")
     return timings
+
+
+INOTIFY = Path("/proc/sys/fs/inotify/max_user_instances")
+
+
+def _warn_inotify(nodes: int, say: Say) -> None:
+    """kind's known issue: every node's kubelet, containerd and pods take inotify instances
+    from the host's per-user limit; past it, kube-proxy fails with "too many open files"
+    (seen here with 5 nodes and 128). Said, not changed: it is the host's setting."""
+    try:
+        limit = int(INOTIFY.read_text())
+    except (OSError, ValueError):
+        return
+    if nodes > 3 and limit < 512:
+        say(
+            f"warning: fs.inotify.max_user_instances is {limit}; with {nodes} nodes kind's "
+            "pods may fail with 'too many open files' (kind's known issue): "
+            "`sysctl fs.inotify.max_user_instances=512` raises it"
+        )
 
 
 def _export_logs(kind: str, spec: KindSpec) -> None:

@@ -60,3 +60,9 @@ def cache_root() -> Path:
 
 def kind_cache() -> Path:
     return cache_root() / "kind"
+
+
+#: The image kind v0.33.0 runs its API server load balancer from when a cluster has several
+#: control planes (``pkg/cluster/internal/loadbalancer/const.go``). No registry serves it
+#: here: ``harness/kindlab/lb.py`` builds a stand-in of that name (labelled as powercut's).
+KIND_LB_IMAGE = "envoyproxy/envoy:v1.36.2"

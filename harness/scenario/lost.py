@@ -9,7 +9,8 @@ the ``Given`` step) and returns per-pod measurements, raising
 Where a phase starts follows the budget documentation in :mod:`harness.budgets`:
 
 * a replacement is measured from when its predecessor stopped blocking it: a Deployment pod
-  from its deletionTimestamp (the ReplicaSet replaces it at once), a StatefulSet member from
+  from its deletionTimestamp or its terminal phase (Failed after a graceful node shutdown;
+  the ReplicaSet replaces it at once), a StatefulSet member from
   its deletion (a pod with the same name can only be created afterwards);
 * a volume is released (its VolumeAttachment on the lost node detached or deleted) measured
   from its pod's deletion, or from the out-of-service taint for that budget;
@@ -78,11 +79,29 @@ def await_pod_event(
         return None
 
 
+#: Phases a pod never leaves: its ReplicaSet counts it out and replaces it at once.
+TERMINAL_PHASES = frozenset({"Failed", "Succeeded"})
+
+
 def stopped_blocking(tl: Timeline, pod: PodInfo) -> Transition | None:
-    """When the pod stopped blocking its replacement (see the module docstring)."""
+    """When the pod stopped blocking its replacement (see the module docstring). A
+    Deployment pod also stops blocking when it reaches a terminal phase: a kubelet's
+    graceful node shutdown ends its pods as Failed, with no deletionTimestamp, and the
+    ReplicaSet replaces them then."""
     if pod.kind == "StatefulSet":
         return pod_event(tl, pod, {"deleted"})
-    return pod_event(tl, pod, {"terminating", "deleted"})
+    return next(
+        (
+            t
+            for t in tl.all(POD, pod.name, namespace=pod.namespace)
+            if t.detail.get("uid") == pod.uid
+            and (
+                t.transition in {"terminating", "deleted"}
+                or (t.transition == "phase" and t.detail.get("phase") in TERMINAL_PHASES)
+            )
+        ),
+        None,
+    )
 
 
 def node_event(

@@ -94,6 +94,30 @@ def test_replacements_follow_the_controllers_rules() -> None:
     assert found["u3"].node == "w2" and found["u3"].ref.transition == "deleted"
 
 
+def test_a_pod_ended_by_a_graceful_node_shutdown_is_replaced_from_its_failed_phase() -> None:
+    """A kubelet's graceful node shutdown ends its pods as Failed, with no deletionTimestamp;
+    the ReplicaSet replaces them at once, so that is when they stopped blocking. A
+    StatefulSet member still blocks until it is deleted."""
+    tl = _tl()
+    web = _pod("web-a", "u1", "Deployment/web")
+    member = _pod("db-0", "u3", "StatefulSet/db")
+    for p in (web, member):
+        _at(tl, -1, "Pod", p.name, "observed", "lab", uid=p.uid, node="w1", workload=p.workload)
+    outage = _outage(tl, ("w1",), (web, member))
+    assert lost.stopped_blocking(tl, web) is None
+    _at(tl, 2, "Pod", "web-a", "phase", "lab", uid="u1", phase="Running", previous="Pending")
+    assert lost.stopped_blocking(tl, web) is None  # not a terminal phase
+    _at(tl, 3, "Pod", "web-a", "phase", "lab", uid="u1", phase="Failed", previous="Running")
+    _at(tl, 3, "Pod", "db-0", "phase", "lab", uid="u3", phase="Failed", previous="Running")
+    _at(tl, 4, "Pod", "web-n", "scheduled", "lab", uid="n1", node="w2", workload="Deployment/web")
+    _at(tl, 30, "Pod", "web-a", "terminating", "lab", uid="u1", node="w1", workload=web.workload)
+    ref = lost.stopped_blocking(tl, web)
+    assert ref is not None and ref.mono == 1003.0 and ref.transition == "phase"
+    assert lost.stopped_blocking(tl, member) is None
+    found = lost.replacements(tl, outage.lost, outage.nodes, outage.sent.mono)
+    assert {u: r.name for u, r in found.items()} == {"u1": "web-n"}
+
+
 def test_taint_budget_grows_with_the_zones_rate_limit() -> None:
     tl = _tl()
     nodes = ("w1", "w2", "w3")

@@ -1,0 +1,67 @@
+"""The data check as a scenario's two phases: tokens written to the volumes of named
+workloads before the disruption, read back from whichever pod holds each volume after it.
+
+The check itself (:mod:`harness.checks.data`) works on any cluster where the probe app
+serves its volumes; this module only turns the inventory's workload names into the pods'
+label selectors and records the measurement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from harness.checks.data import VolumeToken, tokens_to_json, verify_tokens, write_tokens
+from harness.errors import ConfigError
+from harness.kube.client import KubeClient
+from harness.scenario.report import Measurements
+from harness.scenario.workloads import Workload
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """The tokens a scenario wrote, and the workloads they were written for."""
+
+    workloads: tuple[str, ...]
+    written: tuple[VolumeToken, ...]
+
+
+def _selector(w: Workload) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(w.template_labels.items()))
+
+
+def write_tokens_of(
+    kube: KubeClient,
+    workloads: Sequence[Workload],
+    names: Sequence[str],
+    measurements: Measurements,
+) -> Tokens:
+    """A fresh token on each data volume of every ready pod of the workloads ``names``
+    (inventory workload names). A name the inventory does not list is a clear error naming
+    the ones it does; a workload without a data volume is one too."""
+    chosen: list[Workload] = []
+    for name in names:
+        found = [w for w in workloads if w.name == name]
+        if not found:
+            known = ", ".join(sorted({w.name for w in workloads})) or "none"
+            raise ConfigError(
+                f"data check: no workload {name!r} in the inventory (workloads: {known})",
+                field="workloads",
+            )
+        chosen.extend(found)
+    written: list[VolumeToken] = []
+    for w in chosen:
+        written.extend(write_tokens(kube, w.namespace, _selector(w)))
+    measurements.record(
+        "data tokens written", 0.0, None, {"volumes": list(tokens_to_json(written))}
+    )
+    return Tokens(tuple(w.ref for w in chosen), tuple(written))
+
+
+def read_back_tokens(
+    kube: KubeClient, tokens: Tokens, seconds: float, measurements: Measurements
+) -> None:
+    """Every token read back from the pod that now holds its volume, within ``seconds``;
+    raises :class:`~harness.checks.base.CheckFailed` naming each volume lost or changed."""
+    m = verify_tokens(kube, list(tokens.written), timeout_s=seconds)
+    measurements.record("data read back", m.duration_s, seconds, m.detail)
