@@ -90,6 +90,7 @@ WINDOW = {
     "alerts_quiet",
     "every_slo_held",
     "slo_held",
+    "tokens_read_back",  # waits, within its limit, for a pod holding each volume to read it
 }
 
 
