@@ -53,13 +53,13 @@ from harness.power.factory import available_protocols
 from harness.scenario import jobs, operator, phases, starts, steady
 from harness.scenario import lost as L
 from harness.scenario import targets as choose
-from harness.scenario.apiprobe import API_PROBE, ETCD_PROBE, ApiProber
+from harness.scenario.apiprobe import API_PROBE, ETCD_PROBE, ApiProber, longest_outage
 from harness.scenario.data import Tokens, read_back_tokens, write_tokens_of
-from harness.scenario.errors import MissingStep, NoTargets, NothingToMeasure
+from harness.scenario.errors import MissingStep, NothingToMeasure
 from harness.scenario.report import Measurements
-from harness.scenario.select import Amount, Selection, parse_names, select_nodes
+from harness.scenario.select import Amount, parse_names
 from harness.scenario.steady import Baseline
-from harness.scenario.targets import Outage, PodFilter, PoweredOn, Targets
+from harness.scenario.targets import Outage, PoweredOn, Targets
 from harness.scenario.workloads import PodInfo, Workload, workload_pods
 from harness.session import Session
 
@@ -122,22 +122,6 @@ def _chosen(t: Targets) -> Targets:
     return t
 
 
-def _usable(observer: Observer) -> Callable[[str], bool]:
-    def usable(name: str) -> bool:
-        state = observer.node(name)
-        return state is not None and state.is_ready and not state.unschedulable
-
-    return usable
-
-
-def _labelled(kube: KubeClient) -> Callable[[str], set[str]]:
-    def labelled(selector: str) -> set[str]:
-        items, _ = kube.list("/api/v1/nodes", labelSelector=selector)
-        return {str(i["metadata"]["name"]) for i in items}
-
-    return labelled
-
-
 def _select(
     inventory: Inventory,
     observer: Observer,
@@ -148,18 +132,11 @@ def _select(
     amount: Amount,
     **filters: Any,
 ) -> Targets:
-    chosen = select_nodes(
-        inventory,
-        amount=amount,
-        rng=rng,
-        seed=seed,
-        usable=_usable(observer),
-        labelled=_labelled(kube),
-        **filters,
+    return _chosen(
+        choose.select_targets(
+            inventory, observer, kube, workloads, rng=rng, seed=seed, amount=amount, **filters
+        )
     )
-    if not chosen.nodes:
-        raise NoTargets(f"{chosen.why}: no node to fail")
-    return _chosen(choose.from_selection(inventory, chosen, workload_pods(kube, workloads)))
 
 
 def _worker_running(
@@ -167,26 +144,9 @@ def _worker_running(
     observer: Observer,
     kube: KubeClient,
     workloads: tuple[Workload, ...],
-    *,
-    subject: PodFilter,
-    why: str,
-    also: PodFilter | None = None,
-    prefer_busy: bool = True,
+    **how: Any,
 ) -> Targets:
-    """The worker :func:`~harness.scenario.targets.one_node` picks among the pods of the
-    inventory's workloads (``subject``, ``also``, ``why`` and ``prefer_busy`` as there)."""
-    return _chosen(
-        choose.one_node(
-            inventory,
-            observer,
-            workload_pods(kube, workloads),
-            role="worker",
-            subject=subject,
-            why=why,
-            prefer_busy=prefer_busy,
-            also=also,
-        )
-    )
+    return _chosen(choose.worker_running(inventory, observer, kube, workloads, **how))
 
 
 def _probe_outage(
@@ -198,14 +158,8 @@ def _probe_outage(
     budgets: Budgets,
     measurements: Measurements,
 ) -> None:
-    """The longest run of ``probe`` failures from the power-off until now, recorded as
-    "``what`` longest outage": no longer than ``limit``."""
     seconds = limit.seconds(budgets)
-    now = timeline.clock.monotonic()
-    m = probe_health(
-        timeline, probe, start=outage.sent, end=now, min_success_ratio=0.0, max_outage_s=seconds
-    )
-    measurements.record(f"{what} longest outage", m.duration_s, seconds, m.detail)
+    longest_outage(probe, what, seconds, outage.sent, timeline, measurements)
 
 
 # -- Given -----------------------------------------------------------------------------------
@@ -622,21 +576,19 @@ def fail_nodes(
     return, so every later step can follow it."""
     kind = _failure_kind(failure)
     seed = seed_of(request.config)
-    picks = [
-        select_nodes(
-            inventory, amount=amount, rng=rng, seed=seed, role=role, usable=_usable(observer)
-        )
-        for amount, role in ((workers, "worker"), (primary, "control-plane"))
-    ]
-    nodes = tuple(sorted({n for p in picks for n in p.nodes}))
-    if not nodes:
-        raise NoTargets(f"{workers.text} workers and {primary.text} primaries: no node to fail")
-    why = "; ".join(p.why for p in picks)
     targets = _chosen(
-        choose.from_selection(
-            inventory, Selection(nodes, why, seed), workload_pods(kube, workloads)
+        choose.select_by_role(
+            inventory,
+            observer,
+            kube,
+            workloads,
+            rng=rng,
+            seed=seed,
+            amounts={"worker": workers, "control-plane": primary},
+            nothing=f"{workers.text} workers and {primary.text} primaries",
         )
     )
+    nodes = targets.nodes
     hold_s = limit.seconds(budgets)
     if kind in (FailureKind.POWER_OFF, FailureKind.GRACEFUL):
         outage = phases.power_off(

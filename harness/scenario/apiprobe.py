@@ -21,10 +21,12 @@ import threading
 import time
 from typing import Any, Final
 
-from harness.checks.service import PROBE
+from harness.checks.base import Ref
+from harness.checks.service import PROBE, probe_health
 from harness.errors import PowercutError
 from harness.kube.client import KubeClient
 from harness.kube.timeline import Timeline
+from harness.scenario.report import Measurements
 
 API_PROBE: Final = "api"
 ETCD_PROBE: Final = "etcd-quorum"
@@ -86,3 +88,20 @@ class ApiProber:
         self._stop.set()
         self._thread.join(10)
         self.client.close()
+
+
+def longest_outage(
+    probe: str,
+    what: str,
+    seconds: float,
+    since: Ref,
+    timeline: Timeline,
+    measurements: Measurements,
+) -> None:
+    """The longest run of ``probe`` failures from ``since`` (the failure's request)
+    until now, recorded as "``what`` longest outage": no longer than ``seconds``."""
+    now = timeline.clock.monotonic()
+    m = probe_health(
+        timeline, probe, start=since, end=now, min_success_ratio=0.0, max_outage_s=seconds
+    )
+    measurements.record(f"{what} longest outage", m.duration_s, seconds, m.detail)

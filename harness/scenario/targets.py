@@ -11,16 +11,19 @@ saying what it lacks.
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from harness.inventory import Inventory, NodeSpec
+from harness.kube.client import KubeClient
 from harness.kube.observer import Observer
 from harness.kube.timeline import Transition
 from harness.power.base import FailureKind
 from harness.scenario.errors import NoTargets
-from harness.scenario.select import Selection
-from harness.scenario.workloads import PodInfo, Workload
+from harness.scenario.select import Amount, Selection, select_nodes
+from harness.scenario.workloads import PodInfo, Workload, workload_pods
 
 PodFilter = Callable[[PodInfo], bool]
 
@@ -290,3 +293,102 @@ class PoweredOn:
     @property
     def last_sent(self) -> Transition:
         return max(self.sent.values(), key=lambda t: t.mono)
+
+
+# -- choosing from the live cluster ------------------------------------------------------------
+
+
+def _usable(observer: Observer) -> Callable[[str], bool]:
+    """Ready and schedulable now: a node a scenario may fail."""
+
+    def usable(name: str) -> bool:
+        state = observer.node(name)
+        return state is not None and state.is_ready and not state.unschedulable
+
+    return usable
+
+
+def _labelled(kube: KubeClient) -> Callable[[str], set[str]]:
+    def labelled(selector: str) -> set[str]:
+        items, _ = kube.list("/api/v1/nodes", labelSelector=selector)
+        return {str(i["metadata"]["name"]) for i in items}
+
+    return labelled
+
+
+def select_targets(
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: Sequence[Workload],
+    *,
+    rng: random.Random,
+    seed: int,
+    amount: Amount,
+    **filters: Any,
+) -> Targets:
+    """``amount`` usable nodes drawn (with ``rng``, replayable by ``seed``) from the inventory's
+    nodes that match ``filters`` (role, rack, names, label_selector, exclude: as
+    :func:`~harness.scenario.select.select_nodes`), with the workload pods they run."""
+    chosen = select_nodes(
+        inventory,
+        amount=amount,
+        rng=rng,
+        seed=seed,
+        usable=_usable(observer),
+        labelled=_labelled(kube),
+        **filters,
+    )
+    if not chosen.nodes:
+        raise NoTargets(f"{chosen.why}: no node to fail")
+    return from_selection(inventory, chosen, workload_pods(kube, workloads))
+
+
+def select_by_role(
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: Sequence[Workload],
+    *,
+    rng: random.Random,
+    seed: int,
+    amounts: Mapping[str, Amount],
+    nothing: str,
+) -> Targets:
+    """Each role's ``amount`` of usable nodes, drawn in the order given (Dell's "<workers>
+    worker nodes and <primary> primary nodes"), as one set of targets saying why each."""
+    picks = [
+        select_nodes(
+            inventory, amount=amount, rng=rng, seed=seed, role=role, usable=_usable(observer)
+        )
+        for role, amount in amounts.items()
+    ]
+    nodes = tuple(sorted({n for p in picks for n in p.nodes}))
+    if not nodes:
+        raise NoTargets(f"{nothing}: no node to fail")
+    why = "; ".join(p.why for p in picks)
+    return from_selection(inventory, Selection(nodes, why, seed), workload_pods(kube, workloads))
+
+
+def worker_running(
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: Sequence[Workload],
+    *,
+    subject: PodFilter,
+    why: str,
+    also: PodFilter | None = None,
+    prefer_busy: bool = True,
+) -> Targets:
+    """The worker :func:`one_node` picks among the pods of the inventory's workloads."""
+    return one_node(
+        inventory,
+        observer,
+        workload_pods(kube, workloads),
+        role="worker",
+        subject=subject,
+        why=why,
+        prefer_busy=prefer_busy,
+        also=also,
+    )
