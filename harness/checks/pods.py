@@ -132,11 +132,16 @@ def replacement_ready(
     """``count`` new pods of ``workload`` (``Kind/name``) became Ready off ``not_on``.
 
     A replacement is a pod that did not exist at ``since`` (a StatefulSet's re-created
-    member has the same name but a new uid, so it counts).
+    member has the same name but a new uid, so it counts). Each is the phase
+    :func:`~harness.checks.phase.pod_ready`, counted from ``since``; the duration is that of
+    the ``count``-th.
     """
     start = ref_mono(since)
     deadline = start + budget_s
     baseline = set(pods_at(tl, start, namespace=namespace, workload=workload))
+    phase = P.pod_ready(
+        since=start, namespace=namespace, workload=workload, not_on=not_on, not_uids=baseline
+    )
     ready: dict[str, Transition] = {}
     expected = (
         f"{count} new pod(s) of {namespace}/{workload} Ready on a node other than {not_on} "
@@ -144,17 +149,8 @@ def replacement_ready(
     )
 
     def pred(t: Transition) -> bool:
-        if (
-            t.kind == POD
-            and t.transition == "ready"
-            and t.mono > start
-            and t.namespace == namespace
-            and t.detail.get("workload") == workload
-            and t.detail.get("node") != not_on
-        ):
-            uid = str(t.detail.get("uid"))
-            if uid not in baseline:
-                ready.setdefault(uid, t)
+        if phase.accepts(t):
+            ready.setdefault(str(t.detail.get("uid")), t)
         return len(ready) >= count
 
     def seen() -> str:
@@ -170,7 +166,7 @@ def replacement_ready(
         raise CheckFailed(
             expected, exc.last_seen, covered(tl, start, deadline), check="replacement-ready"
         ) from None
-    took = hit.mono - start
+    took = phase.reached(hit).duration_s
     if took > budget_s:
         raise CheckFailed(
             expected,

@@ -39,6 +39,7 @@ def recorded(ts: Sequence[Transition], phase: P.Phase, budget_s: float) -> Measu
     return P.measure(phase, sorted(ts, key=lambda t: t.mono), budget_s=budget_s)
 
 
+WEB = "Deployment/web"
 POD_WA = PodSnap("ns", "web-a", "wa", "w1", "Running", True, False, "Deployment/web", T0)
 
 TRACE = [
@@ -49,6 +50,10 @@ TRACE = [
     _t(9, NODE, "w1", "taint-added", taint="node.kubernetes.io/not-ready:NoExecute"),
     _t(9.5, NODE, "w1", "taint-added", taint=UNREACHABLE),
     _t(20, POD, "web-a", "terminating", "ns", uid="wa", node="w1"),
+    _t(21, POD, "web-a", "ready", "ns", uid="wa", node="w1", workload=WEB),
+    _t(22, POD, "other", "ready", "ns", uid="zz", node="w2", workload="Deployment/other"),
+    _t(24, POD, "web-b", "scheduled", "ns", uid="wb", node="w2", workload=WEB),
+    _t(27, POD, "web-b", "ready", "ns", uid="wb", node="w2", workload=WEB),
     _t(31, VOLUME_ATTACHMENT, "va-1", "detached", uid="v1", node="w1", pv="pv-1"),
     _t(33, VOLUME_ATTACHMENT, "va-2", "attached", uid="v2", node="w2", pv="pv-1"),
     _t(40, NODE, "w1", "ready", status="True", reason="KubeletReady"),
@@ -64,6 +69,8 @@ PHASES = [
     P.volume_released("pv-1", "w1", since=T0),
     P.volume_attached("pv-1", since=T0 + 31, not_on="w1"),
     P.volume_attached("pv-1", since=T0 + 31),
+    # the replacement of web-a, from when web-a stopped blocking it (its Terminating)
+    P.pod_ready(since=T0 + 20, namespace="ns", workload=WEB, not_on="w1", not_uids={"wa"}),
 ]
 
 
@@ -77,11 +84,22 @@ def test_live_and_recorded_give_equal_measurements(phase: P.Phase) -> None:
 
 def test_each_phase_ends_at_its_own_event() -> None:
     got = [recorded(TRACE, p, 60).duration_s for p in PHASES]
-    assert got == pytest.approx([8.5, 10.0, 1.0, 10.5, 31.5, 31.0, 2.0, 2.0])
+    assert got == pytest.approx([8.5, 10.0, 1.0, 10.5, 31.5, 31.0, 2.0, 2.0, 7.0])
     nr = recorded(TRACE, PHASES[0], 60)
     assert nr.detail == {"node": "w1", "status": "Unknown", "reason": "NodeStatusUnknown"}
     moved = recorded(TRACE, PHASES[6], 60)
     assert moved.detail == {"pv": "pv-1", "from_node": "w1", "to_node": "w2", "attachment": "va-2"}
+    ready = recorded(TRACE, PHASES[8], 60)
+    assert ready.detail["pod"] == "ns/web-b" and ready.detail["ready_on"] == "w2"
+
+
+def test_pod_ready_is_this_pod_where_it_was_asked_for() -> None:
+    """The old incarnation's Ready, or a pod on the wrong node, never ends the phase."""
+    same_uid = P.pod_ready(since=T0 + 20, uid="wa")
+    assert recorded(TRACE, same_uid, 60).duration_s == pytest.approx(1.0)
+    assert not P.measure(P.pod_ready(since=T0 + 20, uid="wb", node="w1"), TRACE).complete
+    by_name = P.pod_ready(since=T0, namespace="ns", name="web-a", not_uids={"wa"})
+    assert not P.measure(by_name, TRACE).complete
 
 
 def test_a_phase_that_never_ends_is_incomplete_offline_and_a_failure_online() -> None:
