@@ -10,9 +10,16 @@ from typing import Any
 
 import pytest
 
-from harness.checks import CheckFailed, Measurement, node_not_ready, node_ready, pods_evicted
+from harness.checks import (
+    CheckFailed,
+    Measurement,
+    available_throughout,
+    node_not_ready,
+    node_ready,
+    pods_evicted,
+)
 from harness.checks import phase as P
-from harness.checks.replay import PodSnap
+from harness.checks.replay import PodSnap, availability
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
 from harness.kube.timeline import ACTION, FakeClock, Timeline, Transition
 from harness.longevity.measure import measure_cycle
@@ -177,7 +184,7 @@ def test_longevity_cycle_and_scenario_checks_measure_the_same_phases() -> None:
         tl.extend([t for t in ts if t.mono <= at.mono])
         for t in ts:
             if t.mono > at.mono:
-                clock.call_at(t.mono, lambda t=t: tl.append(t))
+                clock.call_at(t.mono, lambda t=t, tl=tl: tl.append(t))
         return tl
 
     offline_nr = {x.detail["node"]: x for x in m.each["not_ready"]}
@@ -207,3 +214,36 @@ def test_longevity_cycle_and_scenario_checks_measure_the_same_phases() -> None:
     )
     assert online_vol == vol
     assert replace(vol, budget_s=None).complete
+
+
+@pytest.mark.parametrize("survivor_drops", [False, True], ids=["kept", "survivor-drops"])
+def test_longevity_and_the_availability_check_count_the_same_pods(survivor_drops: bool) -> None:
+    """A workload's availability over the cycle: longevity's lowest and recovery (offline)
+    and ``available_throughout`` (online, waiting from the first power-off acknowledgement)
+    come from the one replay, :func:`~harness.checks.replay.availability`."""
+    c = standard_cycle(survivor_drops=survivor_drops)
+    ts = c.tl.snapshot()
+    m = measure_cycle(ts, plan())
+    t0 = min(t.mono for t in ts if t.transition == "power-off acknowledged")
+    t_on = min(t.mono for t in ts if t.transition == "power-on acknowledged")
+    cleanup = next(t.mono for t in ts if t.transition == "cleanup done")
+    for key, row in m.detail["workloads"].items():
+        if not row["affected"] or row["kind"] == "DaemonSet":
+            continue
+        ns, workload = key.split("/", 1)
+        clock = FakeClock(start=t0)
+        tl = Timeline(clock)
+        tl.extend([t for t in ts if t.mono <= t0])
+        for t in ts:
+            if t.mono > t0:
+                clock.call_at(t.mono, lambda t=t, tl=tl: tl.append(t))
+        online = available_throughout(tl, ns, workload, min_ready=0, start=t0, end=cleanup)
+        assert online.detail["lowest"] == row["lowest"]
+        offline = availability(ts, ns, workload, start=t0, until=cleanup)
+        assert (offline.initial, offline.lowest()[1]) == (online.detail["initial"], row["lowest"])
+        if row["from"] == "power-on":
+            back = offline.first_at_least(row["baseline"], since=t_on)
+            assert (None if back is None else round(back - t_on, 3)) == row["recovery_s"]
+    quorum = m.detail["workloads"]["lab/StatefulSet/quorum"]
+    assert quorum["lowest"] == (1 if survivor_drops else 2)
+    assert (quorum["recovery_s"] is None) == survivor_drops  # quorum-1 never Ready again
