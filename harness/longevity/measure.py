@@ -12,7 +12,10 @@ Definitions (each phase ends at the first transition that shows it done). The pe
 per-pod and per-volume phases are those of :mod:`harness.checks.phase`, the same the
 scenario's checks wait for live, applied here to the recorded transitions; each gives one
 :class:`~harness.checks.base.Measurement` (kept in :attr:`Measured.each`) and the cycle's
-value of a phase is the slowest of them (:func:`~harness.checks.phase.slowest`):
+value of a phase is the slowest of them (:func:`~harness.checks.phase.slowest`). A
+workload's availability (its lowest count, its recovery) is
+:func:`~harness.checks.replay.availability`, the replay the ``available_throughout`` and
+``quorum_kept`` checks judge:
 
 not_ready
     per node: its ``power-off acknowledged`` -> its Node ``not-ready`` transition. The cycle's
