@@ -16,7 +16,7 @@ two paths return equal measurements (``tests/unit/test_phase.py`` holds them to 
 
 The phases (constructors below): :func:`node_not_ready`, :func:`node_ready`,
 :func:`taint_added`, :func:`pod_event` (any of some pod transitions), :func:`pod_evicted`
-(Terminating or deleted), :func:`pod_gone` (deleted), :func:`volume_released`,
+(Terminating or deleted), :func:`pod_gone` (deleted), :func:`pod_ready`, :func:`volume_released`,
 :func:`volume_attached` and :func:`multi_attach`.
 """
 
@@ -51,6 +51,7 @@ __all__ = [
     "pod_event",
     "pod_evicted",
     "pod_gone",
+    "pod_ready",
     "slowest",
     "taint_added",
     "volume_attached",
@@ -291,6 +292,71 @@ def pod_evicted(
 def pod_gone(pod: PodRef, *, since: float, after: float | None = None) -> Phase:
     """The pod (by uid) deleted from the API after ``since``."""
     return pod_event(pod, {"deleted"}, since=since, after=after, name="pod-deleted")
+
+
+def pod_ready(
+    *,
+    since: float,
+    namespace: str | None = None,
+    uid: str | None = None,
+    name: str | None = None,
+    workload: str | None = None,
+    node: str | None = None,
+    not_on: str | None = None,
+    not_uids: Collection[str] = (),
+    after: float | None = None,
+) -> Phase:
+    """A pod (this uid; or of that name, that workload) turned Ready after ``since``: on
+    ``node``, or off ``not_on``, and not one of ``not_uids`` (the pods there before).
+
+    Where it starts: when the pod that is to become Ready could first exist. For a
+    replacement that is the moment its predecessor stopped blocking it (a Deployment pod's
+    deletionTimestamp, a StatefulSet member's deletion); for a pod that belongs to its node
+    (a DaemonSet's, a finalised StatefulSet member's) the node's power-on; a replacement
+    known to the caller can be counted from when it could start (scheduled, its volumes
+    attached) and watched from its scheduling (``after``). Counting from the outage itself
+    would charge the Ready phase with the eviction that came before it, which has a phase
+    of its own (:func:`pod_evicted`).
+    """
+    excluded = frozenset(not_uids)
+
+    def ends(t: Transition) -> bool:
+        d = t.detail
+        return (
+            t.transition == "ready"
+            and (namespace is None or t.namespace == namespace)
+            and (uid is None or d.get("uid") == uid)
+            and (name is None or t.name == name)
+            and (workload is None or d.get("workload") == workload)
+            and (node is None or d.get("node") == node)
+            and (not_on is None or d.get("node") != not_on)
+            and str(d.get("uid")) not in excluded
+        )
+
+    subject: dict[str, Any] = {
+        k: v
+        for k, v in (
+            ("namespace", namespace),
+            ("uid", uid),
+            ("workload", workload),
+            ("node", node),
+            ("not_on", not_on),
+        )
+        if v is not None
+    }
+    return Phase(
+        "pod-ready",
+        POD,
+        since,
+        ends,
+        subject,
+        after=after,
+        report=lambda t: {
+            "pod": f"{t.namespace}/{t.name}",
+            "uid": t.detail.get("uid"),
+            "ready_on": t.detail.get("node"),
+        },
+    )
 
 
 def volume_released(pv: str, node: str, *, since: float, after: float | None = None) -> Phase:

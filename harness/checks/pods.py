@@ -15,7 +15,7 @@ from harness.checks.base import (
     ref_mono,
     watch_until,
 )
-from harness.checks.replay import PodReplay, PodSnap, pods_at
+from harness.checks.replay import PodReplay, PodSnap, availability, pods_at
 from harness.errors import ConfigError, WaitTimeout
 from harness.kube.observer import POD
 from harness.kube.timeline import Timeline, Transition
@@ -132,11 +132,16 @@ def replacement_ready(
     """``count`` new pods of ``workload`` (``Kind/name``) became Ready off ``not_on``.
 
     A replacement is a pod that did not exist at ``since`` (a StatefulSet's re-created
-    member has the same name but a new uid, so it counts).
+    member has the same name but a new uid, so it counts). Each is the phase
+    :func:`~harness.checks.phase.pod_ready`, counted from ``since``; the duration is that of
+    the ``count``-th.
     """
     start = ref_mono(since)
     deadline = start + budget_s
     baseline = set(pods_at(tl, start, namespace=namespace, workload=workload))
+    phase = P.pod_ready(
+        since=start, namespace=namespace, workload=workload, not_on=not_on, not_uids=baseline
+    )
     ready: dict[str, Transition] = {}
     expected = (
         f"{count} new pod(s) of {namespace}/{workload} Ready on a node other than {not_on} "
@@ -144,17 +149,8 @@ def replacement_ready(
     )
 
     def pred(t: Transition) -> bool:
-        if (
-            t.kind == POD
-            and t.transition == "ready"
-            and t.mono > start
-            and t.namespace == namespace
-            and t.detail.get("workload") == workload
-            and t.detail.get("node") != not_on
-        ):
-            uid = str(t.detail.get("uid"))
-            if uid not in baseline:
-                ready.setdefault(uid, t)
+        if phase.accepts(t):
+            ready.setdefault(str(t.detail.get("uid")), t)
         return len(ready) >= count
 
     def seen() -> str:
@@ -170,7 +166,7 @@ def replacement_ready(
         raise CheckFailed(
             expected, exc.last_seen, covered(tl, start, deadline), check="replacement-ready"
         ) from None
-    took = hit.mono - start
+    took = phase.reached(hit).duration_s
     if took > budget_s:
         raise CheckFailed(
             expected,
@@ -269,38 +265,6 @@ def still_terminating(
     )
 
 
-def _availability(
-    tl: Timeline, namespace: str, workload: str, start: float, until: float
-) -> tuple[int, list[tuple[float, int]]]:
-    """Available-pod count at ``start``, and (mono, count) after each change up to ``until``.
-
-    Transitions stamped at the same instant (one re-list) are applied together, so a pod
-    deleted and its replacement found Ready by the same re-list is not a dip.
-    """
-    replay = PodReplay(namespace, workload)
-    ts = sorted(
-        (t for t in tl.snapshot() if replay.relevant(t) and t.mono <= until),
-        key=lambda t: t.mono,
-    )
-    series: list[tuple[float, int]] = []
-    initial: int | None = None
-    i = 0
-    while i < len(ts):
-        mono = ts[i].mono
-        if mono > start and initial is None:
-            initial = len(replay.available())
-        while i < len(ts) and ts[i].mono == mono:
-            replay.feed(ts[i])
-            i += 1
-        if initial is not None:
-            count = len(replay.available())
-            if count != (series[-1][1] if series else initial):
-                series.append((mono, count))
-    if initial is None:
-        initial = len(replay.available())
-    return initial, series
-
-
 def available_throughout(
     tl: Timeline,
     namespace: str,
@@ -313,8 +277,9 @@ def available_throughout(
 ) -> Measurement:
     """At least ``min_ready`` pods of ``workload`` Ready (and not Terminating) all along.
 
-    Computed from pod Ready transitions. Waits until ``end`` if it is still to come, failing
-    as soon as the count drops below ``min_ready``.
+    Computed from pod Ready transitions by :func:`~harness.checks.replay.availability` (the
+    function longevity measures each workload of a cycle with). Waits until ``end`` if it is
+    still to come, failing as soon as the count drops below ``min_ready``.
     """
     s, e = ref_mono(start), ref_mono(end)
     expected = (
@@ -337,20 +302,16 @@ def available_throughout(
 
     watch_until(tl, dropped, e)
     until = min(e, tl.clock.monotonic())
-    initial, series = _availability(tl, namespace, workload, s, until)
-    points = [(s, initial), *series]
-    lowest_at, lowest = min(points, key=lambda p: p[1])
-    below = 0.0
-    for (m0, c0), (m1, _) in zip(points, [*points[1:], (until, 0)], strict=True):
-        if c0 < min_ready:
-            below += m1 - m0
+    seen = availability(tl.snapshot(), namespace, workload, start=s, until=until)
+    lowest_at, lowest = seen.lowest()
+    below = seen.time_below(min_ready)
     detail: dict[str, Any] = {
         "workload": f"{namespace}/{workload}",
         "min_ready": min_ready,
-        "initial": initial,
+        "initial": seen.initial,
         "lowest": lowest,
         "lowest_at_s": round(lowest_at - s, 3),
-        "changes": len(series),
+        "changes": len(seen.changes),
         "time_below_s": round(below, 3),
     }
     if lowest < min_ready:

@@ -7,7 +7,8 @@ state of every pod and node at any time, without asking the cluster.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
@@ -119,6 +120,91 @@ class PodReplay:
 
     def available(self) -> list[PodSnap]:
         return [p for p in self.alive.values() if p.available]
+
+
+@dataclass(frozen=True, slots=True)
+class Availability:
+    """A workload's available pods (Ready, not Terminating) over a window: the count at
+    ``start`` and ``(mono, count)`` after each change, up to ``until``."""
+
+    start: float
+    until: float
+    initial: int
+    changes: tuple[tuple[float, int], ...]
+
+    @property
+    def points(self) -> list[tuple[float, int]]:
+        return [(self.start, self.initial), *self.changes]
+
+    def at(self, mono: float) -> int:
+        """The count at ``mono`` (after the transitions stamped then)."""
+        count = self.initial
+        for m, c in self.changes:
+            if m > mono:
+                break
+            count = c
+        return count
+
+    def lowest(self, until: float | None = None) -> tuple[float, int]:
+        """(when, count) of the first lowest count, up to ``until`` (default: the end)."""
+        end = self.until if until is None else until
+        return min(((m, c) for m, c in self.points if m <= end), key=lambda p: p[1])
+
+    def first_at_least(self, n: int, *, since: float) -> float | None:
+        """The first moment from ``since`` on at which at least ``n`` were available."""
+        if self.at(since) >= n:
+            return since
+        return next((m for m, c in self.changes if m > since and c >= n), None)
+
+    def time_below(self, n: int) -> float:
+        """How long, in total, fewer than ``n`` were available in the window."""
+        points = self.points
+        ends = [m for m, _ in points[1:]] + [self.until]
+        return sum(e - m for (m, c), e in zip(points, ends, strict=True) if c < n)
+
+
+def availability(
+    transitions: Iterable[Transition],
+    namespace: str,
+    workload: str,
+    *,
+    start: float,
+    until: float,
+    not_on: Collection[str] = (),
+) -> Availability:
+    """The workload's available pods (off the ``not_on`` nodes) from ``start`` to ``until``,
+    replayed from the recorded transitions: what a check waits on live and what longevity
+    measures a cycle with.
+
+    Transitions stamped at the same instant (one re-list) are applied together, so a pod
+    deleted and its replacement found Ready by the same re-list is not a dip.
+    """
+    replay = PodReplay(namespace, workload)
+    excluded = frozenset(not_on)
+    ts = sorted(
+        (t for t in transitions if replay.relevant(t) and t.mono <= until), key=lambda t: t.mono
+    )
+
+    def count() -> int:
+        return sum(1 for p in replay.available() if p.node not in excluded)
+
+    changes: list[tuple[float, int]] = []
+    initial: int | None = None
+    i = 0
+    while i < len(ts):
+        mono = ts[i].mono
+        if mono > start and initial is None:
+            initial = count()
+        while i < len(ts) and ts[i].mono == mono:
+            replay.feed(ts[i])
+            i += 1
+        if initial is not None:
+            now = count()
+            if now != (changes[-1][1] if changes else initial):
+                changes.append((mono, now))
+    if initial is None:
+        initial = count()
+    return Availability(start, until, initial, tuple(changes))
 
 
 def pods_at(

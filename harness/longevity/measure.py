@@ -12,7 +12,10 @@ Definitions (each phase ends at the first transition that shows it done). The pe
 per-pod and per-volume phases are those of :mod:`harness.checks.phase`, the same the
 scenario's checks wait for live, applied here to the recorded transitions; each gives one
 :class:`~harness.checks.base.Measurement` (kept in :attr:`Measured.each`) and the cycle's
-value of a phase is the slowest of them (:func:`~harness.checks.phase.slowest`):
+value of a phase is the slowest of them (:func:`~harness.checks.phase.slowest`). A
+workload's availability (its lowest count, its recovery) is
+:func:`~harness.checks.replay.availability`, the replay the ``available_throughout`` and
+``quorum_kept`` checks judge:
 
 not_ready
     per node: its ``power-off acknowledged`` -> its Node ``not-ready`` transition. The cycle's
@@ -60,7 +63,7 @@ from typing import Any, Final, Literal
 
 from harness.checks import phase as P
 from harness.checks.base import Measurement
-from harness.checks.replay import PodReplay, PodSnap, attachments_at
+from harness.checks.replay import PodReplay, PodSnap, attachments_at, availability
 from harness.checks.service import PROBE, outages
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
 from harness.kube.timeline import ACTION, Transition
@@ -94,6 +97,8 @@ FAILED_ACK: Final = frozenset({POWER_OFF_ACK, "partition acknowledged", "kubelet
 BACK_ACK: Final = frozenset({POWER_ON_ACK, "heal acknowledged", "kubelet-start acknowledged"})
 
 NODE_BOUND_KINDS: Final = frozenset({"StatefulSet", "DaemonSet"})
+#: A surviving StatefulSet member that does one of these while the nodes are off is lost.
+SURVIVOR_LOST: Final = frozenset({"not-ready", "terminating", "deleted"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,93 +269,43 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
                 info["ready_after_on_s"] = _r(ready.duration_s)
     detail["nodes"] = node_detail
 
-    # -- pods: one pass, with the state at t0 and availability per workload -------------------
+    # -- pods: the state at t0, and per affected workload its availability ------------------
     by_key = {w.key: w for w in plan.workloads}
-    replay = PodReplay()
     pods_ts = [
         t for t in ts if t.kind == POD and f"{t.namespace}/{t.detail.get('workload')}" in by_key
     ]
-    at_t0: dict[str, PodSnap] = {}
+    replay = PodReplay()
+    replay.feed_all(t for t in pods_ts if t.mono <= t0)
+    at_t0: dict[str, PodSnap] = dict(replay.alive)
+    affected = {f"{p.namespace}/{p.workload}" for p in at_t0.values() if p.node in group}
     lowest: dict[str, int] = {}
     recovered: dict[str, float] = {}
-    survivors: dict[str, set[str]] = {}
-    dropped: dict[str, list[str]] = {}
-    affected: set[str] = set()
-
-    def available(w: WorkloadTarget, *, off_group: bool) -> int:
-        return sum(
-            1
-            for p in replay.alive.values()
-            if p.workload == w.workload
-            and p.namespace == w.namespace
-            and p.available
-            and (not off_group or p.node not in group)
-        )
-
-    def evaluate(now: float) -> None:
-        if now <= t0:
-            return
-        for w in plan.workloads:
-            if w.key not in affected:
-                continue
-            count = available(w, off_group=False)
-            if now <= window_end:
-                lowest[w.key] = min(lowest.get(w.key, count), count)
-            if w.key in recovered:
-                continue
-            if w.kind in NODE_BOUND_KINDS:
-                if t_on is not None and now >= t_on and count >= w.baseline:
-                    recovered[w.key] = now
-            elif available(w, off_group=True) >= w.baseline or (
-                t_on is not None and now >= t_on and count >= w.baseline
-            ):
-                recovered[w.key] = now
-
-    snapped = False
-    on_evaluated = t_on is None
-    i = 0
-    while i < len(pods_ts) or not snapped or not on_evaluated:
-        mono = pods_ts[i].mono if i < len(pods_ts) else float("inf")
-        if not snapped and mono > t0:
-            snapped = True
-            at_t0 = dict(replay.alive)
-            for p in at_t0.values():
-                w = by_key[f"{p.namespace}/{p.workload}"]
-                if p.node in group:
-                    affected.add(w.key)
-                elif w.kind == "StatefulSet" and p.available:
-                    survivors.setdefault(w.key, set()).add(p.uid)
-            for w in plan.workloads:
-                if w.key in affected:
-                    lowest[w.key] = available(w, off_group=False)
+    for w in plan.workloads:
+        if w.key not in affected:
             continue
-        if not on_evaluated and t_on is not None and mono > t_on:
-            on_evaluated = True
-            evaluate(t_on)
+        seen = availability(pods_ts, w.namespace, w.workload, start=t0, until=end)
+        lowest[w.key] = seen.lowest(window_end)[1]
+        # StatefulSet and DaemonSet pods come back with their nodes; a Deployment's can be
+        # replaced elsewhere, so it recovers off the failed nodes too.
+        done = None if t_on is None else seen.first_at_least(w.baseline, since=t_on)
+        if w.kind not in NODE_BOUND_KINDS:
+            off = availability(pods_ts, w.namespace, w.workload, start=t0, until=end, not_on=group)
+            elsewhere = off.first_at_least(w.baseline, since=t0)
+            done = min((x for x in (done, elsewhere) if x is not None), default=None)
+        if done is not None:
+            recovered[w.key] = done
+    # The StatefulSet members that stayed up must stay Ready while the nodes are off.
+    dropped: dict[str, list[tuple[float, str]]] = {}
+    for p in at_t0.values():
+        w = by_key[f"{p.namespace}/{p.workload}"]
+        if w.key not in affected or w.kind != "StatefulSet" or p.node in group or not p.available:
             continue
-        if i >= len(pods_ts):
-            break
-        batch_end = i
-        while batch_end < len(pods_ts) and pods_ts[batch_end].mono == mono:
-            t = pods_ts[batch_end]
-            replay.feed(t)
-            uid = str(t.detail.get("uid") or "")
-            if mono > t0:
-                wkey = f"{t.namespace}/{t.detail.get('workload')}"
-                survivors_of = survivors.get(wkey)
-                if (
-                    survivors_of is not None
-                    and uid in survivors_of
-                    and t.transition in ("not-ready", "terminating", "deleted")
-                    and mono <= outage_limit
-                ):
-                    survivors_of.discard(uid)
-                    dropped.setdefault(wkey, []).append(
-                        f"{t.name} {t.transition} at +{mono - t0:.1f}s"
-                    )
-            batch_end += 1
-        i = batch_end
-        evaluate(mono)
+        lost = P.pod_event(p, SURVIVOR_LOST, since=t0)
+        t = P.end_event(lost, pods_ts, until=outage_limit)
+        if t is not None:
+            dropped.setdefault(w.key, []).append(
+                (t.mono, f"{t.name} {t.transition} at +{t.mono - t0:.1f}s")
+            )
 
     # evacuation, per protected pod on a failed node
     pod_detail: list[dict[str, Any]] = []
@@ -412,10 +367,10 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
             # depends on where the scheduler put them, not only on the cluster's behaviour.
             detail.setdefault("below_min_available", []).append(dip)
         if w.critical and dropped.get(w.key):
-            row["survivors_dropped"] = dropped[w.key]
+            row["survivors_dropped"] = [text for _, text in sorted(dropped[w.key])]
             violations.append(
                 f"{w.key}: surviving member(s) lost readiness while the nodes were off: "
-                + "; ".join(dropped[w.key])
+                + "; ".join(row["survivors_dropped"])
             )
     detail["workloads"] = wl_detail
 

@@ -299,15 +299,6 @@ def wait_rescheduled(
     return found
 
 
-def ready_after(tl: Timeline, uid: str, node: str, after: float) -> Transition | None:
-    return tl.first(
-        POD,
-        transition="ready",
-        after=after,
-        where=lambda t: t.detail.get("uid") == uid and t.detail.get("node") == node,
-    )
-
-
 # -- volumes -----------------------------------------------------------------------------------
 
 

@@ -36,7 +36,7 @@ from harness.errors import PermanentError, WaitTimeout
 from harness.kube.actions import restart_pods as restart_pods_action
 from harness.kube.client import JSON, KubeClient
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT, Observer
-from harness.kube.timeline import ACTION, Predicate, Timeline, Transition, match
+from harness.kube.timeline import ACTION, Timeline, Transition, match
 from harness.power.base import FailureKind, UnsupportedFailure
 from harness.scenario import lost as L
 from harness.scenario.errors import NothingToMeasure, UnsupportedKind
@@ -44,13 +44,6 @@ from harness.scenario.report import Measurements
 from harness.scenario.targets import Outage, PoweredOn, Targets
 from harness.scenario.workloads import PodInfo, Workload
 from harness.session import Session
-
-
-def _uid(uid: str) -> Predicate:
-    def pred(t: Transition) -> bool:
-        return t.detail.get("uid") == uid
-
-    return pred
 
 
 def _fail_if(
@@ -474,19 +467,15 @@ def replaced_by_ready(
     found = rescheduled(tl, pods, outage, seconds, ms)
     problems, missing = [], False
     for r in found.values():
-        ready = L.ready_after(tl, r.uid, r.node, r.scheduled.mono - 1e-6)
-        if ready is None:
-            with contextlib.suppress(WaitTimeout):  # reported below
-                ready = tl.wait_for(
-                    match(POD, transition="ready", where=_uid(r.uid)),
-                    r.ref.mono + seconds,
-                    f"{r.name} Ready",
-                )
+        phase = P.pod_ready(since=r.ref.mono, uid=r.uid, node=r.node, after=r.scheduled.mono - 1e-6)
+        ready = None
+        with contextlib.suppress(WaitTimeout):  # reported below
+            ready = tl.wait_for(phase.accepts, r.ref.mono + seconds, f"{r.name} Ready")
         if ready is None:
             problems.append(f"missing: {r.lost.ref} -> {r.name}@{r.node} not Ready")
             missing = True
             continue
-        took = ready.mono - r.ref.mono
+        took = phase.reached(ready, seconds).duration_s
         ms.record(f"{r.lost.ref} replaced by a Ready pod", took, seconds)
         if took > seconds:
             problems.append(f"late: {r.lost.ref} -> {r.name} Ready after {took:.1f}s")
@@ -528,10 +517,9 @@ def replacement_ready(
                 0.0,
             )
         start = max([r.scheduled.mono, *(a.mono for a in attached)])
-        ready = L.ready_after(tl, r.uid, r.node, r.scheduled.mono - 1e-6) or tl.wait_for(
-            match(POD, transition="ready", where=_uid(r.uid)), start + seconds, f"{r.name} Ready"
-        )
-        took = max(0.0, ready.mono - start)
+        phase = P.pod_ready(since=start, uid=r.uid, node=r.node, after=r.scheduled.mono - 1e-6)
+        ready = tl.wait_for(phase.accepts, start + seconds, f"{r.name} Ready")
+        took = phase.reached(ready, seconds).duration_s
         early = ready.mono < start
         ms.record(
             f"{r.name} Ready once it could start",
@@ -740,15 +728,9 @@ def member_recreated(
             check="no-double-member",
         )
 
-    def new_incarnation(t: Transition) -> bool:
-        return t.detail.get("uid") != pod.uid
-
-    ready = tl.wait_for(
-        match(POD, pod.name, "ready", namespace=pod.namespace, after=gone, where=new_incarnation),
-        gone.mono + seconds,
-        f"a new {pod.ref} Ready",
-    )
-    ms.record(f"{pod.ref} re-created and Ready", ready.mono - gone.mono, seconds)
+    phase = P.pod_ready(since=gone.mono, namespace=pod.namespace, name=pod.name, not_uids={pod.uid})
+    ready = tl.wait_for(phase.accepts, gone.mono + seconds, f"a new {pod.ref} Ready")
+    ms.record(f"{pod.ref} re-created and Ready", phase.reached(ready).duration_s, seconds)
 
 
 # -- DaemonSets ----------------------------------------------------------------------------
@@ -761,16 +743,14 @@ def daemon_pods_ready_again(
         raise NothingToMeasure(f"no DaemonSet pod ran on {', '.join(outage.nodes)}")
     for p in outage.targets.daemon_pods:
         ack = powered_on.sent[p.node]
-
-        def on_node(t: Transition, p: PodInfo = p) -> bool:
-            return t.detail.get("workload") == p.workload and t.detail.get("node") == p.node
-
+        phase = P.pod_ready(since=ack.mono, namespace=p.namespace, workload=p.workload, node=p.node)
         ready = tl.wait_for(
-            match(POD, transition="ready", namespace=p.namespace, after=ack, where=on_node),
+            phase.accepts,
             ack.mono + seconds,
             f"a pod of {p.workload} Ready on {p.node} after its power-on",
         )
-        ms.record(f"{ready.name} Ready after power-on", ready.mono - ack.mono, seconds)
+        took = phase.reached(ready).duration_s
+        ms.record(f"{ready.name} Ready after power-on", took, seconds)
 
 
 def daemon_pods_kept(tl: Timeline, outage: Outage) -> None:

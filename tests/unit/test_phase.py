@@ -10,9 +10,16 @@ from typing import Any
 
 import pytest
 
-from harness.checks import CheckFailed, Measurement, node_not_ready, node_ready, pods_evicted
+from harness.checks import (
+    CheckFailed,
+    Measurement,
+    available_throughout,
+    node_not_ready,
+    node_ready,
+    pods_evicted,
+)
 from harness.checks import phase as P
-from harness.checks.replay import PodSnap
+from harness.checks.replay import PodSnap, availability
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
 from harness.kube.timeline import ACTION, FakeClock, Timeline, Transition
 from harness.longevity.measure import measure_cycle
@@ -39,6 +46,7 @@ def recorded(ts: Sequence[Transition], phase: P.Phase, budget_s: float) -> Measu
     return P.measure(phase, sorted(ts, key=lambda t: t.mono), budget_s=budget_s)
 
 
+WEB = "Deployment/web"
 POD_WA = PodSnap("ns", "web-a", "wa", "w1", "Running", True, False, "Deployment/web", T0)
 
 TRACE = [
@@ -49,6 +57,10 @@ TRACE = [
     _t(9, NODE, "w1", "taint-added", taint="node.kubernetes.io/not-ready:NoExecute"),
     _t(9.5, NODE, "w1", "taint-added", taint=UNREACHABLE),
     _t(20, POD, "web-a", "terminating", "ns", uid="wa", node="w1"),
+    _t(21, POD, "web-a", "ready", "ns", uid="wa", node="w1", workload=WEB),
+    _t(22, POD, "other", "ready", "ns", uid="zz", node="w2", workload="Deployment/other"),
+    _t(24, POD, "web-b", "scheduled", "ns", uid="wb", node="w2", workload=WEB),
+    _t(27, POD, "web-b", "ready", "ns", uid="wb", node="w2", workload=WEB),
     _t(31, VOLUME_ATTACHMENT, "va-1", "detached", uid="v1", node="w1", pv="pv-1"),
     _t(33, VOLUME_ATTACHMENT, "va-2", "attached", uid="v2", node="w2", pv="pv-1"),
     _t(40, NODE, "w1", "ready", status="True", reason="KubeletReady"),
@@ -64,6 +76,8 @@ PHASES = [
     P.volume_released("pv-1", "w1", since=T0),
     P.volume_attached("pv-1", since=T0 + 31, not_on="w1"),
     P.volume_attached("pv-1", since=T0 + 31),
+    # the replacement of web-a, from when web-a stopped blocking it (its Terminating)
+    P.pod_ready(since=T0 + 20, namespace="ns", workload=WEB, not_on="w1", not_uids={"wa"}),
 ]
 
 
@@ -77,11 +91,22 @@ def test_live_and_recorded_give_equal_measurements(phase: P.Phase) -> None:
 
 def test_each_phase_ends_at_its_own_event() -> None:
     got = [recorded(TRACE, p, 60).duration_s for p in PHASES]
-    assert got == pytest.approx([8.5, 10.0, 1.0, 10.5, 31.5, 31.0, 2.0, 2.0])
+    assert got == pytest.approx([8.5, 10.0, 1.0, 10.5, 31.5, 31.0, 2.0, 2.0, 7.0])
     nr = recorded(TRACE, PHASES[0], 60)
     assert nr.detail == {"node": "w1", "status": "Unknown", "reason": "NodeStatusUnknown"}
     moved = recorded(TRACE, PHASES[6], 60)
     assert moved.detail == {"pv": "pv-1", "from_node": "w1", "to_node": "w2", "attachment": "va-2"}
+    ready = recorded(TRACE, PHASES[8], 60)
+    assert ready.detail["pod"] == "ns/web-b" and ready.detail["ready_on"] == "w2"
+
+
+def test_pod_ready_is_this_pod_where_it_was_asked_for() -> None:
+    """The old incarnation's Ready, or a pod on the wrong node, never ends the phase."""
+    same_uid = P.pod_ready(since=T0 + 20, uid="wa")
+    assert recorded(TRACE, same_uid, 60).duration_s == pytest.approx(1.0)
+    assert not P.measure(P.pod_ready(since=T0 + 20, uid="wb", node="w1"), TRACE).complete
+    by_name = P.pod_ready(since=T0, namespace="ns", name="web-a", not_uids={"wa"})
+    assert not P.measure(by_name, TRACE).complete
 
 
 def test_a_phase_that_never_ends_is_incomplete_offline_and_a_failure_online() -> None:
@@ -159,7 +184,7 @@ def test_longevity_cycle_and_scenario_checks_measure_the_same_phases() -> None:
         tl.extend([t for t in ts if t.mono <= at.mono])
         for t in ts:
             if t.mono > at.mono:
-                clock.call_at(t.mono, lambda t=t: tl.append(t))
+                clock.call_at(t.mono, lambda t=t, tl=tl: tl.append(t))
         return tl
 
     offline_nr = {x.detail["node"]: x for x in m.each["not_ready"]}
@@ -189,3 +214,36 @@ def test_longevity_cycle_and_scenario_checks_measure_the_same_phases() -> None:
     )
     assert online_vol == vol
     assert replace(vol, budget_s=None).complete
+
+
+@pytest.mark.parametrize("survivor_drops", [False, True], ids=["kept", "survivor-drops"])
+def test_longevity_and_the_availability_check_count_the_same_pods(survivor_drops: bool) -> None:
+    """A workload's availability over the cycle: longevity's lowest and recovery (offline)
+    and ``available_throughout`` (online, waiting from the first power-off acknowledgement)
+    come from the one replay, :func:`~harness.checks.replay.availability`."""
+    c = standard_cycle(survivor_drops=survivor_drops)
+    ts = c.tl.snapshot()
+    m = measure_cycle(ts, plan())
+    t0 = min(t.mono for t in ts if t.transition == "power-off acknowledged")
+    t_on = min(t.mono for t in ts if t.transition == "power-on acknowledged")
+    cleanup = next(t.mono for t in ts if t.transition == "cleanup done")
+    for key, row in m.detail["workloads"].items():
+        if not row["affected"] or row["kind"] == "DaemonSet":
+            continue
+        ns, workload = key.split("/", 1)
+        clock = FakeClock(start=t0)
+        tl = Timeline(clock)
+        tl.extend([t for t in ts if t.mono <= t0])
+        for t in ts:
+            if t.mono > t0:
+                clock.call_at(t.mono, lambda t=t, tl=tl: tl.append(t))
+        online = available_throughout(tl, ns, workload, min_ready=0, start=t0, end=cleanup)
+        assert online.detail["lowest"] == row["lowest"]
+        offline = availability(ts, ns, workload, start=t0, until=cleanup)
+        assert (offline.initial, offline.lowest()[1]) == (online.detail["initial"], row["lowest"])
+        if row["from"] == "power-on":
+            back = offline.first_at_least(row["baseline"], since=t_on)
+            assert (None if back is None else round(back - t_on, 3)) == row["recovery_s"]
+    quorum = m.detail["workloads"]["lab/StatefulSet/quorum"]
+    assert quorum["lowest"] == (1 if survivor_drops else 2)
+    assert (quorum["recovery_s"] is None) == survivor_drops  # quorum-1 never Ready again
