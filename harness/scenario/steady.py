@@ -88,7 +88,14 @@ def problems(
             if bad:
                 out.append(f"node {spec.name} has failure taints {', '.join(bad)}")
     for w in workloads:
-        pods = observer.pods(namespace=w.namespace, workload=w.key)
+        # A pod that ended (Failed, Succeeded) holds nothing and its controller has replaced
+        # it: a graceful node shutdown leaves each of its pods so, as an object, until the
+        # pod garbage collector's threshold (12,500 by default) is reached.
+        pods = [
+            p
+            for p in observer.pods(namespace=w.namespace, workload=w.key)
+            if p.phase not in ("Failed", "Succeeded")
+        ]
         ready = [p for p in pods if p.ready and not p.terminating]
         terminating = [p.name for p in pods if p.terminating]
         if len(ready) != w.desired or len(pods) != w.desired:
