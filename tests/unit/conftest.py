@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from harness.inventory import Inventory, load_inventory
 from tests.fakeapi import FakeApiServer
+from tests.unit.powerfakes import FakeBmcs, add_nodes, write_inventory
 
 
 @pytest.fixture
@@ -14,3 +17,17 @@ def api() -> Iterator[FakeApiServer]:
     """A fake API server on loopback, stopped after the test."""
     with FakeApiServer() as server:
         yield server
+
+
+@pytest.fixture
+def bmcs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeBmcs:
+    """BMCs kept in memory, handed out by ``driver_for``; the journal and locks in tmp_path."""
+    monkeypatch.setenv("POWERCUT_STATE_DIR", str(tmp_path / "state"))
+    return FakeBmcs().install(monkeypatch)
+
+
+@pytest.fixture
+def inventory(tmp_path: Path, api: FakeApiServer, bmcs: FakeBmcs) -> Inventory:
+    """The fake inventory (``powerfakes.INVENTORY``), its nodes registered in the fake API."""
+    add_nodes(api)
+    return load_inventory(write_inventory(tmp_path, api.url))

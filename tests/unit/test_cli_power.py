@@ -24,12 +24,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:.cgi. is deprecated:DeprecationW
 
 
 @pytest.fixture
-def bmcs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeBmcs:
-    monkeypatch.setenv("POWERCUT_STATE_DIR", str(tmp_path / "state"))
-    return FakeBmcs().install(monkeypatch)
-
-
-@pytest.fixture
 def cluster(api: FakeApiServer, monkeypatch: pytest.MonkeyPatch) -> FakeApiServer:
     serve_version(monkeypatch)
     add_nodes(api)

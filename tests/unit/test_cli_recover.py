@@ -31,12 +31,6 @@ def dead_server() -> str:
 
 
 @pytest.fixture
-def bmcs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeBmcs:
-    monkeypatch.setenv("POWERCUT_STATE_DIR", str(tmp_path / "state"))
-    return FakeBmcs().install(monkeypatch)
-
-
-@pytest.fixture
 def inventory_path(tmp_path: Path) -> Path:
     return write_inventory(tmp_path, dead_server())
 

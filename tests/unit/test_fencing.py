@@ -4,32 +4,18 @@ timeline (so the report) keep."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from harness.cli import main
 from harness.errors import PermanentError
-from harness.inventory import Inventory, load_inventory
+from harness.inventory import Inventory
 from harness.journal import Journal
 from harness.kube.actions import OUT_OF_SERVICE_KEY, FencingRequired
 from harness.kube.timeline import ACTION
 from harness.power.base import PowerState
 from harness.session import Session, journal_path_for
 from tests.fakeapi import FakeApiServer, pod
-from tests.unit.powerfakes import FakeBmcs, add_nodes, write_inventory
-
-
-@pytest.fixture
-def bmcs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeBmcs:
-    monkeypatch.setenv("POWERCUT_STATE_DIR", str(tmp_path / "state"))
-    return FakeBmcs().install(monkeypatch)
-
-
-@pytest.fixture
-def inventory(tmp_path: Path, api: FakeApiServer, bmcs: FakeBmcs) -> Inventory:
-    add_nodes(api)
-    return load_inventory(write_inventory(tmp_path, api.url))
+from tests.unit.powerfakes import FakeBmcs
 
 
 def taints(api: FakeApiServer, name: str) -> list[str]:

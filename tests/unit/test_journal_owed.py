@@ -184,12 +184,6 @@ def test_a_reused_pid_is_not_the_run_that_wrote_the_entry() -> None:
 # -- `powercut recover`: judged once ---------------------------------------------------------
 
 
-@pytest.fixture
-def bmcs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeBmcs:
-    monkeypatch.setenv("POWERCUT_STATE_DIR", str(tmp_path / "state"))
-    return FakeBmcs().install(monkeypatch)
-
-
 def crashed_run(path: Path, pid: int, proc: str | None) -> None:
     """A journal written by process ``pid`` that stopped with w1 off and cordoned."""
     with Journal(path) as journal:

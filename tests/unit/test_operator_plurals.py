@@ -3,11 +3,9 @@ turn, each journaled with its undo before it acts, the fencing rules applied per
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from harness.inventory import Inventory, load_inventory
+from harness.inventory import Inventory
 from harness.kube.actions import OUT_OF_SERVICE_KEY, FencingRequired
 from harness.kube.timeline import ACTION
 from harness.power.base import PowerState
@@ -15,21 +13,9 @@ from harness.scenario import operator
 from harness.scenario.report import Measurements
 from harness.session import Session
 from tests.fakeapi import FakeApiServer
-from tests.unit.powerfakes import FakeBmcs, add_nodes, write_inventory
+from tests.unit.powerfakes import FakeBmcs
 
 NODES = ("w1", "w2")
-
-
-@pytest.fixture
-def bmcs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeBmcs:
-    monkeypatch.setenv("POWERCUT_STATE_DIR", str(tmp_path / "state"))
-    return FakeBmcs().install(monkeypatch)
-
-
-@pytest.fixture
-def inventory(tmp_path: Path, api: FakeApiServer, bmcs: FakeBmcs) -> Inventory:
-    add_nodes(api)
-    return load_inventory(write_inventory(tmp_path, api.url))
 
 
 def _taints(api: FakeApiServer, name: str) -> list[str]:

@@ -23,12 +23,6 @@ from tests.unit.powerfakes import FakeBmcs, write_inventory
 
 
 @pytest.fixture
-def bmcs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeBmcs:
-    monkeypatch.setenv("POWERCUT_STATE_DIR", str(tmp_path / "state"))
-    return FakeBmcs().install(monkeypatch)
-
-
-@pytest.fixture
 def said() -> list[str]:
     return []
 

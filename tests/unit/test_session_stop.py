@@ -70,12 +70,6 @@ class Watchers:
 
 
 @pytest.fixture
-def bmcs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeBmcs:
-    monkeypatch.setenv("POWERCUT_STATE_DIR", str(tmp_path / "state"))
-    return FakeBmcs().install(monkeypatch)
-
-
-@pytest.fixture
 def watchers(monkeypatch: pytest.MonkeyPatch) -> Watchers:
     w = Watchers()
     monkeypatch.setattr("harness.session.watcher_for", w.factory)
