@@ -70,7 +70,7 @@ import orjson
 
 from harness.errors import PermanentError, TemporaryError, WaitTimeout
 from harness.kube import fields
-from harness.kube.client import JSON, Gone, KubeClient, WatchEvent
+from harness.kube.client import JSON, ApiError, Gone, KubeClient, WatchEvent
 from harness.kube.timeline import Timeline, Transition
 
 log = logging.getLogger(__name__)
@@ -113,6 +113,13 @@ MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 #: Between retries of a watch refused for good (403, ...) once synced; a broken watch
 #: reconnects sooner (``Observer.backoff_s``).
 PERMANENT_RETRY_S = 5.0
+
+#: Watches retried from the same resourceVersion, each on a new connection, after a 410
+#: Gone and before re-listing: behind a balancer each goes to the next API server, and one
+#: that did not restart still holds the history (a fresh connection is all that changes;
+#: the API servers' own addresses, in the cluster's ``default/kubernetes`` EndpointSlice,
+#: are often not reachable from outside the cluster, so they are not tried).
+GONE_RETRIES = 5
 
 #: How long before a live watch stream broke a change may still have been on its way: a
 #: gap announced after that stream starts this much before it broke.
@@ -741,10 +748,13 @@ class _Watcher(Generic[S]):
         delay = low
         rv: str | None = None
         reason = "initial list"
+        refused = _Refusals()  # the 410s since the watch last delivered anything
+        since_rv = ""  # what the watch resumed from when the history ran out (a gap's start)
         while not stop.is_set():
             if rv is None:
+                exact = refused.list_at()
                 try:
-                    fresh, list_rv = self._list(client)
+                    fresh, list_rv = self._list_after_gone(client, exact)
                 except TemporaryError as exc:
                     self._problem("watch-broken", exc)
                     stop.wait(delay)
@@ -758,10 +768,19 @@ class _Watcher(Generic[S]):
                     self._problem("watch-error", exc)
                     stop.wait(max(high, PERMANENT_RETRY_S))
                     continue
-                self._resync(fresh, list_rv, reason, time.monotonic(), time.time())
+                self._resync(
+                    fresh,
+                    list_rv,
+                    reason,
+                    time.monotonic(),
+                    time.time(),
+                    since_rv=since_rv,
+                    exact=exact is not None and list_rv == exact,
+                )
                 del fresh
                 rv = list_rv
                 delay = low
+                refused.relisted()
                 self.synced.set()
             self._accepted = False  # set once the API server accepts the watch
             try:
@@ -776,16 +795,35 @@ class _Watcher(Generic[S]):
                         return
                     self._last_ok = ev.mono
                     delay = low
+                    refused.clear()  # this API server had the history: a new round later
                     new_rv = str(_meta(ev.object).get("resourceVersion") or "")
                     if ev.type != "BOOKMARK":
                         self._on_event(ev)
                     if new_rv:
                         rv = self.rv = new_rv
+                refused.clear()  # the stream ran to its end: the history was there
             except Gone as exc:
                 self._accepted = False  # what it missed is exactly the question
                 if stop.is_set():
                     return
+                start = refused.add(exc.api_message)
+                self.obs._note(
+                    self.label,
+                    "watch-gone",
+                    resource_version=rv,
+                    attempt=refused.count,
+                    cache_start=start,
+                    error=exc.api_message[:200],
+                )
+                if refused.count <= self.obs.gone_retries:
+                    # Another API server may still hold the history (only the one that
+                    # answered restarted): the same watch on a new connection, which a
+                    # balancer hands to the next API server.
+                    client.close()
+                    continue
+                since_rv = rv or ""
                 rv, reason = None, f"410 Gone: {exc.api_message}"[:200]
+                client.close()
             except TemporaryError as exc:
                 if stop.is_set():
                     return
@@ -835,7 +873,19 @@ class _Watcher(Generic[S]):
         elif pairs:
             self.obs.timeline.touch()  # state changed without a transition: wake state waits
 
-    def _list(self, client: KubeClient) -> tuple[dict[Key, S], str]:
+    def _list_after_gone(self, client: KubeClient, exact: str | None) -> tuple[dict[Key, S], str]:
+        """The list a re-list starts from: the state at ``exact`` (read from etcd) when the
+        410s said where the API servers' watch caches start, else the state now."""
+        if exact is not None:
+            try:
+                return self._list(client, exact)
+            except ApiError as exc:  # compacted, or not served there: list now
+                if isinstance(exc, TemporaryError):
+                    raise  # retried with backoff, still at the same resourceVersion
+                log.info("observer %s: no list at %s (%s); listing now", self.label, exact, exc)
+        return self._list(client)
+
+    def _list(self, client: KubeClient, exact: str | None = None) -> tuple[dict[Key, S], str]:
         """List page by page, keeping only the projection of each object: the raw pages are
         dropped as soon as they are projected, and the collector is paused meanwhile (it is
         most of the cost of building many small objects, and it would find nothing). With
@@ -843,12 +893,16 @@ class _Watcher(Generic[S]):
         h = self.handler
         fresh: dict[Key, S] = {}
         rv = ""
+        at: dict[str, str] = {}
+        if exact is not None:
+            at = {"resourceVersion": exact, "resourceVersionMatch": "Exact"}
         with _gc_paused():
             for page, page_rv in client.pages(
                 self.path,
                 page_size=self.obs.page_size,
                 prefetch=self.obs.prefetch,
                 decode=self._decode_page,
+                **at,
             ):
                 rv = page_rv
                 for obj in page:
@@ -858,7 +912,17 @@ class _Watcher(Generic[S]):
                 del page
         return fresh, rv
 
-    def _resync(self, fresh: dict[Key, S], rv: str, reason: str, mono: float, wall: float) -> None:
+    def _resync(
+        self,
+        fresh: dict[Key, S],
+        rv: str,
+        reason: str,
+        mono: float,
+        wall: float,
+        *,
+        since_rv: str = "",
+        exact: bool = False,
+    ) -> None:
         h = self.handler
         initial = not self.synced.is_set()
         with self.obs._lock:
@@ -890,6 +954,9 @@ class _Watcher(Generic[S]):
                 uncertain_s=uncertain,
                 resource=self.handler.resource,
                 since_mono=round(max(self._last_ok, self._live_until), 6),
+                since_resource_version=since_rv,
+                resource_version=rv,
+                exact=exact,
             )
         self._last_ok = self._live_until = mono
 
@@ -906,6 +973,49 @@ class _Watcher(Generic[S]):
                 for kind, ns, name, what, detail in emits
             ]
         )
+
+
+#: kube-apiserver's answer to a watch from before its watch cache's window: "too old
+#: resource version: <asked> (<the oldest it can serve from>)" (k8s.io/apiserver
+#: pkg/storage/cacher watch_cache.go, getAllEventsSinceLocked). Right after the cache
+#: initialised, the second number is the resourceVersion it listed etcd at.
+TOO_OLD_RE = re.compile(r"too old resource version: (\d+) \((\d+)\)")
+
+
+class _Refusals:
+    """The 410 Gone answers of one round of watch retries, and where to re-list from.
+
+    Each answer from a kube-apiserver's watch cache names the oldest resourceVersion that
+    cache can replay from. When every try was refused, the re-list reads the state at the
+    newest of them (an exact list, which etcd serves while it keeps that revision): every
+    cache that answered can replay what came after it, so the watch resumes there and the
+    changes made since the caches started are delivered one by one, not folded into a
+    list taken later. Without numbers (another server, or another message) it lists now.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.starts: list[int] = []
+
+    def add(self, message: str) -> int | None:
+        self.count += 1
+        hit = TOO_OLD_RE.search(message)
+        if hit is None:
+            return None
+        start = int(hit.group(2))
+        self.starts.append(start)
+        return start
+
+    def list_at(self) -> str | None:
+        """The resourceVersion the re-list should read at, or None for the state now."""
+        return str(max(self.starts)) if self.count and self.starts else None
+
+    def clear(self) -> None:
+        self.count = 0
+        self.starts = []
+
+    def relisted(self) -> None:
+        self.clear()
 
 
 class Gap(NamedTuple):
@@ -1020,6 +1130,7 @@ class Observer:
         # fault bench's every-API-server restarts; a watch retrying every 0.2 s lost none).
         backoff_s: tuple[float, float] = (0.2, 1.0),
         sync_timeout_s: float = 60.0,
+        gone_retries: int = GONE_RETRIES,
     ) -> None:
         self._client = client
         self.namespaces = list(namespaces) if namespaces else None
@@ -1030,6 +1141,9 @@ class Observer:
         self.slim_decode = slim_decode
         self.backoff_s = backoff_s
         self.sync_timeout_s = sync_timeout_s
+        if gone_retries < 0:
+            raise ValueError(f"gone_retries must be 0 or more, not {gone_retries}")
+        self.gone_retries = gone_retries
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._started = False
