@@ -61,7 +61,7 @@ from harness.journal import Journal
 from harness.kube.actions import OUT_OF_SERVICE_KEY
 from harness.kube.client import Gone, KubeClient
 from harness.kube.lock import LEASE_NAME, LEASE_NAMESPACE
-from harness.kube.observer import NODE, Observer, gaps
+from harness.kube.observer import NODE, OBSERVER, Observer, gaps
 from harness.kube.timeline import Timeline
 from harness.power.base import PowerState
 from harness.power.factory import driver_for
@@ -96,12 +96,19 @@ class Tally:
     contract: int = 0
     lost: int = 0  # without an announced gap
     lost_in_gap: int = 0  # inside a gap the Observer announced (no target: said, not silent)
+    lost_vs_independent: int = 0  # flips the Observer missed that the independent watch saw
+    lost_independent: int = 0  # flips the independent watch missed (no target: the reference)
+    gone: int = 0  # 410 Gone answers to the Observer's watches
+    resumed: int = 0  # rounds of 410s ended by a retry on another API server, no re-list
+    relists: int = 0  # the Observer's re-lists after a 410
+    exact_relists: int = 0  # of which read at the watch caches' start (etcd), not now
+    gaps: int = 0  # node gaps announced
     notes: list[str] = field(default_factory=list)
 
     def broken(self) -> int:
         return (
             self.off + self.cut_off + self.cordoned + self.tainted + self.locks + self.owed
-            + self.contract + self.lost
+            + self.contract + self.lost + self.lost_vs_independent
         )  # fmt: skip
 
 
@@ -374,14 +381,24 @@ def bmc_stops(
 
 
 class IndependentWatch(threading.Thread):
-    """Its own list+watch of one node, counting cordon flips (resumes from the last
-    resourceVersion; re-lists after a 410). Shares nothing with the Observer."""
+    """An ordinary list+watch client of one node, sharing nothing with the Observer: it
+    resumes a broken watch from the last resourceVersion and, on 410 Gone, re-lists at once,
+    as client-go's reflector does. It does not retry the watch on other API servers: it is
+    the reference an ordinary client gets, so a flip it saw that the Observer missed is
+    the Observer's fault, and flips both miss are lost to every watch.
 
-    def __init__(self, client: KubeClient, node: str) -> None:
+    ``seen`` holds the resourceVersions of the flips its watch delivered; ``relists`` the
+    (resumed-from, listed-at) resourceVersions of each re-list, whose net change it counts
+    as one flip seen (the last one in the window) or none."""
+
+    def __init__(self, client: KubeClient, node: str, trace: Trace) -> None:
         super().__init__(daemon=True)
         self.client = client
         self.node = node
+        self.trace = trace
         self.flips = 0
+        self.seen: set[int] = set()
+        self.relists: list[tuple[int, int, bool]] = []  # since, at, net change
         self.stop = threading.Event()
         self.listed = threading.Event()  # the first list is in: flips from now on count
         self._cancel: Callable[[], None] | None = None
@@ -391,12 +408,17 @@ class IndependentWatch(threading.Thread):
         selector = f"metadata.name={self.node}"
         last: bool | None = None
         rv: str | None = None
+        resumed_from = ""
         while not self.stop.is_set():
             try:
                 if rv is None:  # (re-)list and diff: the net change is one flip or none
                     items, rv = self.client.list(path, fieldSelector=selector)
                     now = bool(items[0]["spec"].get("unschedulable")) if items else False
-                    self.flips += last is not None and now != last
+                    changed = last is not None and now != last
+                    if last is not None:
+                        self.relists.append((int(resumed_from or 0), int(rv), changed))
+                        self.trace.add(f"independent re-listed at {rv} (net flip: {changed})")
+                    self.flips += changed
                     last = now
                     self.listed.set()
                 for ev in self.client.watch(
@@ -406,12 +428,15 @@ class IndependentWatch(threading.Thread):
                     rv = ev.object.get("metadata", {}).get("resourceVersion", rv)
                     if ev.type in ("ADDED", "MODIFIED"):
                         now = bool(ev.object.get("spec", {}).get("unschedulable"))
-                        self.flips += now != last
+                        if now != last:
+                            self.flips += 1
+                            self.seen.add(int(str(rv)))
                         last = now
                     if self.stop.is_set():
                         return
-            except Gone:
-                rv = None
+            except Gone as exc:
+                self.trace.add(f"independent 410: {exc.api_message[:80]}")
+                resumed_from, rv = rv or "", None
             except PowercutError:
                 time.sleep(0.2)
 
@@ -425,33 +450,110 @@ class IndependentWatch(threading.Thread):
         self.join(timeout=10)
 
 
+class Trace:
+    """Timestamped lines of one fault (printed with --trace), relative to the kill."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[float, str]] = []
+        self.zero = time.monotonic()
+        self._lock = threading.Lock()
+
+    def add(self, what: str, mono: float | None = None) -> None:
+        with self._lock:
+            self.lines.append((time.monotonic() if mono is None else mono, what))
+
+    def render(self) -> str:
+        return "\n".join(f"    {t - self.zero:+8.3f} s  {what}" for t, what in sorted(self.lines))
+
+
+def watch_readiness(lab: Lab, trace: Trace, stop: threading.Event) -> threading.Thread:
+    """Note when each API server answers /readyz again after the kill (directly, not through
+    the balancer), for the trace."""
+
+    def run() -> None:
+        clients = {
+            kc.name.removeprefix("kubeconfig-"): KubeClient.from_kubeconfig(kc, timeout_s=1.0)
+            for kc in sorted(lab.state.glob("kubeconfig-cp-*"))
+        }
+        ready = dict.fromkeys(clients, True)
+        while not stop.is_set():
+            for name, c in clients.items():
+                try:
+                    c.request_raw("GET", "/readyz", timeout_s=1.0)
+                    ok = True
+                except PowercutError:
+                    ok = False
+                if ok != ready[name]:
+                    trace.add(f"kube-apiserver {name} {'ready' if ok else 'not ready'}")
+                    ready[name] = ok
+            stop.wait(0.1)
+        for c in clients.values():
+            c.close()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def seen_through_windows(
+    flips: list[int], watched: set[int] | None, windows: list[tuple[int, int]]
+) -> set[int]:
+    """The flips (resourceVersions) a watcher saw: those its watch delivered (all outside
+    its re-list windows when ``watched`` is None), and in each window (resumed-from,
+    listed-at] the last flip when the window holds an odd number (the re-list's net
+    change)."""
+    seen = set(watched) if watched is not None else set(flips)
+    for since, at in windows:
+        inside = [rv for rv in flips if since < rv <= at]
+        seen -= set(inside)
+        if len(inside) % 2:
+            seen.add(inside[-1])
+    return seen
+
+
 def apiserver_restart(
-    lab: Lab, inv: Inventory, client: KubeClient, rng: random.Random, tally: Tally, every: bool
+    lab: Lab,
+    inv: Inventory,
+    client: KubeClient,
+    rng: random.Random,
+    tally: Tally,
+    every: bool,
+    watch_timeout_s: int,
+    show_trace: bool,
 ) -> str:
     node = rng.choice([n.name for n in inv.nodes_by_role("worker")])
     tl = Timeline()
-    obs = Observer(client.clone(), None, timeline=tl).start()
-    independent = IndependentWatch(client.clone(), node)
+    trace = Trace()
+    obs = Observer(client.clone(), None, timeline=tl, watch_timeout_s=watch_timeout_s).start()
+    independent = IndependentWatch(client.clone(), node, trace)
     independent.start()
     if not independent.listed.wait(30):
         tally.notes.append("apiserver-restart: the independent watch could not list in 30 s")
     flips = 0
-    acked: list[float] = []  # when each flip was acknowledged (monotonic)
+    acked: list[tuple[float, int]] = []  # when each flip was acknowledged, its resourceVersion
     kill_at = rng.randint(5, 25)
+    stop_readiness = threading.Event()
+    readiness: threading.Thread | None = None
     try:
         for i in range(40):
             if i == kill_at:
                 pids = lab.pids("apiserver")
-                for pid in pids if every else rng.sample(pids, 1):
+                victims = pids if every else rng.sample(pids, 1)
+                trace.zero = time.monotonic()
+                for pid in victims:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
+                trace.add(f"SIGKILL to {len(victims)} kube-apiserver(s)")
+                readiness = watch_readiness(lab, trace, stop_readiness)
             body = {"spec": {"unschedulable": True if flips % 2 == 0 else None}}
             deadline = time.monotonic() + 60
             while True:
                 try:
-                    client.patch(f"/api/v1/nodes/{node}", body)
+                    out = client.patch(f"/api/v1/nodes/{node}", body)
                     flips += 1
-                    acked.append(time.monotonic())
+                    rv = int(out["metadata"]["resourceVersion"])
+                    acked.append((time.monotonic(), rv))
+                    trace.add(f"flip {flips} acknowledged at {rv} ({'on' if flips % 2 else 'off'})")
                     break
                 except PowercutError:
                     if time.monotonic() > deadline:
@@ -459,37 +561,87 @@ def apiserver_restart(
                     time.sleep(0.2)
             time.sleep(0.2)
         if flips % 2:
-            client.patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": None}})
+            out = client.patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": None}})
             flips += 1
-            acked.append(time.monotonic())
+            acked.append((time.monotonic(), int(out["metadata"]["resourceVersion"])))
         time.sleep(3)
     finally:
-        seen = sum(
-            1
+        node_flips = [
+            t
             for t in tl
             if t.kind == NODE and t.name == node and t.transition in ("cordoned", "uncordoned")
-        )
+        ]
+        seen = len(node_flips)
         obs.stop()
         independent.close()
+        stop_readiness.set()
+        if readiness is not None:
+            readiness.join(5)
+    notes = tl.all(kind=OBSERVER)
+    gone = [t for t in notes if t.transition == "watch-gone"]
+    relists = [t for t in notes if t.transition == "relisted"]
+    exact = [t for t in relists if t.detail.get("exact")]
+    for t in notes:
+        if t.name == "nodes" and t.transition in ("watch-gone", "relisted", "watch-broken"):
+            d = t.detail
+            what = {
+                "watch-gone": f"410, cache starts at {d.get('cache_start')} "
+                f"(try {d.get('attempt')}, from {d.get('resource_version')})",
+                "relisted": f"re-listed at {d.get('resource_version')} "
+                f"(exact: {d.get('exact')}, resumed from {d.get('since_resource_version')}, "
+                f"{d.get('changes')} change(s))",
+                "watch-broken": str(d.get("error", ""))[:70],
+            }[t.transition]
+            trace.add(f"observer {what}", t.mono)
+    for t in node_flips:
+        how = " (re-list)" if t.detail.get("relist") else ""
+        trace.add(f"observer {t.transition}{how}", t.mono)
+    flip_rvs = [rv for _, rv in acked]
     announced = gaps(tl, resources=["nodes"])
-    in_gap = sum(1 for at in acked if any(g.since_mono <= at <= g.until_mono for g in announced))
+    windows = [
+        (int(t.detail["since_resource_version"] or 0), int(t.detail["resource_version"]))
+        for t in relists
+        if t.name == "nodes" and t.detail.get("since_resource_version")
+    ]
     lost = max(0, flips - seen)
+    if windows or not any(t.name == "nodes" for t in relists):
+        obs_seen = seen_through_windows(flip_rvs, None, windows)
+        in_gap = len(set(flip_rvs) - obs_seen)
+    else:  # an Observer whose gap notes carry no resourceVersions: by time, as before
+        in_gap = sum(
+            1 for at, _ in acked if any(g.since_mono <= at <= g.until_mono for g in announced)
+        )
+        obs_seen = set(flip_rvs)
     lost_unannounced = max(0, lost - in_gap)
-    lost_independent = max(0, flips - independent.flips)
+    ind_windows = [(since, at) for since, at, _ in independent.relists]
+    ind_seen = seen_through_windows(flip_rvs, independent.seen, ind_windows)
+    lost_independent = len(set(flip_rvs) - ind_seen)
+    lost_seen_by_independent = len((set(flip_rvs) - obs_seen) & independent.seen)
     tally.lost += lost_unannounced
     tally.lost_in_gap += lost - lost_unannounced
+    tally.lost_vs_independent += lost_seen_by_independent
+    tally.lost_independent += lost_independent
+    tally.gone += len(gone)
+    tally.relists += len(relists)
+    tally.exact_relists += len(exact)
+    tally.resumed += max(0, sum(1 for t in gone if t.detail.get("attempt") == 1) - len(relists))
+    tally.gaps += len(announced)
     if lost or lost_independent:
-        windows = ", ".join(f"{g.seconds:.1f} s ({g.reason[:60]})" for g in announced) or "none"
+        windows_s = ", ".join(f"{g.seconds:.1f} s ({g.reason[:60]})" for g in announced) or "none"
         tally.notes.append(
             f"apiserver-restart: {flips} cordon flips acknowledged; the Observer saw {seen} "
-            f"({lost - lost_unannounced} lost inside its announced gaps: {windows}; "
-            f"{lost_unannounced} without), the independent watch {independent.flips}"
+            f"({lost - lost_unannounced} lost inside its announced gaps: {windows_s}; "
+            f"{lost_unannounced} without; {lost_seen_by_independent} that the independent "
+            f"watch saw), the independent watch {independent.flips} ({lost_independent} lost)"
         )
     tag = (
         f"apiserver-restart ({'every' if every else 'one'} API server) at flip {kill_at} of "
-        f"{flips} on {node}: observer {seen} ({len(announced)} gap(s) announced covering "
-        f"{in_gap} flip(s)), independent {independent.flips}"
+        f"{flips} on {node}: observer {seen} ({len(gone)} 410(s), {len(relists)} re-list(s), "
+        f"{len(exact)} at a cache start; {len(announced)} node gap(s) covering {in_gap} "
+        f"flip(s)), independent {independent.flips} ({len(independent.relists)} re-list(s))"
     )
+    if show_trace:
+        tag += "\n" + trace.render()
     settle_and_count(lab, inv, client, tally, tag)
     return tag
 
@@ -561,6 +713,20 @@ def main() -> int:
         help="inject only this fault (--count times)",
     )
     ap.add_argument(
+        "--watch-timeout",
+        type=int,
+        default=10,
+        help="the apiserver-restart Observer's watch timeout in seconds (default 10: every "
+        "watch reconnects through the balancer several times a run, so some land on a "
+        "restarted API server; the Observer's own default is 300)",
+    )
+    ap.add_argument(
+        "--trace",
+        action="store_true",
+        help="print each apiserver-restart's timeline: the kill, each API server ready again, "
+        "each acknowledged flip, each 410 and re-list, what each watch saw",
+    )
+    ap.add_argument(
         "--one-apiserver",
         action="store_true",
         help="restart one API server of three (a lost control-plane node), not all at once "
@@ -597,7 +763,10 @@ def main() -> int:
                 elif fault == "bmc-stops":
                     tag = bmc_stops(lab, inv, client, rng, tally)
                 elif fault == "apiserver-restart":
-                    tag = apiserver_restart(lab, inv, client, rng, tally, not args.one_apiserver)
+                    tag = apiserver_restart(
+                        lab, inv, client, rng, tally, not args.one_apiserver,
+                        args.watch_timeout, args.trace,
+                    )  # fmt: skip
                 else:
                     tag = cp_lease_holder(lab, inv, client, rng, tally)
                 tally.interruptions[fault] += 1
@@ -620,6 +789,7 @@ def main() -> int:
         ("cluster locks left", tally.locks),
         ("journal entries owed after recover", tally.owed),
         ("transitions lost without an announced gap", tally.lost),
+        ("lost that the independent watch saw", tally.lost_vs_independent),
         ("exit codes that broke the contract", tally.contract),
     ):
         print(f"{label:42} {value:4}  (target 0){'' if value == 0 else '  MISSED'}")
@@ -627,6 +797,16 @@ def main() -> int:
         f"{'transitions lost inside an announced gap':42} {tally.lost_in_gap:4}  "
         "(announced on the timeline: a watch re-listed after 410 Gone)"
     )
+    if tally.interruptions["apiserver-restart"]:
+        print(
+            f"{'transitions the independent watch lost':42} {tally.lost_independent:4}  "
+            "(an ordinary list+watch client: re-lists at once on 410)"
+        )
+        print(
+            f"Observer watches: {tally.gone} 410 Gone, {tally.resumed} round(s) resumed on "
+            f"another API server, {tally.relists} re-list(s) ({tally.exact_relists} at the "
+            f"watch caches' start), {tally.gaps} node gap(s) announced"
+        )
     for note in tally.notes:
         print(f"  - {note}")
     return 0 if tally.broken() == 0 else 1
