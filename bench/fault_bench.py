@@ -81,6 +81,10 @@ SCENARIOS = (
 SIGNAL_FAULTS = ("sigkill", "sigterm", "sigint")
 OTHER_FAULTS = ("bmc-stops", "apiserver-restart", "cp-lease-holder")
 SETTLE_S = 90.0
+#: apiserver-restart: flipping goes on this many watch timeouts after the API servers killed
+#: are ready again, and at most MAX_FLIPPING_S after the kill
+HOLD_AFTER_READY = 3
+MAX_FLIPPING_S = 90.0
 RUN_EXIT = {0: "passed", 1: "failed", 2: "harness error", 3: "interrupted", 4: "restore failed"}
 
 
@@ -466,9 +470,11 @@ class Trace:
         return "\n".join(f"    {t - self.zero:+8.3f} s  {what}" for t, what in sorted(self.lines))
 
 
-def watch_readiness(lab: Lab, trace: Trace, stop: threading.Event) -> threading.Thread:
+def watch_readiness(
+    lab: Lab, trace: Trace, stop: threading.Event, back: threading.Event
+) -> threading.Thread:
     """Note when each API server answers /readyz again after the kill (directly, not through
-    the balancer), for the trace."""
+    the balancer), for the trace; set ``back`` once every one that went down is ready."""
 
     def run() -> None:
         clients = {
@@ -476,6 +482,7 @@ def watch_readiness(lab: Lab, trace: Trace, stop: threading.Event) -> threading.
             for kc in sorted(lab.state.glob("kubeconfig-cp-*"))
         }
         ready = dict.fromkeys(clients, True)
+        went_down: set[str] = set()
         while not stop.is_set():
             for name, c in clients.items():
                 try:
@@ -486,6 +493,10 @@ def watch_readiness(lab: Lab, trace: Trace, stop: threading.Event) -> threading.
                 if ok != ready[name]:
                     trace.add(f"kube-apiserver {name} {'ready' if ok else 'not ready'}")
                     ready[name] = ok
+                    if not ok:
+                        went_down.add(name)
+            if went_down and all(ready.values()):
+                back.set()
             stop.wait(0.1)
         for c in clients.values():
             c.close()
@@ -532,10 +543,23 @@ def apiserver_restart(
     flips = 0
     acked: list[tuple[float, int]] = []  # when each flip was acknowledged, its resourceVersion
     kill_at = rng.randint(5, 25)
-    stop_readiness = threading.Event()
+    stop_readiness, back = threading.Event(), threading.Event()
     readiness: threading.Thread | None = None
+    back_at: float | None = None
+    # Flips go on after the restarted API servers are ready again, for HOLD_AFTER_READY
+    # watch timeouts: every watch then reconnects through the balancer, and some land on a
+    # restarted API server whose cache started after their resourceVersion.
+    hold_s = HOLD_AFTER_READY * watch_timeout_s
     try:
-        for i in range(40):
+        i = 0
+        while i < 40 or (
+            readiness is not None
+            and time.monotonic() - trace.zero < MAX_FLIPPING_S
+            and (back_at is None or time.monotonic() < back_at + hold_s)
+        ):
+            if back_at is None and back.is_set():
+                back_at = time.monotonic()
+            i += 1
             if i == kill_at:
                 pids = lab.pids("apiserver")
                 victims = pids if every else rng.sample(pids, 1)
@@ -544,7 +568,7 @@ def apiserver_restart(
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
                 trace.add(f"SIGKILL to {len(victims)} kube-apiserver(s)")
-                readiness = watch_readiness(lab, trace, stop_readiness)
+                readiness = watch_readiness(lab, trace, stop_readiness, back)
             body = {"spec": {"unschedulable": True if flips % 2 == 0 else None}}
             deadline = time.monotonic() + 60
             while True:
@@ -715,8 +739,8 @@ def main() -> int:
     ap.add_argument(
         "--watch-timeout",
         type=int,
-        default=10,
-        help="the apiserver-restart Observer's watch timeout in seconds (default 10: every "
+        default=3,
+        help="the apiserver-restart Observer's watch timeout in seconds (default 3: every "
         "watch reconnects through the balancer several times a run, so some land on a "
         "restarted API server; the Observer's own default is 300)",
     )
