@@ -44,6 +44,7 @@ import logging
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -52,8 +53,9 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from harness.errors import PowercutError
 from harness.inventory import Inventory, load_inventory
@@ -454,6 +456,76 @@ class IndependentWatch(threading.Thread):
         self.join(timeout=10)
 
 
+class CutProxy:
+    """A TCP relay between the harness's watches and the cluster's endpoint that can cut
+    them off: ``cut()`` drops every relayed connection and refuses new ones until ``mend()``
+    (a harness host that loses the cluster for a while, as across a network blip)."""
+
+    def __init__(self, upstream: tuple[str, int], port: int) -> None:
+        self.upstream = upstream
+        self.listener = socket.create_server(("127.0.0.1", port))
+        self.port = port
+        self.open = threading.Event()
+        self.open.set()
+        self.closed = threading.Event()
+        self._conns: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self.closed.is_set():
+            try:
+                down, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.open.is_set():
+                down.close()
+                continue
+            try:
+                up = socket.create_connection(self.upstream, timeout=5)
+            except OSError:
+                down.close()
+                continue
+            up.settimeout(None)
+            with self._lock:
+                self._conns.update((down, up))
+            for a, b in ((down, up), (up, down)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            with self._lock:
+                self._conns.discard(src)
+                self._conns.discard(dst)
+
+    def cut(self) -> None:
+        self.open.clear()
+        with self._lock:
+            conns = list(self._conns)
+        for c in conns:
+            with contextlib.suppress(OSError):
+                c.shutdown(socket.SHUT_RDWR)
+
+    def mend(self) -> None:
+        self.open.set()
+
+    def close(self) -> None:
+        self.closed.set()
+        self.cut()
+        self.listener.close()
+        self._thread.join(5)
+
+
 class Trace:
     """Timestamped lines of one fault (printed with --trace), relative to the kill."""
 
@@ -531,12 +603,20 @@ def apiserver_restart(
     every: bool,
     watch_timeout_s: int,
     show_trace: bool,
+    cut_port: int | None,
 ) -> str:
     node = rng.choice([n.name for n in inv.nodes_by_role("worker")])
     tl = Timeline()
     trace = Trace()
-    obs = Observer(client.clone(), None, timeline=tl, watch_timeout_s=watch_timeout_s).start()
-    independent = IndependentWatch(client.clone(), node, trace)
+    proxy: CutProxy | None = None
+    watching = client
+    if cut_port is not None:  # both watches reach the cluster through a relay we can cut
+        where = urlsplit(client.server)
+        proxy = CutProxy((where.hostname or "127.0.0.1", where.port or 443), cut_port)
+        relayed = replace(client.creds, server=f"https://127.0.0.1:{cut_port}")
+        watching = KubeClient(relayed)
+    obs = Observer(watching.clone(), None, timeline=tl, watch_timeout_s=watch_timeout_s).start()
+    independent = IndependentWatch(watching.clone(), node, trace)
     independent.start()
     if not independent.listed.wait(30):
         tally.notes.append("apiserver-restart: the independent watch could not list in 30 s")
@@ -559,6 +639,9 @@ def apiserver_restart(
         ):
             if back_at is None and back.is_set():
                 back_at = time.monotonic()
+                if proxy is not None:
+                    proxy.mend()
+                    trace.add("the watches reach the cluster again")
             i += 1
             if i == kill_at:
                 pids = lab.pids("apiserver")
@@ -568,6 +651,9 @@ def apiserver_restart(
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
                 trace.add(f"SIGKILL to {len(victims)} kube-apiserver(s)")
+                if proxy is not None:
+                    proxy.cut()
+                    trace.add("the watches are cut off from the cluster")
                 readiness = watch_readiness(lab, trace, stop_readiness, back)
             body = {"spec": {"unschedulable": True if flips % 2 == 0 else None}}
             deadline = time.monotonic() + 60
@@ -598,6 +684,9 @@ def apiserver_restart(
         seen = len(node_flips)
         obs.stop()
         independent.close()
+        if proxy is not None:
+            proxy.close()
+            watching.close()
         stop_readiness.set()
         if readiness is not None:
             readiness.join(5)
@@ -745,6 +834,15 @@ def main() -> int:
         "restarted API server; the Observer's own default is 300)",
     )
     ap.add_argument(
+        "--cut-watches",
+        action="store_true",
+        help="apiserver-restart: the Observer and the independent watch reach the cluster "
+        "through a relay that drops them from the kill until the killed API servers are ready "
+        "again (the harness cut off meanwhile), so they come back with a resourceVersion "
+        "older than a restarted API server's watch cache; the relay listens on the bench "
+        "lab's last port (base + 999)",
+    )
+    ap.add_argument(
         "--trace",
         action="store_true",
         help="print each apiserver-restart's timeline: the kill, each API server ready again, "
@@ -790,6 +888,7 @@ def main() -> int:
                     tag = apiserver_restart(
                         lab, inv, client, rng, tally, not args.one_apiserver,
                         args.watch_timeout, args.trace,
+                        args.base_port + 999 if args.cut_watches else None,
                     )  # fmt: skip
                 else:
                     tag = cp_lease_holder(lab, inv, client, rng, tally)
