@@ -522,6 +522,8 @@ class CutProxy:
     def close(self) -> None:
         self.closed.set()
         self.cut()
+        with contextlib.suppress(OSError):  # wakes the accept() (close alone would not)
+            self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
         self._thread.join(5)
 
