@@ -86,6 +86,10 @@ SETTLE_S = 90.0
 #: apiserver-restart: flipping goes on this many watch timeouts after the API servers killed
 #: are ready again, and at most MAX_FLIPPING_S after the kill
 HOLD_AFTER_READY = 3
+#: the lab supervisor's crash-loop guard (harness.lab.supervisor: MAX_RESTARTS in
+#: RESTART_WINDOW_S), which the bench respects rather than imports (the lab is a consumer)
+LAB_MAX_RESTARTS = 5
+LAB_RESTART_WINDOW_S = 600.0
 MAX_FLIPPING_S = 90.0
 RUN_EXIT = {0: "passed", 1: "failed", 2: "harness error", 3: "interrupted", 4: "restore failed"}
 
@@ -127,6 +131,7 @@ class Lab:
         self.inventory_path = root / "inv.yaml"
         self.base_port = base_port
         self.env = {**os.environ, "POWERCUT_STATE_DIR": str(root / "powercut-state")}
+        self.kills: dict[str, list[float]] = {}  # component -> when the bench killed it
 
     def powercut(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -155,9 +160,30 @@ class Lab:
         return data
 
     def pids(self, contains: str) -> list[int]:
+        return list(self.components(contains).values())
+
+    def components(self, contains: str) -> dict[str, int]:
+        """Name -> pid of the running components whose name contains ``contains``."""
         comps = self.status().get("components") or {}
         assert isinstance(comps, dict)
-        return [int(c["pid"]) for n, c in comps.items() if contains in n and c.get("pid")]
+        return {n: int(c["pid"]) for n, c in comps.items() if contains in n and c.get("pid")}
+
+    def wait_restartable(self, names: list[str]) -> None:
+        """The lab restarts a crashed process at most LAB_MAX_RESTARTS times in
+        LAB_RESTART_WINDOW_S, then leaves it down (a crash-loop guard): wait until killing
+        each of ``names`` once more stays within that."""
+        now = time.monotonic()
+        waits = [
+            kills[-LAB_MAX_RESTARTS] + LAB_RESTART_WINDOW_S - now
+            for kills in (self.kills.get(n, []) for n in names)
+            if len(kills) >= LAB_MAX_RESTARTS
+        ]
+        if waits and max(waits) > 0:
+            print(f"  (waiting {max(waits):.0f} s: the lab's crash-loop guard)", flush=True)
+            time.sleep(max(waits))
+
+    def killed(self, name: str) -> None:
+        self.kills.setdefault(name, []).append(time.monotonic())
 
 
 # -- what is left ---------------------------------------------------------------------------
@@ -646,12 +672,16 @@ def apiserver_restart(
                     trace.add("the watches reach the cluster again")
             i += 1
             if i == kill_at:
-                pids = lab.pids("apiserver")
-                victims = pids if every else rng.sample(pids, 1)
+                running = lab.components("apiserver")
+                names = sorted(running) if every else rng.sample(sorted(running), 1)
+                lab.wait_restartable(names)
+                running = lab.components("apiserver")
+                victims = [running[n] for n in names if n in running]
                 trace.zero = time.monotonic()
-                for pid in victims:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
+                for name in names:
+                    with contextlib.suppress(ProcessLookupError, KeyError):
+                        os.kill(running[name], signal.SIGKILL)
+                        lab.killed(name)
                 trace.add(f"SIGKILL to {len(victims)} kube-apiserver(s)")
                 if proxy is not None:
                     proxy.cut()
