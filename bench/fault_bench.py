@@ -11,14 +11,19 @@ of these faults:
 * ``bmc-stops``: the lab's BMCs stop answering (its supervisor is SIGSTOPped) in the middle
   of a ``powercut power off``, and answer again later; then ``powercut recover``;
 * ``apiserver-restart``: every API server of the lab (one, with ``--one-apiserver`` and in the
-  short form) is killed (the lab restarts them) while
-  an Observer watches a node being cordoned and uncordoned; the Observer's transitions are
-  checked against the acknowledged patches and an independent watch of its own. A flip the
-  Observer did not see is "inside an announced gap" when it was acknowledged inside a gap
-  the Observer put on its timeline (a watch that got 410 Gone and re-listed: when every API
-  server restarts, each watch cache starts afresh and cannot replay the changes made before
-  it did, and flips that undid each other leave no trace in the list), else "lost without
-  an announced gap" (target 0);
+  short form) is killed (the lab restarts them) while an Observer watches a node being
+  cordoned and uncordoned (40 flips, and on until the killed API servers are ready again and
+  three watch timeouts more); the Observer's transitions are checked per flip, by
+  resourceVersion, against the acknowledged patches and against an independent ordinary
+  list+watch client (which re-lists at once on 410 Gone, as client-go's reflector does). A
+  flip the Observer did not see is "inside an announced gap" when its resourceVersion is
+  inside a gap the Observer put on its timeline (a watch refused with 410 Gone by every API
+  server it tried, which re-listed: when every API server restarts, each watch cache starts
+  afresh and cannot replay the changes made before it did, and flips that undid each other
+  leave no trace in the list), else "lost without an announced gap" (target 0); a flip the
+  independent watch's stream delivered and the Observer missed is "lost that the
+  independent watch saw" (target 0). ``--cut-watches`` drops both watches from the kill
+  until the killed API servers are ready again; ``--trace`` prints each restart's timeline;
 * ``cp-lease-holder``: the control-plane node whose controller-manager holds the leader
   lease is powered off under a running scenario (then back on), which must still end with a
   documented exit code.
@@ -27,8 +32,10 @@ After each, it waits for the cluster to settle and counts what is left: nodes of
 cut off (on but not Ready), cordoned, tainted (out-of-service, or unreachable/not-ready
 after settling), the cluster lock, journal entries still owed (after recover), exit codes
 that broke the contract in README ("powercut run exit codes": interrupted -> 3; recover
--> 0), transitions lost without an announced gap (target 0) and, apart, those lost inside
-one. Anything left is repaired before the next one, and counted.
+-> 0), transitions lost without an announced gap (target 0), those the independent watch saw
+(target 0) and, apart, those lost inside one, those the independent watch lost, and the
+Observer's 410s, retries that resumed, and re-lists. Anything left is repaired before the
+next one, and counted.
 
 Run: ``.venv/bin/python bench/fault_bench.py [--count 50] [--seed N]`` (full form, >= 50
 interruptions); ``--short`` (the form `make test` runs, a few minutes). Exit 1 when any
