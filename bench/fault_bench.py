@@ -51,7 +51,6 @@ import logging
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -64,6 +63,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.relay
+
 from harness.errors import PowercutError
 from harness.inventory import Inventory, load_inventory
 from harness.journal import Journal
@@ -75,6 +76,7 @@ from harness.kube.timeline import Timeline
 from harness.power.base import PowerState
 from harness.power.factory import driver_for
 from harness.session import journal_path_for
+from tests.relay import Relay
 
 #: Feature scenarios picked from at random (`-k` expressions), each a few dozen seconds.
 SCENARIOS = (
@@ -489,78 +491,6 @@ class IndependentWatch(threading.Thread):
         self.join(timeout=10)
 
 
-class CutProxy:
-    """A TCP relay between the harness's watches and the cluster's endpoint that can cut
-    them off: ``cut()`` drops every relayed connection and refuses new ones until ``mend()``
-    (a harness host that loses the cluster for a while, as across a network blip)."""
-
-    def __init__(self, upstream: tuple[str, int], port: int) -> None:
-        self.upstream = upstream
-        self.listener = socket.create_server(("127.0.0.1", port))
-        self.port = port
-        self.open = threading.Event()
-        self.open.set()
-        self.closed = threading.Event()
-        self._conns: set[socket.socket] = set()
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    def _accept(self) -> None:
-        while not self.closed.is_set():
-            try:
-                down, _ = self.listener.accept()
-            except OSError:
-                return
-            if not self.open.is_set():
-                down.close()
-                continue
-            try:
-                up = socket.create_connection(self.upstream, timeout=5)
-            except OSError:
-                down.close()
-                continue
-            up.settimeout(None)
-            with self._lock:
-                self._conns.update((down, up))
-            for a, b in ((down, up), (up, down)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
-                s.close()
-            with self._lock:
-                self._conns.discard(src)
-                self._conns.discard(dst)
-
-    def cut(self) -> None:
-        self.open.clear()
-        with self._lock:
-            conns = list(self._conns)
-        for c in conns:
-            with contextlib.suppress(OSError):
-                c.shutdown(socket.SHUT_RDWR)
-
-    def mend(self) -> None:
-        self.open.set()
-
-    def close(self) -> None:
-        self.closed.set()
-        self.cut()
-        with contextlib.suppress(OSError):  # wakes the accept() (close alone would not)
-            self.listener.shutdown(socket.SHUT_RDWR)
-        self.listener.close()
-        self._thread.join(5)
-
-
 class Trace:
     """Timestamped lines of one fault (printed with --trace), relative to the kill."""
 
@@ -643,11 +573,11 @@ def apiserver_restart(
     node = rng.choice([n.name for n in inv.nodes_by_role("worker")])
     tl = Timeline()
     trace = Trace()
-    proxy: CutProxy | None = None
+    proxy: Relay | None = None
     watching = client
     if cut_port is not None:  # both watches reach the cluster through a relay we can cut
         where = urlsplit(client.server)
-        proxy = CutProxy((where.hostname or "127.0.0.1", where.port or 443), cut_port)
+        proxy = Relay((where.hostname or "127.0.0.1", where.port or 443), cut_port)
         relayed = replace(client.creds, server=f"https://127.0.0.1:{cut_port}")
         watching = KubeClient(relayed)
     obs = Observer(watching.clone(), None, timeline=tl, watch_timeout_s=watch_timeout_s).start()
