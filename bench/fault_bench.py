@@ -11,14 +11,19 @@ of these faults:
 * ``bmc-stops``: the lab's BMCs stop answering (its supervisor is SIGSTOPped) in the middle
   of a ``powercut power off``, and answer again later; then ``powercut recover``;
 * ``apiserver-restart``: every API server of the lab (one, with ``--one-apiserver`` and in the
-  short form) is killed (the lab restarts them) while
-  an Observer watches a node being cordoned and uncordoned; the Observer's transitions are
-  checked against the acknowledged patches and an independent watch of its own. A flip the
-  Observer did not see is "inside an announced gap" when it was acknowledged inside a gap
-  the Observer put on its timeline (a watch that got 410 Gone and re-listed: when every API
-  server restarts, each watch cache starts afresh and cannot replay the changes made before
-  it did, and flips that undid each other leave no trace in the list), else "lost without
-  an announced gap" (target 0);
+  short form) is killed (the lab restarts them) while an Observer watches a node being
+  cordoned and uncordoned (40 flips, and on until the killed API servers are ready again and
+  three watch timeouts more); the Observer's transitions are checked per flip, by
+  resourceVersion, against the acknowledged patches and against an independent ordinary
+  list+watch client (which re-lists at once on 410 Gone, as client-go's reflector does). A
+  flip the Observer did not see is "inside an announced gap" when its resourceVersion is
+  inside a gap the Observer put on its timeline (a watch refused with 410 Gone by every API
+  server it tried, which re-listed: when every API server restarts, each watch cache starts
+  afresh and cannot replay the changes made before it did, and flips that undid each other
+  leave no trace in the list), else "lost without an announced gap" (target 0); a flip the
+  independent watch's stream delivered and the Observer missed is "lost that the
+  independent watch saw" (target 0). ``--cut-watches`` drops both watches from the kill
+  until the killed API servers are ready again; ``--trace`` prints each restart's timeline;
 * ``cp-lease-holder``: the control-plane node whose controller-manager holds the leader
   lease is powered off under a running scenario (then back on), which must still end with a
   documented exit code.
@@ -27,8 +32,10 @@ After each, it waits for the cluster to settle and counts what is left: nodes of
 cut off (on but not Ready), cordoned, tainted (out-of-service, or unreachable/not-ready
 after settling), the cluster lock, journal entries still owed (after recover), exit codes
 that broke the contract in README ("powercut run exit codes": interrupted -> 3; recover
--> 0), transitions lost without an announced gap (target 0) and, apart, those lost inside
-one. Anything left is repaired before the next one, and counted.
+-> 0), transitions lost without an announced gap (target 0), those the independent watch saw
+(target 0) and, apart, those lost inside one, those the independent watch lost, and the
+Observer's 410s, retries that resumed, and re-lists. Anything left is repaired before the
+next one, and counted.
 
 Run: ``.venv/bin/python bench/fault_bench.py [--count 50] [--seed N]`` (full form, >= 50
 interruptions); ``--short`` (the form `make test` runs, a few minutes). Exit 1 when any
@@ -52,8 +59,11 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from urllib.parse import urlsplit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.relay
 
 from harness.errors import PowercutError
 from harness.inventory import Inventory, load_inventory
@@ -61,11 +71,12 @@ from harness.journal import Journal
 from harness.kube.actions import OUT_OF_SERVICE_KEY
 from harness.kube.client import Gone, KubeClient
 from harness.kube.lock import LEASE_NAME, LEASE_NAMESPACE
-from harness.kube.observer import NODE, Observer, gaps
+from harness.kube.observer import NODE, OBSERVER, Observer, gaps
 from harness.kube.timeline import Timeline
 from harness.power.base import PowerState
 from harness.power.factory import driver_for
 from harness.session import journal_path_for
+from tests.relay import Relay
 
 #: Feature scenarios picked from at random (`-k` expressions), each a few dozen seconds.
 SCENARIOS = (
@@ -81,6 +92,14 @@ SCENARIOS = (
 SIGNAL_FAULTS = ("sigkill", "sigterm", "sigint")
 OTHER_FAULTS = ("bmc-stops", "apiserver-restart", "cp-lease-holder")
 SETTLE_S = 90.0
+#: apiserver-restart: flipping goes on this many watch timeouts after the API servers killed
+#: are ready again, and at most MAX_FLIPPING_S after the kill
+HOLD_AFTER_READY = 3
+#: the lab supervisor's crash-loop guard (harness.lab.supervisor: MAX_RESTARTS in
+#: RESTART_WINDOW_S), which the bench respects rather than imports (the lab is a consumer)
+LAB_MAX_RESTARTS = 5
+LAB_RESTART_WINDOW_S = 600.0
+MAX_FLIPPING_S = 90.0
 RUN_EXIT = {0: "passed", 1: "failed", 2: "harness error", 3: "interrupted", 4: "restore failed"}
 
 
@@ -96,12 +115,19 @@ class Tally:
     contract: int = 0
     lost: int = 0  # without an announced gap
     lost_in_gap: int = 0  # inside a gap the Observer announced (no target: said, not silent)
+    lost_vs_independent: int = 0  # flips the Observer missed that the independent watch saw
+    lost_independent: int = 0  # flips the independent watch missed (no target: the reference)
+    gone: int = 0  # 410 Gone answers to the Observer's watches
+    resumed: int = 0  # rounds of 410s ended by a retry on another API server, no re-list
+    relists: int = 0  # the Observer's re-lists after a 410
+    exact_relists: int = 0  # of which read at the watch caches' start (etcd), not now
+    gaps: int = 0  # node gaps announced
     notes: list[str] = field(default_factory=list)
 
     def broken(self) -> int:
         return (
             self.off + self.cut_off + self.cordoned + self.tainted + self.locks + self.owed
-            + self.contract + self.lost
+            + self.contract + self.lost + self.lost_vs_independent
         )  # fmt: skip
 
 
@@ -114,6 +140,7 @@ class Lab:
         self.inventory_path = root / "inv.yaml"
         self.base_port = base_port
         self.env = {**os.environ, "POWERCUT_STATE_DIR": str(root / "powercut-state")}
+        self.kills: dict[str, list[float]] = {}  # component -> when the bench killed it
 
     def powercut(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -142,9 +169,30 @@ class Lab:
         return data
 
     def pids(self, contains: str) -> list[int]:
+        return list(self.components(contains).values())
+
+    def components(self, contains: str) -> dict[str, int]:
+        """Name -> pid of the running components whose name contains ``contains``."""
         comps = self.status().get("components") or {}
         assert isinstance(comps, dict)
-        return [int(c["pid"]) for n, c in comps.items() if contains in n and c.get("pid")]
+        return {n: int(c["pid"]) for n, c in comps.items() if contains in n and c.get("pid")}
+
+    def wait_restartable(self, names: list[str]) -> None:
+        """The lab restarts a crashed process at most LAB_MAX_RESTARTS times in
+        LAB_RESTART_WINDOW_S, then leaves it down (a crash-loop guard): wait until killing
+        each of ``names`` once more stays within that."""
+        now = time.monotonic()
+        waits = [
+            kills[-LAB_MAX_RESTARTS] + LAB_RESTART_WINDOW_S - now
+            for kills in (self.kills.get(n, []) for n in names)
+            if len(kills) >= LAB_MAX_RESTARTS
+        ]
+        if waits and max(waits) > 0:
+            print(f"  (waiting {max(waits):.0f} s: the lab's crash-loop guard)", flush=True)
+            time.sleep(max(waits))
+
+    def killed(self, name: str) -> None:
+        self.kills.setdefault(name, []).append(time.monotonic())
 
 
 # -- what is left ---------------------------------------------------------------------------
@@ -374,14 +422,24 @@ def bmc_stops(
 
 
 class IndependentWatch(threading.Thread):
-    """Its own list+watch of one node, counting cordon flips (resumes from the last
-    resourceVersion; re-lists after a 410). Shares nothing with the Observer."""
+    """An ordinary list+watch client of one node, sharing nothing with the Observer: it
+    resumes a broken watch from the last resourceVersion and, on 410 Gone, re-lists at once,
+    as client-go's reflector does. It does not retry the watch on other API servers: it is
+    the reference an ordinary client gets, so a flip it saw that the Observer missed is
+    the Observer's fault, and flips both miss are lost to every watch.
 
-    def __init__(self, client: KubeClient, node: str) -> None:
+    ``seen`` holds the resourceVersions of the flips its watch delivered; ``relists`` the
+    (resumed-from, listed-at) resourceVersions of each re-list, whose net change it counts
+    as one flip seen (the last one in the window) or none."""
+
+    def __init__(self, client: KubeClient, node: str, trace: Trace) -> None:
         super().__init__(daemon=True)
         self.client = client
         self.node = node
+        self.trace = trace
         self.flips = 0
+        self.seen: set[int] = set()
+        self.relists: list[tuple[int, int, bool]] = []  # since, at, net change
         self.stop = threading.Event()
         self.listed = threading.Event()  # the first list is in: flips from now on count
         self._cancel: Callable[[], None] | None = None
@@ -391,12 +449,17 @@ class IndependentWatch(threading.Thread):
         selector = f"metadata.name={self.node}"
         last: bool | None = None
         rv: str | None = None
+        resumed_from = ""
         while not self.stop.is_set():
             try:
                 if rv is None:  # (re-)list and diff: the net change is one flip or none
                     items, rv = self.client.list(path, fieldSelector=selector)
                     now = bool(items[0]["spec"].get("unschedulable")) if items else False
-                    self.flips += last is not None and now != last
+                    changed = last is not None and now != last
+                    if last is not None:
+                        self.relists.append((int(resumed_from or 0), int(rv), changed))
+                        self.trace.add(f"independent re-listed at {rv} (net flip: {changed})")
+                    self.flips += changed
                     last = now
                     self.listed.set()
                 for ev in self.client.watch(
@@ -406,12 +469,15 @@ class IndependentWatch(threading.Thread):
                     rv = ev.object.get("metadata", {}).get("resourceVersion", rv)
                     if ev.type in ("ADDED", "MODIFIED"):
                         now = bool(ev.object.get("spec", {}).get("unschedulable"))
-                        self.flips += now != last
+                        if now != last:
+                            self.flips += 1
+                            self.seen.add(int(str(rv)))
                         last = now
                     if self.stop.is_set():
                         return
-            except Gone:
-                rv = None
+            except Gone as exc:
+                self.trace.add(f"independent 410: {exc.api_message[:80]}")
+                resumed_from, rv = rv or "", None
             except PowercutError:
                 time.sleep(0.2)
 
@@ -425,33 +491,148 @@ class IndependentWatch(threading.Thread):
         self.join(timeout=10)
 
 
+class Trace:
+    """Timestamped lines of one fault (printed with --trace), relative to the kill."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[float, str]] = []
+        self.zero = time.monotonic()
+        self._lock = threading.Lock()
+
+    def add(self, what: str, mono: float | None = None) -> None:
+        with self._lock:
+            self.lines.append((time.monotonic() if mono is None else mono, what))
+
+    def render(self) -> str:
+        return "\n".join(f"    {t - self.zero:+8.3f} s  {what}" for t, what in sorted(self.lines))
+
+
+def watch_readiness(
+    lab: Lab, trace: Trace, stop: threading.Event, back: threading.Event
+) -> threading.Thread:
+    """Note when each API server answers /readyz again after the kill (directly, not through
+    the balancer), for the trace; set ``back`` once every one that went down is ready."""
+
+    def run() -> None:
+        clients = {
+            kc.name.removeprefix("kubeconfig-"): KubeClient.from_kubeconfig(kc, timeout_s=1.0)
+            for kc in sorted(lab.state.glob("kubeconfig-cp-*"))
+        }
+        ready = dict.fromkeys(clients, True)
+        went_down: set[str] = set()
+        while not stop.is_set():
+            for name, c in clients.items():
+                try:
+                    c.request_raw("GET", "/readyz", timeout_s=1.0)
+                    ok = True
+                except PowercutError:
+                    ok = False
+                if ok != ready[name]:
+                    trace.add(f"kube-apiserver {name} {'ready' if ok else 'not ready'}")
+                    ready[name] = ok
+                    if not ok:
+                        went_down.add(name)
+            if went_down and all(ready.values()):
+                back.set()
+            stop.wait(0.1)
+        for c in clients.values():
+            c.close()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def seen_through_windows(
+    flips: list[int], watched: set[int] | None, windows: list[tuple[int, int]]
+) -> set[int]:
+    """The flips (resourceVersions) a watcher saw: those its watch delivered (all outside
+    its re-list windows when ``watched`` is None), and in each window (resumed-from,
+    listed-at] the last flip when the window holds an odd number (the re-list's net
+    change)."""
+    seen = set(watched) if watched is not None else set(flips)
+    for since, at in windows:
+        inside = [rv for rv in flips if since < rv <= at]
+        seen -= set(inside)
+        if len(inside) % 2:
+            seen.add(inside[-1])
+    return seen
+
+
 def apiserver_restart(
-    lab: Lab, inv: Inventory, client: KubeClient, rng: random.Random, tally: Tally, every: bool
+    lab: Lab,
+    inv: Inventory,
+    client: KubeClient,
+    rng: random.Random,
+    tally: Tally,
+    every: bool,
+    watch_timeout_s: int,
+    show_trace: bool,
+    cut_port: int | None,
 ) -> str:
     node = rng.choice([n.name for n in inv.nodes_by_role("worker")])
     tl = Timeline()
-    obs = Observer(client.clone(), None, timeline=tl).start()
-    independent = IndependentWatch(client.clone(), node)
+    trace = Trace()
+    proxy: Relay | None = None
+    watching = client
+    if cut_port is not None:  # both watches reach the cluster through a relay we can cut
+        where = urlsplit(client.server)
+        proxy = Relay((where.hostname or "127.0.0.1", where.port or 443), cut_port)
+        relayed = replace(client.creds, server=f"https://127.0.0.1:{cut_port}")
+        watching = KubeClient(relayed)
+    obs = Observer(watching.clone(), None, timeline=tl, watch_timeout_s=watch_timeout_s).start()
+    independent = IndependentWatch(watching.clone(), node, trace)
     independent.start()
     if not independent.listed.wait(30):
         tally.notes.append("apiserver-restart: the independent watch could not list in 30 s")
     flips = 0
-    acked: list[float] = []  # when each flip was acknowledged (monotonic)
+    acked: list[tuple[float, int]] = []  # when each flip was acknowledged, its resourceVersion
     kill_at = rng.randint(5, 25)
+    stop_readiness, back = threading.Event(), threading.Event()
+    readiness: threading.Thread | None = None
+    back_at: float | None = None
+    # Flips go on after the restarted API servers are ready again, for HOLD_AFTER_READY
+    # watch timeouts: every watch then reconnects through the balancer, and some land on a
+    # restarted API server whose cache started after their resourceVersion.
+    hold_s = HOLD_AFTER_READY * watch_timeout_s
     try:
-        for i in range(40):
+        i = 0
+        while i < 40 or (
+            readiness is not None
+            and time.monotonic() - trace.zero < MAX_FLIPPING_S
+            and (back_at is None or time.monotonic() < back_at + hold_s)
+        ):
+            if back_at is None and back.is_set():
+                back_at = time.monotonic()
+                if proxy is not None:
+                    proxy.mend()
+                    trace.add("the watches reach the cluster again")
+            i += 1
             if i == kill_at:
-                pids = lab.pids("apiserver")
-                for pid in pids if every else rng.sample(pids, 1):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
+                running = lab.components("apiserver")
+                names = sorted(running) if every else rng.sample(sorted(running), 1)
+                lab.wait_restartable(names)
+                running = lab.components("apiserver")
+                victims = [running[n] for n in names if n in running]
+                trace.zero = time.monotonic()
+                for name in names:
+                    with contextlib.suppress(ProcessLookupError, KeyError):
+                        os.kill(running[name], signal.SIGKILL)
+                        lab.killed(name)
+                trace.add(f"SIGKILL to {len(victims)} kube-apiserver(s)")
+                if proxy is not None:
+                    proxy.cut()
+                    trace.add("the watches are cut off from the cluster")
+                readiness = watch_readiness(lab, trace, stop_readiness, back)
             body = {"spec": {"unschedulable": True if flips % 2 == 0 else None}}
             deadline = time.monotonic() + 60
             while True:
                 try:
-                    client.patch(f"/api/v1/nodes/{node}", body)
+                    out = client.patch(f"/api/v1/nodes/{node}", body)
                     flips += 1
-                    acked.append(time.monotonic())
+                    rv = int(out["metadata"]["resourceVersion"])
+                    acked.append((time.monotonic(), rv))
+                    trace.add(f"flip {flips} acknowledged at {rv} ({'on' if flips % 2 else 'off'})")
                     break
                 except PowercutError:
                     if time.monotonic() > deadline:
@@ -459,37 +640,90 @@ def apiserver_restart(
                     time.sleep(0.2)
             time.sleep(0.2)
         if flips % 2:
-            client.patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": None}})
+            out = client.patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": None}})
             flips += 1
-            acked.append(time.monotonic())
+            acked.append((time.monotonic(), int(out["metadata"]["resourceVersion"])))
         time.sleep(3)
     finally:
-        seen = sum(
-            1
+        node_flips = [
+            t
             for t in tl
             if t.kind == NODE and t.name == node and t.transition in ("cordoned", "uncordoned")
-        )
+        ]
+        seen = len(node_flips)
         obs.stop()
         independent.close()
+        if proxy is not None:
+            proxy.close()
+            watching.close()
+        stop_readiness.set()
+        if readiness is not None:
+            readiness.join(5)
+    notes = tl.all(kind=OBSERVER)
+    gone = [t for t in notes if t.transition == "watch-gone"]
+    relists = [t for t in notes if t.transition == "relisted"]
+    exact = [t for t in relists if t.detail.get("exact")]
+    for t in notes:
+        if t.name == "nodes" and t.transition in ("watch-gone", "relisted", "watch-broken"):
+            d = t.detail
+            what = {
+                "watch-gone": f"410, cache starts at {d.get('cache_start')} "
+                f"(try {d.get('attempt')}, from {d.get('resource_version')})",
+                "relisted": f"re-listed at {d.get('resource_version')} "
+                f"(exact: {d.get('exact')}, resumed from {d.get('since_resource_version')}, "
+                f"{d.get('changes')} change(s))",
+                "watch-broken": str(d.get("error", ""))[:70],
+            }[t.transition]
+            trace.add(f"observer {what}", t.mono)
+    for t in node_flips:
+        how = " (re-list)" if t.detail.get("relist") else ""
+        trace.add(f"observer {t.transition}{how}", t.mono)
+    flip_rvs = [rv for _, rv in acked]
     announced = gaps(tl, resources=["nodes"])
-    in_gap = sum(1 for at in acked if any(g.since_mono <= at <= g.until_mono for g in announced))
+    windows = [
+        (int(t.detail["since_resource_version"] or 0), int(t.detail["resource_version"]))
+        for t in relists
+        if t.name == "nodes" and t.detail.get("since_resource_version")
+    ]
     lost = max(0, flips - seen)
+    if windows or not any(t.name == "nodes" for t in relists):
+        obs_seen = seen_through_windows(flip_rvs, None, windows)
+        in_gap = len(set(flip_rvs) - obs_seen)
+    else:  # an Observer whose gap notes carry no resourceVersions: by time, as before
+        in_gap = sum(
+            1 for at, _ in acked if any(g.since_mono <= at <= g.until_mono for g in announced)
+        )
+        obs_seen = set(flip_rvs)
     lost_unannounced = max(0, lost - in_gap)
-    lost_independent = max(0, flips - independent.flips)
+    ind_windows = [(since, at) for since, at, _ in independent.relists]
+    ind_seen = seen_through_windows(flip_rvs, independent.seen, ind_windows)
+    lost_independent = len(set(flip_rvs) - ind_seen)
+    lost_seen_by_independent = len((set(flip_rvs) - obs_seen) & independent.seen)
     tally.lost += lost_unannounced
     tally.lost_in_gap += lost - lost_unannounced
+    tally.lost_vs_independent += lost_seen_by_independent
+    tally.lost_independent += lost_independent
+    tally.gone += len(gone)
+    tally.relists += len(relists)
+    tally.exact_relists += len(exact)
+    tally.resumed += max(0, sum(1 for t in gone if t.detail.get("attempt") == 1) - len(relists))
+    tally.gaps += len(announced)
     if lost or lost_independent:
-        windows = ", ".join(f"{g.seconds:.1f} s ({g.reason[:60]})" for g in announced) or "none"
+        windows_s = ", ".join(f"{g.seconds:.1f} s ({g.reason[:60]})" for g in announced) or "none"
         tally.notes.append(
             f"apiserver-restart: {flips} cordon flips acknowledged; the Observer saw {seen} "
-            f"({lost - lost_unannounced} lost inside its announced gaps: {windows}; "
-            f"{lost_unannounced} without), the independent watch {independent.flips}"
+            f"({lost - lost_unannounced} lost inside its announced gaps: {windows_s}; "
+            f"{lost_unannounced} without; {lost_seen_by_independent} that the independent "
+            f"watch saw), the independent watch {independent.flips} ({lost_independent} lost)"
         )
     tag = (
         f"apiserver-restart ({'every' if every else 'one'} API server) at flip {kill_at} of "
-        f"{flips} on {node}: observer {seen} ({len(announced)} gap(s) announced covering "
-        f"{in_gap} flip(s)), independent {independent.flips}"
+        f"{flips} on {node}: observer {seen} ({len(gone)} 410(s), {len(relists)} re-list(s), "
+        f"{len(exact)} at a cache start; {len(announced)} node gap(s) covering {in_gap} "
+        f"flip(s)), independent {independent.flips} ({len(independent.relists)} re-list(s))"
     )
+    if show_trace:
+        tag += "\n" + trace.render()
     settle_and_count(lab, inv, client, tally, tag)
     return tag
 
@@ -561,6 +795,29 @@ def main() -> int:
         help="inject only this fault (--count times)",
     )
     ap.add_argument(
+        "--watch-timeout",
+        type=int,
+        default=3,
+        help="the apiserver-restart Observer's watch timeout in seconds (default 3: every "
+        "watch reconnects through the balancer several times a run, so some land on a "
+        "restarted API server; the Observer's own default is 300)",
+    )
+    ap.add_argument(
+        "--cut-watches",
+        action="store_true",
+        help="apiserver-restart: the Observer and the independent watch reach the cluster "
+        "through a relay that drops them from the kill until the killed API servers are ready "
+        "again (the harness cut off meanwhile), so they come back with a resourceVersion "
+        "older than a restarted API server's watch cache; the relay listens on the bench "
+        "lab's last port (base + 999)",
+    )
+    ap.add_argument(
+        "--trace",
+        action="store_true",
+        help="print each apiserver-restart's timeline: the kill, each API server ready again, "
+        "each acknowledged flip, each 410 and re-list, what each watch saw",
+    )
+    ap.add_argument(
         "--one-apiserver",
         action="store_true",
         help="restart one API server of three (a lost control-plane node), not all at once "
@@ -597,7 +854,11 @@ def main() -> int:
                 elif fault == "bmc-stops":
                     tag = bmc_stops(lab, inv, client, rng, tally)
                 elif fault == "apiserver-restart":
-                    tag = apiserver_restart(lab, inv, client, rng, tally, not args.one_apiserver)
+                    tag = apiserver_restart(
+                        lab, inv, client, rng, tally, not args.one_apiserver,
+                        args.watch_timeout, args.trace,
+                        args.base_port + 999 if args.cut_watches else None,
+                    )  # fmt: skip
                 else:
                     tag = cp_lease_holder(lab, inv, client, rng, tally)
                 tally.interruptions[fault] += 1
@@ -620,6 +881,7 @@ def main() -> int:
         ("cluster locks left", tally.locks),
         ("journal entries owed after recover", tally.owed),
         ("transitions lost without an announced gap", tally.lost),
+        ("lost that the independent watch saw", tally.lost_vs_independent),
         ("exit codes that broke the contract", tally.contract),
     ):
         print(f"{label:42} {value:4}  (target 0){'' if value == 0 else '  MISSED'}")
@@ -627,6 +889,16 @@ def main() -> int:
         f"{'transitions lost inside an announced gap':42} {tally.lost_in_gap:4}  "
         "(announced on the timeline: a watch re-listed after 410 Gone)"
     )
+    if tally.interruptions["apiserver-restart"]:
+        print(
+            f"{'transitions the independent watch lost':42} {tally.lost_independent:4}  "
+            "(an ordinary list+watch client: re-lists at once on 410)"
+        )
+        print(
+            f"Observer watches: {tally.gone} 410 Gone, {tally.resumed} round(s) resumed on "
+            f"another API server, {tally.relists} re-list(s) ({tally.exact_relists} at the "
+            f"watch caches' start), {tally.gaps} node gap(s) announced"
+        )
     for note in tally.notes:
         print(f"  - {note}")
     return 0 if tally.broken() == 0 else 1

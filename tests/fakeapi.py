@@ -152,6 +152,15 @@ class FakeApiServer:
         #: How a watch from a compacted resourceVersion is refused: "event" (200, then an
         #: ERROR event with a 410 Status, like kube-apiserver) or "http" (HTTP 410).
         self.gone_mode: Literal["event", "http"] = "event"
+        #: Several API servers sharing this store behind a round-robin balancer: each new
+        #: connection goes to the next one (``next_server`` counts them), and a watch through
+        #: API server i from a resourceVersion older than ``cache_starts[i]`` (its watch cache
+        #: started there, as after a restart) gets kube-apiserver's in-stream 410 "too old
+        #: resource version: <asked> (<start>)". None: one API server with the whole history.
+        self.cache_starts: list[int] | None = None
+        self.next_server = itertools.count()
+        #: every change ever made, for lists at an exact resourceVersion
+        self.history: list[tuple[int, str, Key, JSON | None]] = []
         #: When set, every new watch request is answered with this HTTP status.
         self.watch_failure: int | None = None
         #: When set, every list request is answered with this HTTP status.
@@ -228,6 +237,8 @@ class FakeApiServer:
                 self.objects[resource].pop(key, None)
             else:
                 self.objects[resource][key] = obj
+            kept = None if type_ == "DELETED" else copy.deepcopy(obj)
+            self.history.append((self.rv, resource, key, kept))
             api_version, kind = KINDS.get(resource, ("v1", resource))
             logged = copy.deepcopy(obj)
             logged.setdefault("apiVersion", api_version)
@@ -390,6 +401,25 @@ class FakeApiServer:
     def _list(self, resource: str, namespace: str, q: dict[str, str]) -> tuple[int, JSON]:
         with self._cond:
             token = q.get("continue")
+            if token and (q.get("resourceVersion") or q.get("resourceVersionMatch")):
+                msg = "specifying resource version is not allowed when using continue"
+                return 400, _status(400, "BadRequest", msg)
+            exact: dict[Key, JSON] | None = None
+            if q.get("resourceVersionMatch") == "Exact":
+                at = int(q.get("resourceVersion") or 0)
+                if at < self.compacted_rv:
+                    msg = "The resourceVersion for the provided list is too old."
+                    return 410, _status(410, "Expired", msg)
+                exact = {}
+                for rv_, res, key_, obj_ in self.history:
+                    if rv_ > at:
+                        break
+                    if res != resource:
+                        continue
+                    if obj_ is None:
+                        exact.pop(key_, None)
+                    else:
+                        exact[key_] = obj_
             if token:
                 snap_id, offset_s = token.split(":")
                 if snap_id not in self._snapshots:
@@ -397,14 +427,16 @@ class FakeApiServer:
                 items, rv = self._snapshots[snap_id]
                 offset = int(offset_s)
             else:
+                source = self.objects[resource] if exact is None else exact
                 items = [
                     copy.deepcopy(o)
-                    for (ns, _), o in sorted(self.objects[resource].items())
+                    for (ns, _), o in sorted(source.items())
                     if (not namespace or ns == namespace)
                     and field_match(o, q.get("fieldSelector"))
                     and label_match(o, q.get("labelSelector"))
                 ]
-                rv, offset = self.rv, 0
+                rv = self.rv if exact is None else int(q.get("resourceVersion") or 0)
+                offset = 0
                 snap_id = str(next(self._snap_ids))
             limit = int(q.get("limit") or 0) or len(items) or 1
             page = items[offset : offset + limit]
@@ -450,6 +482,7 @@ class _Handler(BaseHTTPRequestHandler):
         # add ~40 ms to every response
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.api._conns.add(self.connection)
+        self.server_index = next(self.api.next_server)  # see FakeApiServer.cache_starts
 
     def finish(self) -> None:
         self.api._conns.discard(self.connection)
@@ -614,6 +647,13 @@ class _Handler(BaseHTTPRequestHandler):
         with api._cond:
             # checked and registered at once: from then on the changes it needs are kept
             too_old = 0 < start_rv < api.compacted_rv
+            starts = api.cache_starts
+            if not too_old and starts:
+                cache_start = starts[self.server_index % len(starts)]
+                if 0 < start_rv < cache_start:
+                    too_old = True
+                    message = f"too old resource version: {start_rv} ({cache_start})"
+                    gone = {"type": "ERROR", "object": _status(410, "Expired", message)}
             if not too_old:
                 if start_rv == 0:
                     start_rv = api.rv

@@ -266,6 +266,16 @@ def _raise_status(status: int, reason: str | None, data: bytes, method: str, pat
     )
 
 
+def _page_params(page_size: int, cont: str | None, params: Mapping[str, Any]) -> JSON:
+    """One page's query: a continue token carries the list's resourceVersion, and the API
+    server refuses ``resourceVersion``/``resourceVersionMatch`` beside it."""
+    if cont:
+        params = {k: v for k, v in params.items() if k not in _FIRST_PAGE_ONLY}
+    return {"limit": page_size, "continue": cont, **params}
+
+
+_FIRST_PAGE_ONLY = frozenset({"resourceVersion", "resourceVersionMatch"})
+
 #: how much of a list response is read to find its metadata before giving up on the head
 _HEAD_LIMIT = 65536
 
@@ -477,9 +487,7 @@ class KubeClient:
             return
         cont: str | None = None
         while True:
-            raw = self.request_raw(
-                "GET", path, params={"limit": page_size, "continue": cont, **params}
-            )
+            raw = self.request_raw("GET", path, params=_page_params(page_size, cont, params))
             page = decode(raw)
             del raw
             md = page.get("metadata") or {}
@@ -514,9 +522,7 @@ class KubeClient:
                     page = _Page()
                     slots.put(page)
                     try:
-                        resp = self._open(
-                            "GET", path, {"limit": page_size, "continue": cont, **params}
-                        )
+                        resp = self._open("GET", path, _page_params(page_size, cont, params))
                         head = _read_head(resp)
                     except BaseException as exc:  # noqa: BLE001 (handed to the consumer)
                         page.fail(exc)

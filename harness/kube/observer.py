@@ -5,19 +5,38 @@ own :class:`~harness.kube.client.KubeClient` built from the caller's credentials
 stream is ever shared between threads. Each thread lists (paginated), then watches from the
 list's resourceVersion and resumes from the last resourceVersion it saw (BOOKMARK events are
 not transitions, but their resourceVersion is kept). A broken stream is resumed from that
-resourceVersion; a 410 Gone (HTTP status or in-stream ERROR) re-lists and diffs the new list
-against the cache, emitting every transition the watch missed, marked ``relist=True`` with
-``uncertain_s`` (how long before the re-list it may really have happened). Such a re-list
-is also an announced *gap* (:func:`gaps`): between the last event the watch delivered and
-the re-list, the watch saw nothing, and changes that undid each other there (a node
-cordoned then uncordoned) left no trace in the list. A measurement whose events fall in a
-gap carries that uncertainty (see ``harness.scenario.report``); nothing is lost silently.
+resourceVersion. A 410 Gone (HTTP status or in-stream ERROR) is first retried: the same
+watch, from the same resourceVersion, on a new connection, up to ``gone_retries`` times
+(note ``watch-gone`` each time); behind a balancer each try reaches the next API server, and
+one that did not restart still holds the history, so the watch resumes with nothing missed.
+When every try is refused, the watcher re-lists and diffs the new list against the cache,
+emitting every transition the watch missed, marked ``relist=True`` with ``uncertain_s`` (how
+long before the re-list it may really have happened). Such a re-list is also an announced
+*gap* (:func:`gaps`): between the last event the watch delivered and the re-list, the watch
+saw nothing, and changes that undid each other there (a node cordoned then uncordoned) left
+no trace in the list. A measurement whose events fall in a gap carries that uncertainty
+(see ``harness.scenario.report``); nothing is lost silently.
 
 Where the 410 comes from: each API server answers watches from its own watch cache, which
-holds a window of recent changes starting when the cache initialised. After every API
-server restarted (each cache initialised afresh, at different moments), a watch resumed
-from a resourceVersion older than the cache's start gets 410 "too old resource version",
-and no API server can replay the changes in between: they are in etcd's history only.
+holds a window of recent changes starting when the cache initialised from etcd (KEP-1904:
+"The kube-apiserver watch cache is initialized from etcd at the moment when it starts with
+empty change history"). After an API server restarted, a watch resumed through it from a
+resourceVersion older than its cache's start gets 410 "too old resource version: <asked>
+(<start>)" (k8s.io/apiserver, pkg/storage/cacher, ``getAllEventsSinceLocked``); another API
+server may still serve it, hence the retries. After every API server restarted, none can:
+the changes between the watch's last resourceVersion and the caches' start are in etcd's
+history only, and no watch, ours or any client's, sees them one by one. The re-list then
+reads the state at the newest cache start the 410s named (``resourceVersion=<start>&
+resourceVersionMatch=Exact``, which etcd serves until it compacts that revision) and the
+watch resumes from there, so only the changes made before the caches started fall in the
+gap; the changes made after are delivered one by one, however late the watch came back.
+Without a start in the message (another server), or when etcd no longer has that revision,
+it lists the state now. The ``relisted`` note carries ``since_resource_version`` and
+``resource_version`` (the gap in resourceVersions) and ``exact``.
+
+The retries go through the kubeconfig's server only: the API servers' own addresses (the
+``default/kubernetes`` EndpointSlice) are often not reachable from where the harness runs,
+and the lab publishes none (its API servers advertise a loopback address).
 
 Only slim projected state is kept per object (the NamedTuples below), not whole objects.
 Objects are not even decoded whole: list pages and watch lines are decoded through schemas
@@ -45,7 +64,8 @@ Transitions emitted (``kind``, ``transition``: ``detail`` keys)::
     Service  observed|endpoints: ready total (+ previous_ready previous_total), from the
              EndpointSlices labelled kubernetes.io/service-name
     Observer synced (objects resource_version), relisted (reason changes uncertain_s
-             resource since_mono: the gap),
+             resource since_mono since_resource_version resource_version exact: the gap),
+             watch-gone (resource_version attempt cache_start error),
              watch-broken|watch-error (error), failed (error) -- ``name`` is the watcher
 
 ``observed`` records the state found by the initial list (nothing else is emitted for it);
@@ -70,7 +90,7 @@ import orjson
 
 from harness.errors import PermanentError, TemporaryError, WaitTimeout
 from harness.kube import fields
-from harness.kube.client import JSON, Gone, KubeClient, WatchEvent
+from harness.kube.client import JSON, ApiError, Gone, KubeClient, WatchEvent
 from harness.kube.timeline import Timeline, Transition
 
 log = logging.getLogger(__name__)
@@ -113,6 +133,13 @@ MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 #: Between retries of a watch refused for good (403, ...) once synced; a broken watch
 #: reconnects sooner (``Observer.backoff_s``).
 PERMANENT_RETRY_S = 5.0
+
+#: Watches retried from the same resourceVersion, each on a new connection, after a 410
+#: Gone and before re-listing: behind a balancer each goes to the next API server, and one
+#: that did not restart still holds the history (a fresh connection is all that changes;
+#: the API servers' own addresses, in the cluster's ``default/kubernetes`` EndpointSlice,
+#: are often not reachable from outside the cluster, so they are not tried).
+GONE_RETRIES = 5
 
 #: How long before a live watch stream broke a change may still have been on its way: a
 #: gap announced after that stream starts this much before it broke.
@@ -741,10 +768,13 @@ class _Watcher(Generic[S]):
         delay = low
         rv: str | None = None
         reason = "initial list"
+        refused = _Refusals()  # the 410s since the watch last delivered anything
+        since_rv = ""  # what the watch resumed from when the history ran out (a gap's start)
         while not stop.is_set():
             if rv is None:
+                exact = refused.list_at()
                 try:
-                    fresh, list_rv = self._list(client)
+                    fresh, list_rv = self._list_after_gone(client, exact)
                 except TemporaryError as exc:
                     self._problem("watch-broken", exc)
                     stop.wait(delay)
@@ -758,10 +788,19 @@ class _Watcher(Generic[S]):
                     self._problem("watch-error", exc)
                     stop.wait(max(high, PERMANENT_RETRY_S))
                     continue
-                self._resync(fresh, list_rv, reason, time.monotonic(), time.time())
+                self._resync(
+                    fresh,
+                    list_rv,
+                    reason,
+                    time.monotonic(),
+                    time.time(),
+                    since_rv=since_rv,
+                    exact=exact is not None and list_rv == exact,
+                )
                 del fresh
                 rv = list_rv
                 delay = low
+                refused.relisted()
                 self.synced.set()
             self._accepted = False  # set once the API server accepts the watch
             try:
@@ -776,16 +815,35 @@ class _Watcher(Generic[S]):
                         return
                     self._last_ok = ev.mono
                     delay = low
+                    refused.clear()  # this API server had the history: a new round later
                     new_rv = str(_meta(ev.object).get("resourceVersion") or "")
                     if ev.type != "BOOKMARK":
                         self._on_event(ev)
                     if new_rv:
                         rv = self.rv = new_rv
+                refused.clear()  # the stream ran to its end: the history was there
             except Gone as exc:
                 self._accepted = False  # what it missed is exactly the question
                 if stop.is_set():
                     return
+                start = refused.add(exc.api_message)
+                self.obs._note(
+                    self.label,
+                    "watch-gone",
+                    resource_version=rv,
+                    attempt=refused.count,
+                    cache_start=start,
+                    error=exc.api_message[:200],
+                )
+                if refused.count <= self.obs.gone_retries:
+                    # Another API server may still hold the history (only the one that
+                    # answered restarted): the same watch on a new connection, which a
+                    # balancer hands to the next API server.
+                    client.close()
+                    continue
+                since_rv = rv or ""
                 rv, reason = None, f"410 Gone: {exc.api_message}"[:200]
+                client.close()
             except TemporaryError as exc:
                 if stop.is_set():
                     return
@@ -835,7 +893,19 @@ class _Watcher(Generic[S]):
         elif pairs:
             self.obs.timeline.touch()  # state changed without a transition: wake state waits
 
-    def _list(self, client: KubeClient) -> tuple[dict[Key, S], str]:
+    def _list_after_gone(self, client: KubeClient, exact: str | None) -> tuple[dict[Key, S], str]:
+        """The list a re-list starts from: the state at ``exact`` (read from etcd) when the
+        410s said where the API servers' watch caches start, else the state now."""
+        if exact is not None:
+            try:
+                return self._list(client, exact)
+            except ApiError as exc:  # compacted, or not served there: list now
+                if isinstance(exc, TemporaryError):
+                    raise  # retried with backoff, still at the same resourceVersion
+                log.info("observer %s: no list at %s (%s); listing now", self.label, exact, exc)
+        return self._list(client)
+
+    def _list(self, client: KubeClient, exact: str | None = None) -> tuple[dict[Key, S], str]:
         """List page by page, keeping only the projection of each object: the raw pages are
         dropped as soon as they are projected, and the collector is paused meanwhile (it is
         most of the cost of building many small objects, and it would find nothing). With
@@ -843,12 +913,16 @@ class _Watcher(Generic[S]):
         h = self.handler
         fresh: dict[Key, S] = {}
         rv = ""
+        at: dict[str, str] = {}
+        if exact is not None:
+            at = {"resourceVersion": exact, "resourceVersionMatch": "Exact"}
         with _gc_paused():
             for page, page_rv in client.pages(
                 self.path,
                 page_size=self.obs.page_size,
                 prefetch=self.obs.prefetch,
                 decode=self._decode_page,
+                **at,
             ):
                 rv = page_rv
                 for obj in page:
@@ -858,7 +932,17 @@ class _Watcher(Generic[S]):
                 del page
         return fresh, rv
 
-    def _resync(self, fresh: dict[Key, S], rv: str, reason: str, mono: float, wall: float) -> None:
+    def _resync(
+        self,
+        fresh: dict[Key, S],
+        rv: str,
+        reason: str,
+        mono: float,
+        wall: float,
+        *,
+        since_rv: str = "",
+        exact: bool = False,
+    ) -> None:
         h = self.handler
         initial = not self.synced.is_set()
         with self.obs._lock:
@@ -890,6 +974,9 @@ class _Watcher(Generic[S]):
                 uncertain_s=uncertain,
                 resource=self.handler.resource,
                 since_mono=round(max(self._last_ok, self._live_until), 6),
+                since_resource_version=since_rv,
+                resource_version=rv,
+                exact=exact,
             )
         self._last_ok = self._live_until = mono
 
@@ -906,6 +993,49 @@ class _Watcher(Generic[S]):
                 for kind, ns, name, what, detail in emits
             ]
         )
+
+
+#: kube-apiserver's answer to a watch from before its watch cache's window: "too old
+#: resource version: <asked> (<the oldest it can serve from>)" (k8s.io/apiserver
+#: pkg/storage/cacher watch_cache.go, getAllEventsSinceLocked). Right after the cache
+#: initialised, the second number is the resourceVersion it listed etcd at.
+TOO_OLD_RE = re.compile(r"too old resource version: (\d+) \((\d+)\)")
+
+
+class _Refusals:
+    """The 410 Gone answers of one round of watch retries, and where to re-list from.
+
+    Each answer from a kube-apiserver's watch cache names the oldest resourceVersion that
+    cache can replay from. When every try was refused, the re-list reads the state at the
+    newest of them (an exact list, which etcd serves while it keeps that revision): every
+    cache that answered can replay what came after it, so the watch resumes there and the
+    changes made since the caches started are delivered one by one, not folded into a
+    list taken later. Without numbers (another server, or another message) it lists now.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.starts: list[int] = []
+
+    def add(self, message: str) -> int | None:
+        self.count += 1
+        hit = TOO_OLD_RE.search(message)
+        if hit is None:
+            return None
+        start = int(hit.group(2))
+        self.starts.append(start)
+        return start
+
+    def list_at(self) -> str | None:
+        """The resourceVersion the re-list should read at, or None for the state now."""
+        return str(max(self.starts)) if self.count and self.starts else None
+
+    def clear(self) -> None:
+        self.count = 0
+        self.starts = []
+
+    def relisted(self) -> None:
+        self.clear()
 
 
 class Gap(NamedTuple):
@@ -1020,6 +1150,7 @@ class Observer:
         # fault bench's every-API-server restarts; a watch retrying every 0.2 s lost none).
         backoff_s: tuple[float, float] = (0.2, 1.0),
         sync_timeout_s: float = 60.0,
+        gone_retries: int = GONE_RETRIES,
     ) -> None:
         self._client = client
         self.namespaces = list(namespaces) if namespaces else None
@@ -1030,6 +1161,9 @@ class Observer:
         self.slim_decode = slim_decode
         self.backoff_s = backoff_s
         self.sync_timeout_s = sync_timeout_s
+        if gone_retries < 0:
+            raise ValueError(f"gone_retries must be 0 or more, not {gone_retries}")
+        self.gone_retries = gone_retries
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._started = False

@@ -4,7 +4,8 @@
   (``"w-b3 NotReady (s)" = 8.4`` and ``"w-b3 NotReady budget (s)" = 20``, the convention
   :mod:`harness.report.summary` reads), excluded from Allure's history id so that runs of
   the same scenario stay one test in the history. A phase whose window overlaps a gap the
-  observer announced (a watch that re-listed after a 410: changes in it may be missing)
+  observer announced (a watch refused with 410 Gone by every API server it tried, which
+  re-listed: changes in it may be missing)
   carries the gaps in its detail and an ``"<phase> observation gap (s)"`` parameter.
 * :func:`attach_timeline`: the scenario timeline as JSON and as the SVG swimlane picture.
 * :func:`attach_failure_evidence`: the Events of the watched namespaces and the before /

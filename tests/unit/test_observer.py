@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import socket
 import threading
 import time
@@ -524,3 +525,117 @@ def test_relist_sees_a_pod_replaced_under_the_same_name(
     gone = obs.timeline.first("Pod", "db-0", "deleted")
     assert gone is not None and gone.detail["uid"] == old_uid and gone.detail["relist"]
     assert obs.pod("default", "db-0").node == "w2"  # type: ignore[union-attr]
+
+
+# -- a 410 from one API server: the others may still hold the history ---------------------
+
+
+def _cordon(value: bool) -> Callable[[JSON], None]:
+    def change(obj: JSON) -> None:
+        obj.setdefault("spec", {})["unschedulable"] = value
+
+    return change
+
+
+def _cut_watches(api: FakeApiServer, tl: Timeline) -> None:
+    """Break the open watches and refuse new ones until the caller says."""
+    api.watch_failure = 503
+    api.break_watches()
+    wait(tl, match(OBSERVER, "nodes", "watch-broken"))
+
+
+def test_a_410_is_retried_on_the_next_api_server_which_still_holds_the_history(
+    api: FakeApiServer, observe: Callable[..., Observer]
+) -> None:
+    api.add("nodes", node("w1"))
+    api.cache_starts = [0, 0, 0]  # three API servers behind a round-robin balancer
+    obs = observe(resources=["nodes"])
+    tl = obs.timeline
+    api.wait_for_watches(1)
+    _cut_watches(api, tl)
+    api.update("nodes", "", "w1", _cordon(True))  # a blip no re-list could see
+    api.update("nodes", "", "w1", _cordon(False))
+    # the first two API servers restarted after it; the third one did not
+    api.cache_starts = [api.rv, api.rv, 0]
+    api.next_server = itertools.count(0)  # the next connection goes to the first one
+    api.watch_failure = None
+    on = wait(tl, match("Node", "w1", "cordoned"))
+    off = wait(tl, match("Node", "w1", "uncordoned", after=on.mono - 1e-9))
+    assert "relist" not in on.detail and "relist" not in off.detail
+    refused = tl.all(kind=OBSERVER, transition="watch-gone")
+    assert [t.detail["attempt"] for t in refused] == [1, 2]
+    assert [t.detail["cache_start"] for t in refused] == [api.rv, api.rv]
+    assert tl.first(OBSERVER, transition="relisted", after=tl.start_mono) is None
+    assert gaps(tl) == []
+
+
+def test_when_every_api_server_refuses_it_lists_where_their_caches_start(
+    api: FakeApiServer, observe: Callable[..., Observer]
+) -> None:
+    # Every API server restarted: the blip before their caches started is lost (and
+    # announced); what came after is replayed one change at a time, not folded into a list.
+    api.add("nodes", node("w1"))
+    api.add("nodes", node("w2"))
+    api.cache_starts = [0, 0, 0]
+    obs = observe(resources=["nodes"], page_size=1)  # the exact list spans two pages
+    tl = obs.timeline
+    api.wait_for_watches(1)
+    resumed_from = int(obs.resource_versions()["nodes"])
+    _cut_watches(api, tl)
+    api.update("nodes", "", "w1", _cordon(True))
+    api.update("nodes", "", "w1", _cordon(False))
+    starts = [api.rv - 1, api.rv, api.rv]  # the caches started, one a change earlier
+    api.cache_starts = starts
+    api.update("nodes", "", "w2", _cordon(True))  # after every cache started
+    api.update("nodes", "", "w2", _cordon(False))
+    api.watch_failure = None
+    relisted = wait(tl, match(OBSERVER, "nodes", "relisted"))
+    assert relisted.detail["exact"] is True
+    assert relisted.detail["resource_version"] == str(max(starts))
+    assert relisted.detail["since_resource_version"] == str(resumed_from)
+    assert relisted.detail["changes"] == 0  # w1 at the newest start: as it was
+    assert len(tl.all(kind=OBSERVER, transition="watch-gone")) == 1 + obs.gone_retries
+    on = wait(tl, match("Node", "w2", "cordoned"))
+    off = wait(tl, match("Node", "w2", "uncordoned", after=on.mono - 1e-9))
+    assert "relist" not in on.detail and "relist" not in off.detail
+    assert tl.first("Node", "w1", "cordoned") is None  # before every cache: lost...
+    [gap] = gaps(tl)  # ...and announced
+    assert gap.until_mono == relisted.mono
+
+
+def test_a_compacted_cache_start_falls_back_to_listing_now(
+    api: FakeApiServer, observe: Callable[..., Observer]
+) -> None:
+    api.add("nodes", node("w1"))
+    api.cache_starts = [0, 0]
+    obs = observe(resources=["nodes"], gone_retries=1)
+    tl = obs.timeline
+    api.wait_for_watches(1)
+    _cut_watches(api, tl)
+    api.cache_starts = [api.rv, api.rv]
+    api.update("nodes", "", "w1", _cordon(True))
+    api.compact()  # etcd no longer has the revision the caches started at
+    api.watch_failure = None
+    relisted = wait(tl, match(OBSERVER, "nodes", "relisted"))
+    assert relisted.detail["exact"] is False
+    assert relisted.detail["resource_version"] == str(api.rv)
+    on = wait(tl, match("Node", "w1", "cordoned"))
+    assert on.detail["relist"] is True
+    assert len(tl.all(kind=OBSERVER, transition="watch-gone")) == 2
+
+
+def test_without_retries_a_410_relists_at_once(
+    api: FakeApiServer, observe: Callable[..., Observer]
+) -> None:
+    api.add("nodes", node("w1"))
+    obs = observe(resources=["nodes"], gone_retries=0)
+    tl = obs.timeline
+    api.wait_for_watches(1)
+    api.expire_watches(during=lambda: api.update("nodes", "", "w1", _cordon(True)))
+    wait(tl, match(OBSERVER, "nodes", "relisted"))
+    assert len(tl.all(kind=OBSERVER, transition="watch-gone")) == 1
+
+
+def test_gone_retries_must_not_be_negative(api: FakeApiServer) -> None:
+    with pytest.raises(ValueError, match="gone_retries must be 0 or more"):
+        Observer(api.client(), gone_retries=-1)
