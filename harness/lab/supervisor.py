@@ -125,7 +125,7 @@ class Lab:
         #: One per node, taken before ``power_lock``: the power changes and cuts of one
         #: node happen one at a time, those of different nodes together.
         self._node_locks = {n.name: threading.RLock() for n in self.nodes}
-        self._stopping: set[str] = set()  # shut down gracefully, processes not yet stopped
+        self._stopping: set[str] = set()  # powered off, processes not yet exited
         #: What follows a power change once the BMC has its answer: reaping the stopped
         #: processes, the state file, the progress log, the kubelet resync.
         self._after = ThreadPoolExecutor(max_workers=8, thread_name_prefix="power-after")
@@ -408,11 +408,13 @@ class Lab:
         """Cut the node's power, and return as soon as it is cut, as a BMC answers.
 
         Forced: every process of the node gets SIGKILL at once (none of them runs another
-        instruction) and the node reads off from then on. Graceful: the node reads on until
-        its processes have stopped in order (SIGTERM, SIGKILL after 10 s), as an OS shuts
-        down after a BMC accepted the request. Reaping the processes, the state file and the
-        progress log are left to a thread of their own: a BMC request used to wait for them,
-        each node's for a different time (the exit was polled at 1, 2, 4 ... 50 ms), and the
+        instruction). Graceful: they stop in order (SIGTERM, SIGKILL after 10 s), as an OS
+        shuts down after a BMC accepted the request. Either way the node reads on until
+        every process has exited (a killed process keeps its listening sockets open until
+        then, and a connection could still be accepted), so a read-back of "off" means
+        nothing of the node answers. Waiting for the exits, the state file and the progress
+        log are left to a thread of their own: a BMC request used to wait for them, each
+        node's for a different time (the exit was polled at 1, 2, 4 ... 50 ms), and the
         IPMI BMCs, which answer one request at a time, for every earlier node's too."""
         with self._node_locks[node]:
             with self.power_lock:
@@ -422,8 +424,7 @@ class Lab:
                 # Not to run from here on (keep_alive, which holds power_lock for its whole
                 # pass, no longer restarts what is stopped next).
                 self.power[node] = False
-                if graceful:  # read on until stopped
-                    self._stopping.add(node)
+                self._stopping.add(node)  # reads on until its processes have exited
             procs = [self.kwok[node], *reversed(self.cp_procs.get(node, []))]
             if not graceful:
                 for proc in procs:

@@ -1,9 +1,10 @@
 """The lab's power switch, as its BMCs use it, on real child processes standing in for a
 node's kwok and control-plane components.
 
-A forced power-off answers once every process of the node got SIGKILL (the node reads off
-from then on) and leaves the reaping to another thread; a graceful one reads on until the
-processes stopped; a power-on starts them again only once the power-off's reaping is done.
+A forced power-off answers once every process of the node got SIGKILL and leaves the
+reaping to another thread; a graceful one once the shutdown began. Either way the node
+reads on until every process has exited; a power-on starts them again only once the
+power-off's reaping is done.
 """
 
 from __future__ import annotations
@@ -69,12 +70,12 @@ def popen(proc: Proc) -> subprocess.Popen[bytes]:
     return p
 
 
-def test_a_forced_power_off_reads_off_at_once_and_every_process_is_killed(lab: Lab) -> None:
+def test_a_forced_power_off_kills_every_process_and_reads_off_once_they_exited(lab: Lab) -> None:
     procs = [lab.kwok["cp-1"], *lab.cp_procs["cp-1"]]
     running = [popen(p) for p in procs]
     lab.power_off("cp-1", graceful=False)
-    assert lab.power_state("cp-1") is PowerState.OFF
     lab._settle("cp-1")  # the reaping, done on another thread
+    assert lab.power_state("cp-1") is PowerState.OFF
     assert [p.returncode for p in running] == [-signal.SIGKILL] * len(running)
     assert all(not p.alive() for p in procs)
     lab._after.shutdown(wait=True)  # then the state file
