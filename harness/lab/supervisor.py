@@ -21,6 +21,7 @@ import time
 import traceback
 import urllib.request
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +125,11 @@ class Lab:
         #: One per node, taken before ``power_lock``: the power changes and cuts of one
         #: node happen one at a time, those of different nodes together.
         self._node_locks = {n.name: threading.RLock() for n in self.nodes}
-        self._stopping: set[str] = set()  # powered off, processes not yet stopped
+        self._stopping: set[str] = set()  # powered off, processes not yet exited
+        #: What follows a power change once the BMC has its answer: reaping the stopped
+        #: processes, the state file, the progress log, the kubelet resync.
+        self._after = ThreadPoolExecutor(max_workers=8, thread_name_prefix="power-after")
+        self._pending: dict[str, Future[None]] = {}  # node -> its power-off's reaping
         self._restarts: dict[str, list[float]] = {}  # when each process was restarted
         self._state_lock = threading.Lock()
         self.client: KubeClient | None = None
@@ -149,16 +154,17 @@ class Lab:
             procs.append(self.haproxy)
         if self.prometheus:
             procs.append(self.prometheus.proc)
-        state = {
-            "status": status,
-            "supervisor_pid": os.getpid(),
-            "power": {n: ("on" if on else "off") for n, on in self.power.items()},
-            "components": {p.name: {"pid": p.pid, "state": p.exit_info()} for p in procs},
-            **extra,
-        }
-        # Called from the main loop and from the BMCs' threads (power on and off): one at a
-        # time, or one thread's rename finds the other's temporary file already gone.
+        # Called from the main loop and from the threads that follow power changes: one at a
+        # time, or one thread's rename finds the other's temporary file already gone; and
+        # read under the same lock, so a later write never holds an older state.
         with self._state_lock:
+            state = {
+                "status": status,
+                "supervisor_pid": os.getpid(),
+                "power": {n: ("on" if on else "off") for n, on in self.power.items()},
+                "components": {p.name: {"pid": p.pid, "state": p.exit_info()} for p in procs},
+                **extra,
+            }
             tmp = self.root / "state.json.tmp"
             tmp.write_text(json.dumps(state, indent=2))
             tmp.replace(self.root / "state.json")
@@ -399,27 +405,57 @@ class Lab:
         return PowerState.ON if on else PowerState.OFF
 
     def power_off(self, node: str, *, graceful: bool) -> None:
+        """Cut the node's power, and return as soon as it is cut, as a BMC answers.
+
+        Forced: every process of the node gets SIGKILL at once (none of them runs another
+        instruction). Graceful: they stop in order (SIGTERM, SIGKILL after 10 s), as an OS
+        shuts down after a BMC accepted the request. Either way the node reads on until
+        every process has exited (a killed process keeps its listening sockets open until
+        then, and a connection could still be accepted), so a read-back of "off" means
+        nothing of the node answers. Waiting for the exits, the state file and the progress
+        log are left to a thread of their own: a BMC request used to wait for them, each
+        node's for a different time (the exit was polled at 1, 2, 4 ... 50 ms), and the
+        IPMI BMCs, which answer one request at a time, for every earlier node's too."""
         with self._node_locks[node]:
             with self.power_lock:
                 if not self.power[node]:
                     return
                 self._forget_cut(node)
                 # Not to run from here on (keep_alive, which holds power_lock for its whole
-                # pass, no longer restarts what is stopped next), but its BMCs read it on
-                # until it is stopped.
+                # pass, no longer restarts what is stopped next).
                 self.power[node] = False
-                self._stopping.add(node)
-            try:
-                for proc in [self.kwok[node], *reversed(self.cp_procs.get(node, []))]:
-                    proc.stop(force=not graceful, timeout_s=10)
-            finally:
-                with self.power_lock:
-                    self._stopping.discard(node)
-            self.progress(f"power off {node} ({'graceful' if graceful else 'forced'})")
+                self._stopping.add(node)  # reads on until its processes have exited
+            procs = [self.kwok[node], *reversed(self.cp_procs.get(node, []))]
+            if not graceful:
+                for proc in procs:
+                    proc.kill()
+            self._pending[node] = self._after.submit(self._reap, node, procs, graceful)
+
+    def _reap(self, node: str, procs: list[Proc], graceful: bool) -> None:
+        try:
+            for proc in procs:
+                proc.stop(force=not graceful, timeout_s=10)
+        finally:
+            with self.power_lock:
+                self._stopping.discard(node)
+        self.progress(f"power off {node} ({'graceful' if graceful else 'forced'})")
         self.write_state("ready")
 
+    def _settle(self, node: str) -> None:
+        """Wait for the node's last power-off to have reaped its processes (a process being
+        killed still reads alive, and ``Proc.start`` would leave it be)."""
+        pending = self._pending.pop(node, None)
+        if pending is not None:
+            try:
+                pending.result()
+            except Exception:  # logged; the power-on goes ahead
+                log.exception("stopping %s's processes failed", node)
+
     def power_on(self, node: str) -> None:
+        """Start the node's processes and return: the node reads on from then on. The
+        kubelet resync, the state file and the progress log follow on another thread."""
         with self._node_locks[node]:
+            self._settle(node)
             with self.power_lock:
                 if self.power[node]:
                     return
@@ -429,9 +465,12 @@ class Lab:
                 proc.start()
             with self.power_lock:
                 self.power[node] = True
-            if self.resync:
-                self.resync.powered_on(node)
-            self.progress(f"power on {node}")
+            self._after.submit(self._powered_on, node)
+
+    def _powered_on(self, node: str) -> None:
+        if self.resync:
+            self.resync.powered_on(node)
+        self.progress(f"power on {node}")
         self.write_state("ready")
 
     # -- partition and kubelet stop (what the node's SSH server is asked to do) -------------
@@ -548,6 +587,7 @@ class Lab:
                 bmc.stop()
             except Exception:
                 log.exception("stopping %s", bmc)
+        self._after.shutdown(wait=True)  # the power changes' reaping and state writes
         if self.exporter:
             self.exporter.stop()
         if self.health:

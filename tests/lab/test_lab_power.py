@@ -258,8 +258,13 @@ def test_state_agrees_across_protocols_and_cycle_works(lab: LabHandle) -> None:
             before = agent_pid(lab, "w-c2")
             drivers[protocol].cycle()
             assert drivers["ipmi"].state() is PowerState.ON
-            # A power cycle restarts the node: its agent is a new process.
-            after = agent_pid(lab, "w-c2")
+            # A power cycle restarts the node: its agent is a new process (the state file
+            # follows the BMC's answer by a moment).
+            after = wait_for(
+                f"{protocol} cycle to restart w-c2's agent",
+                lambda before=before: (pid := agent_pid(lab, "w-c2")) not in (None, before) and pid,
+                timeout_s=5,
+            )
             assert after is not None and after != before, f"{protocol} cycle did not restart it"
         wait_for("w-c2 Ready", lambda: node_ready(lab, "w-c2") == "True", 30)
     finally:
