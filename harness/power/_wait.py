@@ -26,6 +26,11 @@ T = TypeVar("T")
 #: Longest pause between two attempts after a ``TemporaryError``.
 MAX_BACKOFF_S: Final = 5.0
 
+#: First pause of a driver's read-back after a power command (then doubling up to its
+#: ``poll_s``): the lab's BMCs read the new state within milliseconds of answering, real
+#: ones usually within a second; a few more reads early cost a BMC little.
+READBACK_FIRST_POLL_S: Final = 0.05
+
 
 class Clock(Protocol):
     """What a wait needs from time: a monotonic reading and a way to pause."""
@@ -82,6 +87,7 @@ def wait_until(
     poll_s: float,
     describe: Callable[[T], str] = str,
     max_backoff_s: float = MAX_BACKOFF_S,
+    first_poll_s: float | None = None,
 ) -> T:
     """Call ``probe`` until ``done(value)`` holds, and return that value.
 
@@ -89,7 +95,9 @@ def wait_until(
     poll interval never hides a state reached just before the deadline. Between two
     probes the wait pauses ``poll_s`` (after a value) or an exponential backoff starting
     at ``poll_s`` and capped at ``max_backoff_s`` (after a ``TemporaryError``), never
-    beyond the deadline.
+    beyond the deadline. With ``first_poll_s`` the pauses after a value start there and
+    double up to ``poll_s``: a read-back right after a command, whose state usually comes
+    within milliseconds, is not held up by a whole ``poll_s`` step.
 
     Raises:
         PermanentError: raised by the probe; it ends the wait at once.
@@ -97,8 +105,11 @@ def wait_until(
     """
     if poll_s <= 0:
         raise ValueError(f"poll_s must be > 0, got {poll_s}")
+    if first_poll_s is not None and first_poll_s <= 0:
+        raise ValueError(f"first_poll_s must be > 0, got {first_poll_s}")
+    first = poll_s if first_poll_s is None else min(first_poll_s, poll_s)
     with progress.waiting(expected, deadline.remaining()):
-        return _wait_until(probe, done, expected, deadline, poll_s, describe, max_backoff_s)
+        return _wait_until(probe, done, expected, deadline, poll_s, first, describe, max_backoff_s)
 
 
 def _wait_until(
@@ -107,13 +118,15 @@ def _wait_until(
     expected: str,
     deadline: Deadline,
     poll_s: float,
+    first_poll_s: float,
     describe: Callable[[T], str],
     max_backoff_s: float,
 ) -> T:
     last_seen = "nothing (no attempt finished)"
     backoff = poll_s
+    step = first_poll_s  # the pause after a value: ramps up to poll_s
     while True:
-        pause = poll_s
+        pause = step
         try:
             value = probe()
         except TemporaryError as exc:
@@ -125,6 +138,7 @@ def _wait_until(
                 return value
             last_seen = describe(value)
             backoff = poll_s
+            step = min(step * 2, poll_s)
         remaining = deadline.remaining()
         if remaining <= 0.0:
             _timeout(expected, last_seen, deadline)

@@ -45,6 +45,7 @@ from pyipmi.interfaces.rmcpplus import RmcpPlus
 
 from harness.errors import PermanentError, PowercutError, TemporaryError
 from harness.power._wait import (
+    READBACK_FIRST_POLL_S,
     SYSTEM_CLOCK,
     Clock,
     Deadline,
@@ -368,6 +369,7 @@ class IpmiDriver:
             expected=f"{self.node}: chassis power {want.value} from IPMI after {what}",
             deadline=deadline,
             poll_s=self.poll_s,
+            first_poll_s=READBACK_FIRST_POLL_S,
             describe=lambda seen: f"chassis power {seen.value}",
         )
 

@@ -36,6 +36,7 @@ from sushy import exceptions as sushy_exc
 
 from harness.errors import PermanentError, PowercutError, TemporaryError
 from harness.power._wait import (
+    READBACK_FIRST_POLL_S,
     SYSTEM_CLOCK,
     Clock,
     Deadline,
@@ -216,6 +217,7 @@ class RedfishDriver:
             ),
             deadline=deadline,
             poll_s=self.poll_s,
+            first_poll_s=READBACK_FIRST_POLL_S,
             describe=lambda seen: f"PowerState {seen[1]}",
         )
 

@@ -53,6 +53,46 @@ def test_returns_the_first_value_that_satisfies_the_condition() -> None:
     assert clock.sleeps == [0.5, 0.5]
 
 
+def test_a_read_back_starts_with_short_pauses_that_double_up_to_the_poll_interval() -> None:
+    clock = FakeClock()
+    probe = scripted(clock, ["on"] * 6 + ["off"])
+
+    seen = wait_until(
+        probe,
+        lambda v: v == "off",
+        expected="off",
+        deadline=Deadline(10, clock),
+        poll_s=0.5,
+        first_poll_s=0.05,
+    )
+
+    assert seen == "off"
+    assert clock.sleeps == pytest.approx([0.05, 0.1, 0.2, 0.4, 0.5, 0.5])
+
+
+def test_a_first_poll_is_never_longer_than_the_poll_interval_nor_zero() -> None:
+    clock = FakeClock()
+    probe = scripted(clock, ["on", "off"])
+    wait_until(
+        probe,
+        lambda v: v == "off",
+        expected="off",
+        deadline=Deadline(10, clock),
+        poll_s=0.5,
+        first_poll_s=2.0,
+    )
+    assert clock.sleeps == [0.5]
+    with pytest.raises(ValueError, match="first_poll_s"):
+        wait_until(
+            probe,
+            lambda v: True,
+            expected="off",
+            deadline=Deadline(10, clock),
+            poll_s=0.5,
+            first_poll_s=0,
+        )
+
+
 def test_timeout_says_what_was_expected_what_was_seen_and_how_long() -> None:
     clock = FakeClock()
 
