@@ -41,6 +41,13 @@ log = logging.getLogger("powercut.lab")
 STAGES = Path(__file__).parent / "data" / "kwok-stages.yaml"
 
 
+def _log_failure(done: Future[None]) -> None:
+    """A power change's follow-up that nobody waits for: its failure is logged, not lost."""
+    exc = done.exception()
+    if exc is not None:
+        log.error("after a power change: %s", exc, exc_info=exc)
+
+
 class LabError(PowercutError):
     pass
 
@@ -465,9 +472,10 @@ class Lab:
                 proc.start()
             with self.power_lock:
                 self.power[node] = True
-            self._after.submit(self._powered_on, node)
+            self._after.submit(self._powered_on, node).add_done_callback(_log_failure)
 
     def _powered_on(self, node: str) -> None:
+        """Nothing waits for this one: a failure is logged by :func:`_log_failure`."""
         if self.resync:
             self.resync.powered_on(node)
         self.progress(f"power on {node}")
