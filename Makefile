@@ -12,8 +12,8 @@ report-tools:
 	@bash scripts/install-report-tools.sh >/dev/null
 
 lint: venv
-	$(PY) -m ruff check harness tests bench scripts examples
-	$(PY) -m ruff format --check harness tests bench scripts examples
+	$(PY) -m ruff check harness steps tests bench scripts examples
+	$(PY) -m ruff format --check harness steps tests bench scripts examples
 
 types: venv
 	$(PY) -m mypy
@@ -41,7 +41,7 @@ kind-image: venv
 
 ## the real-kubelet tests: a kind cluster (1 control plane, 2 workers) from the node image
 ## built here with no registry; the kind driver's failures against real node containers, and
-## the kind feature set (harness/bdd/features/kind) through `powercut run` on the same cluster
+## the kind feature set (features/kind) through `powercut run` on the same cluster
 kind-test: kind-image
 	$(PY) -m pytest tests/kind -m kind -v $(PYTEST_FLAGS)
 

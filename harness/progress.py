@@ -2,7 +2,7 @@
 
 The library reports; it never renders. Waits (the timeline's, the power drivers') call
 :func:`waiting`, the pytest plugin reports scenarios and steps, longevity reports its
-cycles; a listener added with :func:`listen` (the CLI's renderers, ``harness.cli_progress``)
+cycles; a listener added with :func:`listen` (the CLI's renderers, ``harness.cli.progress``)
 turns them into a live display on a terminal or plain lines in a CI log. With no listener
 every call is a few attribute reads.
 

@@ -12,8 +12,8 @@ import pytest
 from harness import progress
 from harness.inventory import Inventory, load_inventory
 
-#: The step grammar and its fixtures (harness/bdd), visible to every test module.
-pytest_plugins = ("harness.bdd.plugin",)
+#: The step grammar and its fixtures (steps), visible to every test module.
+pytest_plugins = ("harness.steps.plugin",)
 
 MARKERS = {
     "lab": "needs the embedded lab cluster",
@@ -21,7 +21,7 @@ MARKERS = {
     "slow": "takes more than a few seconds",
     "needs_bmc": "needs BMC endpoints (real or the lab's)",
     "serial": "must not run in parallel with other disruptive tests",
-    # Allure severities, written as feature tags (@critical); harness/bdd/steps.py also turns
+    # Allure severities, written as feature tags (@critical); steps/scenario_steps.py also turns
     # them into the Allure severity label.
     "blocker": "severity: the cluster cannot be released if this fails",
     "critical": "severity: a critical failure case",
@@ -80,7 +80,7 @@ def _start_progress(config: pytest.Config) -> None:
     requested = str(config.getoption("--powercut-progress") or "off")
     if requested == "off" or _PROGRESS:
         return
-    from harness.cli_progress import choose_mode, renderer_for
+    from harness.cli.progress import choose_mode, renderer_for
 
     given = os.environ.get("POWERCUT_PROGRESS_FD")
     fd = int(given) if given else (_TERMINAL[0] if _TERMINAL else None)

@@ -1,6 +1,6 @@
 """The scenario engine: targets, disruptions, expectations and their measurements.
 
-What the step grammar (:mod:`harness.bdd`), longevity and the chaostoolkit extension share:
+What the step grammar (:mod:`harness.steps`), longevity and the chaostoolkit extension share:
 
 - :mod:`~harness.scenario.targets` and :mod:`~harness.scenario.select`: which nodes a
   scenario fails, chosen for a reason or by name, label, role, rack, count, fraction or

@@ -7,8 +7,8 @@ before eviction, NotReady before the taint) and then for its end event: none rel
 earlier step having waited. One that has nothing to judge (no pod on the lost nodes, no
 held volume, no DaemonSet pod) raises :class:`~harness.scenario.errors.NothingToMeasure`.
 
-The step definitions in :mod:`harness.bdd.steps` only parse the sentence, resolve the limit to
-seconds and call one of these inside ``allure.step``.
+The step definitions in :mod:`harness.steps.scenario_steps` only parse the sentence, resolve
+the limit to seconds and call one of these inside ``allure.step``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The kind feature set (harness/bdd/features/kind/) run by ``powercut run`` against the
+"""The kind feature set (features/kind/) run by ``powercut run`` against the
 session's real-kubelet cluster, as a user runs it: every scenario must pass, none may skip
 (``--fail-on-skip``), and the cluster must be as it was found afterwards."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.bdd import BUILTIN_FEATURES
+from harness.steps import BUILTIN_FEATURES
 from tests.kind.conftest import POWERCUT, KindCluster
 
 pytestmark = [pytest.mark.kind, pytest.mark.disruptive, pytest.mark.serial, pytest.mark.slow]

@@ -1,12 +1,12 @@
 """chaostoolkit experiments against the lab: `chaos run`, the Gherkin step, and recovery.
 
-- ``chaos run harness/bdd/features/experiments/worker-power-loss.json`` (the real CLI, in a
+- ``chaos run features/experiments/worker-power-loss.json`` (the real CLI, in a
   subprocess) powers a worker off through its BMC, waits for the eviction, holds its steady
   state and powers the worker back on; the powercut journal shows the power-off undone.
 - An experiment whose hypothesis does not hold fails the Gherkin step ``When I run the
   chaos experiment ...`` naming the deviated probe, and its rollback still runs.
-- The drain experiment through the Gherkin scenario of ``harness/bdd/features/chaos.feature``
-  (``harness/bdd/test_chaos.py``): it passes and attaches chaostoolkit's journal to Allure.
+- The drain experiment through the Gherkin scenario of ``features/chaos.feature``
+  (``steps/test_chaos.py``): it passes and attaches chaostoolkit's journal to Allure.
 - A ``chaos run`` killed between its method and its rollback leaves the worker off; the
   journal lets ``powercut recover`` power it on.
 """
@@ -148,7 +148,7 @@ POWERED = {
 def test_chaos_run_of_the_worker_power_loss_experiment(
     lab: LabHandle, env: dict[str, str], tmp_path: Path
 ) -> None:
-    out = run(env, *chaos_args(tmp_path), "harness/bdd/features/experiments/worker-power-loss.json")
+    out = run(env, *chaos_args(tmp_path), "features/experiments/worker-power-loss.json")
     log = (
         (tmp_path / "chaostoolkit.log").read_text()
         if (tmp_path / "chaostoolkit.log").exists()
@@ -236,7 +236,7 @@ def test_the_drain_experiment_through_the_gherkin_scenario(
         sys.executable,
         "-m",
         "pytest",
-        "harness/bdd/test_chaos.py",
+        "steps/test_chaos.py",
         "-k",
         "drained",
         "-p",

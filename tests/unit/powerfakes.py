@@ -38,7 +38,7 @@ NODE = (
 
 
 #: Where ``driver_for`` is looked up by the code under test.
-MODULES = ("harness.session", "harness.cli_power", "harness.preflight")
+MODULES = ("harness.session", "harness.cli.power", "harness.preflight")
 
 
 class FakeDriver:

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from harness.bdd.chaos_steps import ExperimentBroken, ExperimentDeviated, run_chaos_experiment
 from harness.chaos import discover
 from harness.chaos.__main__ import main as chaos_main
 from harness.chaos._common import names, seconds
 from harness.chaos.runner import judge, run_experiment_file
 from harness.errors import ConfigError
 from harness.journal import EntryState
+from harness.steps.chaos_steps import ExperimentBroken, ExperimentDeviated, run_chaos_experiment
 from tests.fakechaos import Cluster, fake_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,7 +75,7 @@ POWER_OFF = {
 
 def test_the_drain_experiment_holds_and_is_rolled_back(cluster: Cluster) -> None:
     journal = run_experiment_file(
-        ROOT / "harness" / "bdd" / "features" / "experiments" / "drain-worker.json",
+        ROOT / "features" / "experiments" / "drain-worker.json",
         inventory=cluster.path,
     )
     outcome = judge(journal)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.cli_run import EXIT_FAILED, EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_PASSED
+from harness.cli.run import EXIT_FAILED, EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_PASSED
 from harness.report.allure_env import read_environment
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from harness.cli import main
-from harness.cli_run import EXIT_STOPPED
+from harness.cli.run import EXIT_STOPPED
 from harness.report.allure_env import STOPPED, classify
 from tests.unit.test_cli_run import env  # noqa: F401 - the fixture
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from harness.cli import main
-from harness.cli_init import SKELETON
+from harness.cli.init import SKELETON
 from harness.discover import bmc_from_address, discover, render
 from harness.inventory import parse_inventory
 

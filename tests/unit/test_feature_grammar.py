@@ -10,8 +10,8 @@ import pytest
 from pytest_bdd.parser import FeatureParser
 from pytest_bdd.steps import step_function_context_registry
 
-import harness.bdd.plugin  # noqa: F401 - registers every step module
-from harness.bdd import BUILTIN_FEATURES
+import harness.steps.plugin  # noqa: F401 - registers every step module
+from harness.steps import BUILTIN_FEATURES
 
 FEATURES = sorted(BUILTIN_FEATURES.rglob("*.feature"))
 

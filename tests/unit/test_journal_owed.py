@@ -362,7 +362,7 @@ def test_recover_waits_out_a_power_action_that_a_bmc_may_still_apply(
     with Journal(path) as journal:  # killed in the middle of a power-off, just now
         journal.begin("power_off", "node/w1", UndoSpec.power_on("w1"))
     slept: list[float] = []
-    monkeypatch.setattr("harness.cli_power.time.sleep", slept.append)
+    monkeypatch.setattr("harness.cli.power.time.sleep", slept.append)
     main(["recover", "-i", str(inventory)])
     out = capsys.readouterr().out
     assert "a power action on w1 began less than one power deadline ago" in out

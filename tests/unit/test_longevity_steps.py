@@ -13,16 +13,16 @@ from typing import Any
 
 import pytest
 
-from harness.bdd.longevity_steps import (
+from harness.checks import CheckFailed
+from harness.longevity.records import CYCLES_FILE, PHASES, CycleLog, CycleRecord, read_log
+from harness.report.allure_env import BUDGET_OVERRUNS, PRODUCT_FAILURES, classify
+from harness.steps.longevity_steps import (
     LongevityRun,
     availability_dips,
     cycle_problems,
     every_cycle_within_budgets,
     no_cycle_missed,
 )
-from harness.checks import CheckFailed
-from harness.longevity.records import CYCLES_FILE, PHASES, CycleLog, CycleRecord, read_log
-from harness.report.allure_env import BUDGET_OVERRUNS, PRODUCT_FAILURES, classify
 
 BUDGETS = {
     "not_ready": 20.0,
@@ -204,9 +204,7 @@ def test_every_phase_is_judged(tmp_path: Path) -> None:
 
 
 def test_the_feature_uses_the_step(tmp_path: Path) -> None:
-    feature = (
-        Path(__file__).resolve().parents[2] / "harness/bdd/features/longevity/longevity.feature"
-    )
+    feature = Path(__file__).resolve().parents[2] / "features/longevity/longevity.feature"
     assert (
         "every cycle kept every phase within its budget, with no help from the harness"
         in feature.read_text()

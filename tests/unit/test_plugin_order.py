@@ -14,14 +14,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import harness.bdd
+import harness.steps
 
 
 def test_powercut_first_still_collects_the_built_in_features(tmp_path: Path) -> None:
     dist = importlib.metadata.distribution("powercut")
     info = Path(str(dist._path))  # type: ignore[attr-defined]
     shutil.copytree(info, tmp_path / info.name)  # found first: the working directory
-    bdd = Path(harness.bdd.__file__).parent
+    bdd = Path(harness.steps.__file__).parent
     run = subprocess.run(
         [
             sys.executable,

@@ -1,5 +1,5 @@
-"""Progress events (harness.progress), their renderers (harness.cli_progress) and the quiet
-logging of the CLI (harness.cli_logging)."""
+"""Progress events (harness.progress), their renderers (harness.cli.progress) and the quiet
+logging of the CLI (harness.cli.log)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from harness import progress
-from harness.cli_logging import configure_logging
-from harness.cli_progress import ANNOUNCE_AFTER_S, REMIND_EVERY_S, PlainRenderer, RichRenderer
+from harness.cli.log import configure_logging
+from harness.cli.progress import ANNOUNCE_AFTER_S, REMIND_EVERY_S, PlainRenderer, RichRenderer
 from harness.errors import WaitTimeout
 from harness.inventory import InlinePasswordWarning
 from harness.kube.timeline import FakeClock, Timeline

@@ -1,4 +1,4 @@
-"""Allure epic, story and severity labels from Gherkin tags (harness/bdd/support/labels.py)."""
+"""Allure epic, story and severity labels from Gherkin tags (steps/support/labels.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from pytest_bdd.parser import FeatureParser
 
-from harness.bdd.support.labels import EPIC_TAG, EPICS, epic_of, story_of
+from harness.steps.support.labels import EPIC_TAG, EPICS, epic_of, story_of
 
 REPO = Path(__file__).resolve().parents[2]
-FEATURES = sorted((REPO / "harness" / "bdd" / "features").rglob("*.feature"))
+FEATURES = sorted((REPO / "features").rglob("*.feature"))
 
 FEATURE = """\
 @epic:node-failure @disruptive
@@ -82,7 +82,7 @@ def labels(result: dict[str, Any], name: str) -> list[str]:
 
 def test_allure_results_carry_epic_story_feature_and_severity(tmp_path: Path) -> None:
     """A real pytest-bdd run under allure-pytest-bdd: the hooks come from powercut's pytest
-    plugin (harness/bdd), with no conftest of the project's own."""
+    plugin (steps), with no conftest of the project's own."""
     project = tmp_path / "project"
     project.mkdir()
     (project / "power.feature").write_text(FEATURE)

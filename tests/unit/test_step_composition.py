@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from pytest_bdd.steps import step_function_context_registry
 
-import harness.bdd.plugin  # noqa: F401 - registers every step module
-from harness.bdd.fixtures import NEEDS
+import harness.steps.plugin  # noqa: F401 - registers every step module
 from harness.report.allure_env import HARNESS_ERRORS, classify
+from harness.steps.fixtures import NEEDS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -64,7 +64,7 @@ def needy_steps() -> list[tuple[str, str, str]]:
     provided = _provided()
     out = set()
     for ctx in step_function_context_registry.values():
-        if not ctx.step_func.__module__.startswith("harness.bdd"):
+        if not ctx.step_func.__module__.startswith("harness.steps"):
             continue
         fields = {m.group(1) for m in _FIELD.finditer(str(ctx.parser.name))}
         needs = [
@@ -141,7 +141,7 @@ def test_each_step_placed_before_its_provider_is_a_harness_error_naming_it(
 
 @pytest.mark.parametrize("fixture", ["outage", "powered_on", "resolution", "drained", "targets"])
 def test_the_error_names_steps_that_provide_what_is_missing(fixture: str) -> None:
-    from harness.bdd.fixtures import providers as providers_of
+    from harness.steps.fixtures import providers as providers_of
 
     providers = providers_of(fixture)
     assert providers, fixture

@@ -26,7 +26,7 @@ def test_steps_doc_is_up_to_date() -> None:
     expected = gen.render()
     current = (ROOT / "docs" / "steps.md").read_text(encoding="utf-8")
     assert current == expected, (
-        "docs/steps.md is out of date with the step definitions in harness/bdd/: "
+        "docs/steps.md is out of date with the step definitions in steps/: "
         "run `python scripts/gen_steps_doc.py` and commit the result"
     )
 
@@ -35,9 +35,9 @@ def test_every_step_sentence_is_documented() -> None:
     gen = _generator()
     text = (ROOT / "docs" / "steps.md").read_text(encoding="utf-8")
     docs = gen.collect(gen.step_modules())
-    assert docs, "no step definitions found in harness/bdd/"
+    assert docs, "no step definitions found in steps/"
     for d in docs:
         for sentence in d.sentences:
             assert gen._sentence(sentence) in text, sentence
-        if d.module == "harness.bdd.steps" and d.type != "when":
+        if d.module == "harness.steps.scenario_steps" and d.type != "when":
             assert d.doc, f"shared step {d.function} has no docstring (it is the step's doc)"

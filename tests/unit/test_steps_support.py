@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from harness.bdd.support.limits import parse_limit
 from harness.budgets import PROFILES
 from harness.checks import CheckFailed
 from harness.errors import ConfigError
@@ -17,6 +16,7 @@ from harness.scenario.errors import NothingToMeasure
 from harness.scenario.report import Measurements
 from harness.scenario.targets import Outage, PoweredOn, Targets
 from harness.scenario.workloads import PodInfo, selector_matches
+from harness.steps.support.limits import parse_limit
 
 UNREACHABLE = "node.kubernetes.io/unreachable:NoExecute"
 

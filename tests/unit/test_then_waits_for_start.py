@@ -20,9 +20,7 @@ from typing import Any
 import pytest
 from pytest_bdd.steps import step_function_context_registry
 
-import harness.bdd.plugin  # noqa: F401 - registers every step module
-from harness.bdd import fixtures
-from harness.bdd.support.limits import parse_limit
+import harness.steps.plugin  # noqa: F401 - registers every step module
 from harness.budgets import PROFILES
 from harness.checks import CheckFailed
 from harness.kube.timeline import ACTION, FakeClock, Timeline, Transition
@@ -31,6 +29,8 @@ from harness.scenario.errors import MissingStep
 from harness.scenario.report import Measurements
 from harness.scenario.targets import Outage, Targets
 from harness.scenario.workloads import PodInfo
+from harness.steps import fixtures
+from harness.steps.support.limits import parse_limit
 
 UNREACHABLE = "node.kubernetes.io/unreachable:NoExecute"
 _FIELD = re.compile(r"\{(\w+)(?::[^}]*)?\}")
@@ -98,7 +98,7 @@ def _contexts(kind: str) -> list[Any]:
     return [
         c
         for c in step_function_context_registry.values()
-        if c.type == kind and c.step_func.__module__.startswith("harness.bdd")
+        if c.type == kind and c.step_func.__module__.startswith("harness.steps")
     ]
 
 
@@ -171,7 +171,7 @@ def test_each_then_after_each_when_has_what_it_needs_or_names_the_missing_step()
 def test_a_then_needing_a_removal_no_step_asked_for_is_a_missing_step() -> None:
     """ "the node no longer has the out-of-service taint" after a power-on but with no
     removal step is a harness error naming it, not a product failure."""
-    import harness.bdd.steps as steps_module
+    import harness.steps.scenario_steps as steps_module
     from harness.scenario.targets import PoweredOn
 
     tl = _tl()

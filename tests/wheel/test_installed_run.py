@@ -31,7 +31,7 @@ def test_the_installed_package_is_not_this_checkout() -> None:
     if not venv:
         pytest.skip("run by scripts/wheel-test.sh (POWERCUT_WHEEL_VENV unset)")
     where = subprocess.run(
-        [f"{venv}/bin/python", "-c", "import harness, harness.bdd; print(harness.__file__)"],
+        [f"{venv}/bin/python", "-c", "import harness, harness.steps; print(harness.__file__)"],
         capture_output=True,
         text=True,
         check=True,

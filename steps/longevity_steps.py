@@ -6,12 +6,12 @@ scenario's inventory (the ``inventory`` fixture of powercut's pytest plugin) int
 temporary directory; the ``Then`` steps judge its cycle records and attach ``stats.json``,
 ``cycles.csv`` and the plots to Allure.
 
-This module only defines the steps (loaded by :mod:`harness.bdd.plugin`);
-``harness/bdd/test_longevity.py`` binds the built-in ``features/longevity/longevity.feature``
+This module only defines the steps (loaded by :mod:`harness.steps.plugin`);
+``steps/test_longevity.py`` binds the built-in ``features/longevity/longevity.feature``
 (a folder of its own, so that ``test_features.py``, which binds ``features/*.feature``,
 leaves it alone). The Background step ("the cluster is in steady state") comes from
-:mod:`harness.bdd.steps`; no step here takes the scenario ``session`` (the engine holds the
-cluster lock and journals every power-off itself).
+:mod:`harness.steps.scenario_steps`; no step here takes the scenario ``session`` (the engine
+holds the cluster lock and journals every power-off itself).
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import allure
 import pytest
 from pytest_bdd import parsers, then, when
 
-from harness.bdd.support.limits import TYPES, Limit
 from harness.checks import CheckFailed
 from harness.inventory import Inventory
 from harness.longevity.records import CYCLES_FILE, PHASES, CycleRecord, RunLog, read_log
 from harness.longevity.run import RunOptions, RunOutcome, run_longevity
+from harness.steps.support.limits import TYPES, Limit
 
 
 @dataclass

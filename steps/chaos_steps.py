@@ -13,8 +13,8 @@ interrupts the pytest session, as the signal would have.
 ``Then the experiment left no disruption behind`` checks the powercut journal: every
 disruption the experiment journaled has been undone by its rollbacks.
 
-This module only defines the steps (loaded by :mod:`harness.bdd.plugin`, so every feature
-can use them); ``harness/bdd/test_chaos.py`` binds the built-in ``features/chaos.feature``.
+This module only defines the steps (loaded by :mod:`harness.steps.plugin`, so every feature
+can use them); ``steps/test_chaos.py`` binds the built-in ``features/chaos.feature``.
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ import allure
 import pytest
 from pytest_bdd import parsers, then, when
 
-from harness.bdd import BUILTIN_FEATURES
 from harness.chaos.runner import Outcome, judge, run_experiment_file
 from harness.errors import ConfigError, PermanentError
 from harness.inventory import Inventory
 from harness.journal import Journal, JournalEntry
 from harness.session import journal_path_for
+from harness.steps import BUILTIN_FEATURES
 
 
 class ExperimentDeviated(AssertionError):
@@ -59,7 +59,7 @@ class ChaosRun:
 
 def experiment_path(file: str, rootdir: Path) -> Path:
     """``file`` as given, else relative to the rootdir, else under ``experiments/``, else
-    one of the built-in features' experiments (``harness/bdd/features/experiments/``)."""
+    one of the built-in features' experiments (``features/experiments/``)."""
     given = Path(file).expanduser()
     tries = [given] if given.is_absolute() else [given, rootdir / given]
     tries.append(rootdir / "experiments" / given.name)

@@ -42,19 +42,19 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.kindlab.cli import add_parser as add_kind
 
     add_kind(sub)
-    from harness.cli_power import add_parsers as add_power
+    from harness.cli.power import add_parsers as add_power
 
     add_power(sub)
-    from harness.cli_journal import add_parsers as add_journal
+    from harness.cli.journal import add_parsers as add_journal
 
     add_journal(sub)
-    from harness.cli_run import add_parsers as add_run
+    from harness.cli.run import add_parsers as add_run
 
     add_run(sub)
-    from harness.cli_longevity import add_parsers as add_longevity
+    from harness.cli.longevity import add_parsers as add_longevity
 
     add_longevity(sub)
-    from harness.cli_init import add_parsers as add_init
+    from harness.cli.init import add_parsers as add_init
 
     add_init(sub)
     return ap
@@ -65,10 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = ap.parse_known_args(argv)
     if extra and getattr(args, "command", None) != "run":
         ap.error(f"unrecognized arguments: {' '.join(extra)}")
-    from harness.cli_logging import configure_logging
+    from harness.cli.log import configure_logging
 
     configure_logging(bool(args.verbose))
-    from harness.cli_progress import showing
+    from harness.cli.progress import showing
 
     # Commands that wait on BMCs in this process say what they wait for (run and
     # longevity show their own progress).
@@ -84,7 +84,3 @@ def main(argv: list[str] | None = None) -> int:
         print("powercut: interrupted", file=sys.stderr)
         return 130
     return rc
-
-
-if __name__ == "__main__":
-    sys.exit(main())

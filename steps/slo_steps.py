@@ -15,7 +15,7 @@ scenario (see ``harness.slo.watch``). A breach raises ``StoppedByCondition`` in 
 that is running; the session undoes the disruptions and the run stops after that scenario
 (Allure category "Stopped by a stop condition", ``powercut run`` exit code 5).
 
-:mod:`harness.bdd.plugin` loads this module as a pytest plugin (its steps, its
+:mod:`harness.steps.plugin` loads this module as a pytest plugin (its steps, its
 ``prometheus_client`` fixture and the hook that ends the run), so every feature can use the
 steps.
 """

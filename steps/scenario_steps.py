@@ -5,7 +5,7 @@ Each step parses its sentence (typed fields: ``{limit:Limit}``, ``{amount:Amount
 :mod:`harness.scenario.targets` / :mod:`harness.scenario.select`, failures and expectations in
 :mod:`harness.scenario.phases`, operator actions in :mod:`harness.scenario.operator`, Jobs in
 :mod:`harness.scenario.jobs`. The fixtures and the hooks around the steps live in
-:mod:`harness.bdd.fixtures`.
+:mod:`harness.steps.fixtures`.
 
 Steps pass state on only through fixtures (``target_fixture``): ``targets`` (the chosen
 nodes and their pods), ``outage`` (the failure), ``powered_on``, ``drained``, ``resolution``
@@ -30,9 +30,6 @@ from pytest_bdd import given, parsers, then, when
 from pytest_bdd.compat import inject_fixture
 from pytest_bdd.parsers import StepParser
 
-from harness.bdd.fixtures import PROVIDED
-from harness.bdd.plugin import seed_of
-from harness.bdd.support.limits import TYPES, Limit, Subject
 from harness.budgets import Budgets
 from harness.checks import (
     CheckFailed,
@@ -62,6 +59,9 @@ from harness.scenario.steady import Baseline
 from harness.scenario.targets import Outage, PoweredOn, Targets
 from harness.scenario.workloads import PodInfo, Workload, workload_pods
 from harness.session import Session
+from harness.steps.fixtures import PROVIDED
+from harness.steps.plugin import seed_of
+from harness.steps.support.limits import TYPES, Limit, Subject
 
 #: How long after the API showed a change its watch event may still be on its way.
 OBSERVER_LAG_S = 5.0

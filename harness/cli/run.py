@@ -42,7 +42,7 @@ EPILOG = """exit codes:
 def default_steps_dir() -> Path:
     """The installed step grammar's package: its test modules bind the built-in features
     and the ``--features`` directories."""
-    from harness.bdd import PACKAGE_DIR
+    from harness.steps import PACKAGE_DIR
 
     return PACKAGE_DIR
 
@@ -105,7 +105,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         type=Path,
         default=None,
         help="a directory of pytest test modules to run instead of the built-in bindings "
-        "(default: the installed harness/bdd package)",
+        "(default: the installed steps package)",
     )
     run.add_argument(
         "--previous",
@@ -361,7 +361,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     print(f"powercut {__version__}: running {steps} against {args.inventory} -> {out_dir}")
     verbose = bool(getattr(args, "verbose", False))
     log = None if verbose else out_dir / "run.log"
-    from harness.cli_progress import choose_mode
+    from harness.cli.progress import choose_mode
 
     mode = choose_mode(
         "plain" if verbose and args.progress == "auto" else args.progress, sys.stderr

@@ -13,8 +13,8 @@ Hooks: Gherkin tags to Allure labels; a fixture or step that finds nothing to ac
 (:class:`~harness.scenario.errors.NotApplicable`); and the composition rule: a step that
 needs what an earlier step provides (``target_fixture``), placed where nothing provided it,
 is a :class:`~harness.scenario.errors.MissingStep` naming the steps that would, raised
-before it waits or acts. Loaded by :mod:`harness.bdd.plugin`; the steps themselves
-(:mod:`harness.bdd.steps` and the ``*_steps`` modules) hold only parsing and delegation.
+before it waits or acts. Loaded by :mod:`harness.steps.plugin`; the steps themselves
+(:mod:`harness.steps.scenario_steps` and the ``*_steps`` modules) hold only parsing and delegation.
 """
 
 from __future__ import annotations
@@ -32,8 +32,6 @@ import pytest
 from pytest_bdd.scenario import scenario_wrapper_template_registry
 from pytest_bdd.steps import step_function_context_registry
 
-from harness.bdd.plugin import seed_of
-from harness.bdd.support import labels
 from harness.budgets import Budgets
 from harness.checks import Prober
 from harness.inventory import Inventory
@@ -48,6 +46,8 @@ from harness.scenario.report import Measurements
 from harness.scenario.steady import Baseline
 from harness.scenario.workloads import Workload, resolve_workloads
 from harness.session import Session
+from harness.steps.plugin import seed_of
+from harness.steps.support import labels
 
 _REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
 
@@ -56,7 +56,7 @@ _REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
 
 
 # Tags to Allure labels: severity (@critical, also a marker), epic (@epic:node-failure) and
-# story (@story:..., else the scenario's name); see harness/bdd/support/labels.py.
+# story (@story:..., else the scenario's name); see steps/support/labels.py.
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-bdd's own, whatever order plugins load in

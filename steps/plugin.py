@@ -21,15 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.bdd import BUILTIN_FEATURES
 from harness.errors import ConfigError
+from harness.steps import BUILTIN_FEATURES
 
 pytest_plugins = (
-    "harness.bdd.fixtures",
-    "harness.bdd.steps",
-    "harness.bdd.chaos_steps",
-    "harness.bdd.longevity_steps",
-    "harness.bdd.slo_steps",
+    "harness.steps.fixtures",
+    "harness.steps.scenario_steps",
+    "harness.steps.chaos_steps",
+    "harness.steps.longevity_steps",
+    "harness.steps.slo_steps",
 )
 
 SEED = pytest.StashKey[int]()

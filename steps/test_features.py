@@ -1,19 +1,19 @@
 """Bind the built-in features and the ``--features`` directories to the step vocabulary.
 
-The steps come from :mod:`harness.bdd.plugin` (loaded by powercut's pytest plugin). Built-in
+The steps come from :mod:`harness.steps.plugin` (loaded by powercut's pytest plugin). Built-in
 feature files that another module binds are left to it (``chaos.feature``:
 ``test_chaos.py``; ``longevity/``: ``test_longevity.py``). ``powercut run`` runs this
 package; by hand::
 
-    pytest --pyargs harness.bdd --inventory INVENTORY.yaml [--features DIR] [--no-builtin]
+    pytest --pyargs harness.steps --inventory INVENTORY.yaml [--features DIR] [--no-builtin]
 """
 
 from __future__ import annotations
 
 from pytest_bdd import scenarios
 
-from harness.bdd import BUILTIN_FEATURES
-from harness.bdd.plugin import builtin_enabled, user_feature_dirs
+from harness.steps import BUILTIN_FEATURES
+from harness.steps.plugin import builtin_enabled, user_feature_dirs
 
 #: Bound elsewhere in this package.
 BOUND_ELSEWHERE = frozenset({"chaos.feature"})
