@@ -55,9 +55,11 @@ class Measurements:
         detail: Mapping[str, Any] | None = None,
         *,
         started_mono: float | None = None,
+        complete: bool = True,
     ) -> None:
         """Add one phase and show it (and its budget) as Allure parameters; with
-        ``started_mono``, also the observation gaps its window overlaps."""
+        ``started_mono``, also the observation gaps its window overlaps; ``complete``
+        False: the phase's end was not seen (``seconds`` is a lower bound)."""
         allure.dynamic.parameter(f"{phase} (s)", _round(seconds), excluded=True)
         if budget_s is not None:
             allure.dynamic.parameter(f"{phase} budget (s)", _round(budget_s), excluded=True)
@@ -67,6 +69,7 @@ class Measurements:
             "budget_s": budget_s,
             "within_budget": budget_s is None or seconds <= budget_s,
             "detail": dict(detail or {}),
+            "complete": complete,
         }
         if started_mono is not None:
             item["started_mono"] = started_mono
@@ -97,7 +100,14 @@ class Measurements:
 
     def check(self, phase: str, m: Measurement) -> Measurement:
         """Record a check's measurement under ``phase``."""
-        self.record(phase, m.duration_s, m.budget_s, m.detail, started_mono=m.started_mono)
+        self.record(
+            phase,
+            m.duration_s,
+            m.budget_s,
+            m.detail,
+            started_mono=m.started_mono,
+            complete=m.complete,
+        )
         return m
 
     def to_json(self) -> str:
