@@ -37,6 +37,7 @@ from harness.report.allure_env import (
     history_file,
     load_categories,
 )
+from harness.report.stage import stage_results
 
 #: Keep in step with ALLURE_VERSION in scripts/install-report-tools.sh.
 ALLURE_VERSION = "3.18.0"
@@ -145,19 +146,28 @@ def allure_version(binary: Path) -> str:
 # -- config --------------------------------------------------------------------------------
 
 
+#: How the report's tree groups scenarios: by their epic, feature and story labels
+#: (harness.steps' labels), not by the Python package path of the test modules.
+GROUP_BY: tuple[str, ...] = ("epic", "feature", "story")
+
+
 def allure_config(
     *,
     title: str,
     history_path: Path,
     history_limit: int | None,
     categories: Sequence[Mapping[str, Any]],
+    group_by: Sequence[str] = GROUP_BY,
 ) -> dict[str, Any]:
     """The ``allurerc.json`` content (Allure 3 config) for one single-file report."""
+    awesome: dict[str, Any] = {"singleFile": True, "reportName": title}
+    if group_by:
+        awesome["groupBy"] = list(group_by)
     config: dict[str, Any] = {
         "name": title,
         "historyPath": str(history_path),
         "appendHistory": True,
-        "plugins": {"awesome": {"options": {"singleFile": True, "reportName": title}}},
+        "plugins": {"awesome": {"options": awesome}},
         "categories": {"rules": [dict(rule) for rule in categories]},
     }
     if history_limit is not None:
@@ -165,6 +175,38 @@ def allure_config(
             raise ValueError(f"history_limit must be >= 1 or None, got {history_limit}")
         config["historyLimit"] = history_limit
     return config
+
+
+#: Opens the report on its sign-off page: the Global Attachments tab (when the address names
+#: no other place) with the sign-off attachment expanded, once, at the first load.
+OPEN_SIGNOFF_SCRIPT = """<script>/* powercut: the sign-off page opens first */
+(function () {
+  if (location.hash && location.hash !== "#") return;
+  history.replaceState(null, "", location.pathname + location.search + "#globalAttachments");
+  var tries = 0;
+  var timer = setInterval(function () {
+    if (++tries > 200 || location.hash.indexOf("#globalAttachments") !== 0) {
+      clearInterval(timer);
+      return;
+    }
+    var head = document.querySelector('[data-testid="test-result-attachment-header"] button');
+    if (head) {
+      clearInterval(timer);
+      head.click();
+    }
+  }, 50);
+})();
+</script>
+"""
+
+
+def open_signoff_first(html: str) -> str:
+    """Insert :data:`OPEN_SIGNOFF_SCRIPT` at the start of the page's ``<head>``, before the
+    report's own scripts read the address."""
+    head = re.search(r"<head[^>]*>", html, re.IGNORECASE)
+    if head is None:
+        raise ReportError("the generated report has no <head> (did the Allure template change?)")
+    return html[: head.end()] + "\n" + OPEN_SIGNOFF_SCRIPT + html[head.end() :]
 
 
 def strip_analytics(html: str) -> str:
@@ -187,24 +229,31 @@ def _has_results(results_dir: Path) -> bool:
     )
 
 
-def _link_or_copy(src: str, dst: str) -> object:
+def _plain_dir(*candidates: Path) -> Path:
+    """The first directory whose path has no glob specials: Allure treats result
+    directories as glob patterns."""
+    for c in candidates:
+        if not _GLOB_SPECIAL.search(str(c)):
+            return c
+    raise ReportError(f"no directory without glob characters for the staged results: {candidates}")
+
+
+#: The Node.js driver that generates the report and fills its Quality Gates tab.
+DRIVER = Path(__file__).with_name("allure_generate.mjs")
+
+
+def allure_core(binary: Path) -> Path | None:
+    """``@allurereport/core``'s entry point beside an npm-installed ``allure`` binary
+    (``node_modules/.bin/allure`` -> ``node_modules/allure/cli.js``), or None."""
     try:
-        os.link(src, dst)
+        cli = binary.resolve()
     except OSError:
-        shutil.copy2(src, dst)
-    return dst
-
-
-def _results_argument(results_dir: Path, work: Path) -> str:
-    """Allure treats result directories as glob patterns: give it a path without specials."""
-    if not _GLOB_SPECIAL.search(str(results_dir)):
-        return str(results_dir)
-    mirror = work / "results"
-    mirror.mkdir()
-    for p in results_dir.iterdir():
-        if p.is_file():
-            _link_or_copy(str(p), str(mirror / p.name))
-    return str(mirror)
+        return None
+    for modules in (cli.parent.parent, cli.parent.parent.parent):
+        core = modules / "@allurereport" / "core" / "dist" / "index.js"
+        if core.is_file():
+            return core
+    return None
 
 
 def _seed_history(target: Path, previous: Path | None, results_dir: Path) -> None:
@@ -231,6 +280,9 @@ def render_report(
     categories: Sequence[Mapping[str, Any]] | None = None,
     allure: Path | None = None,
     timeout_s: float = 900.0,
+    history_path: Path | None = None,
+    gates: Sequence[Mapping[str, Any]] | None = None,
+    signoff_html: str | None = None,
 ) -> Path:
     """Render ``results_dir`` into ``out_dir/index.html``, one offline HTML file; return it.
 
@@ -249,6 +301,13 @@ def render_report(
             ``categories.json`` if present, else :data:`~harness.report.allure_env.CATEGORIES`.
         allure: the Allure 3 binary. Default: :func:`find_allure`.
         timeout_s: how long ``allure generate`` may take.
+        history_path: Allure's history file to continue and append to (a results store's
+            ``allure-history.jsonl``), instead of ``out_dir/history/history.jsonl``.
+        gates: the sign-off gates' results (:meth:`harness.report.gates.GateResult.to_allure`),
+            shown in the Quality Gates tab. They need ``@allurereport/core`` beside the
+            binary (the npm install has it): the report is then generated by
+            ``allure_generate.mjs``; without it, by ``allure generate`` with no gates.
+        signoff_html: the sign-off page, a global attachment of the report that opens first.
 
     Raises:
         ReportToolMissing: Allure (or Node.js) is not installed.
@@ -272,26 +331,46 @@ def render_report(
         categories = load_categories(cat_file) if cat_file.is_file() else categories_json()
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    history = history_file(out_dir)
+    history = Path(history_path).resolve() if history_path is not None else history_file(out_dir)
     _seed_history(history, previous, results_dir)
     history.parent.mkdir(parents=True, exist_ok=True)
     config = allure_config(
         title=title, history_path=history, history_limit=history_limit, categories=categories
     )
-    with tempfile.TemporaryDirectory(prefix=".allure-", dir=out_dir) as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix=".allure-", dir=out_dir) as tmp,
+        tempfile.TemporaryDirectory(prefix="powercut-results-") as staging,
+    ):
         work = Path(tmp)
         rc = work / "allurerc.json"
         rc.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         generated = work / "report"
-        cmd = [
-            str(binary),
-            "generate",
-            "--config",
-            str(rc),
-            "--output",
-            str(generated),
-            _results_argument(results_dir, work),
-        ]
+        staged_results = stage_results(
+            results_dir, _plain_dir(Path(staging), work) / "results", signoff_html=signoff_html
+        )
+        core = allure_core(binary)
+        if core is not None and shutil.which("node"):
+            gates_file = work / "gates.json"
+            gates_file.write_text(json.dumps(list(gates or [])), encoding="utf-8")
+            cmd = [
+                str(shutil.which("node")),
+                str(DRIVER),
+                str(core),
+                str(rc),
+                str(generated),
+                str(gates_file),
+                str(staged_results),
+            ]
+        else:
+            cmd = [
+                str(binary),
+                "generate",
+                "--config",
+                str(rc),
+                "--output",
+                str(generated),
+                str(staged_results),
+            ]
         env = {**os.environ, "NO_COLOR": "1", "FORCE_COLOR": "0", "ALLURE_NO_ANALYTICS": "true"}
         try:
             proc = subprocess.run(
@@ -330,6 +409,8 @@ def render_report(
                 output=proc.stdout + proc.stderr,
             )
         html = strip_analytics(index.read_text(encoding="utf-8"))
+        if signoff_html is not None:
+            html = open_signoff_first(html)
         remote = remote_loads(html)
         if remote:
             raise ReportError(

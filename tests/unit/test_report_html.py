@@ -125,14 +125,22 @@ def test_render_writes_one_offline_file(fake_allure: Path, results: Path, tmp_pa
     config = log["config"]
     assert config["name"] == "Release 1.2 <sign-off>"
     assert config["plugins"] == {
-        "awesome": {"options": {"singleFile": True, "reportName": "Release 1.2 <sign-off>"}}
+        "awesome": {
+            "options": {
+                "singleFile": True,
+                "reportName": "Release 1.2 <sign-off>",
+                "groupBy": ["epic", "feature", "story"],
+            }
+        }
     }
     assert config["historyPath"] == str(history_file(out))
     assert config["historyLimit"] == 100
     assert config["appendHistory"] is True
     first_rules = [r["name"] for r in config["categories"]["rules"][:2]]
     assert first_rules == ["Stopped by a stop condition", "Harness or infrastructure errors"]
-    assert log["results"] == str(results)
+    # rendered from a staged copy of the results (see harness.report.stage)
+    assert log["files"] == sorted(p.name for p in results.iterdir())
+    assert not Path(log["results"]).exists()  # removed afterwards
     assert Path(log["cwd"]).parent == out  # works in a scratch dir, not in the caller's cwd
 
 

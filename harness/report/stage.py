@@ -1,0 +1,140 @@
+"""The copy of an allure-results directory that the report is rendered from.
+
+The results a run wrote stay as they are (the text summary, the history and JUnit read
+them); the report is generated from a staged copy (hard links where possible) in which:
+
+* each scenario's measured phases, which the steps record as pairs of Allure parameters
+  (``"<phase> (s)"``, ``"<phase> budget (s)"``, ``"<phase> observation gap (s)"``: 34 to 61
+  of them per scenario, most behind "Show more"), become one table at the top of the
+  scenario's page (its description: phase, measured, budget, percent of budget), and those
+  parameters are dropped;
+* the sign-off page, when there is one, is a global attachment of the report (Allure 3's
+  ``*-globals.json``), named :data:`SIGNOFF_ATTACHMENT`.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from harness.report.history import Phase, phases_of
+
+SIGNOFF_ATTACHMENT = "Sign-off"
+_PHASE_PARAM = re.compile(r"^.+ (?:budget |observation gap )?\(s\)$")
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _pct(p: Phase) -> str:
+    ratio = p.ratio
+    return f"{ratio * 100:.0f}%" if ratio is not None else "-"
+
+
+_TD = "padding:2px 8px;border-bottom:1px solid #ddd;text-align:left"
+_NUM = "padding:2px 8px;border-bottom:1px solid #ddd;text-align:right"
+
+
+def phases_table_html(phases: Mapping[str, Phase]) -> str:
+    """One scenario's phases as an HTML table (inline styles: Allure shows a description's
+    HTML without the page's style sheets): phase, measured, budget, percent of budget, in
+    the order they were measured; over-budget rows in red."""
+    rows = []
+    for name, p in phases.items():
+        notes = []
+        if not p.complete:
+            notes.append("end not seen: a lower bound")
+        if p.gap:
+            notes.append("observation gap")
+        colour = "color:#b71c1c;font-weight:600;" if p.over_budget else ""
+        budget = "" if p.budget_s is None else f"{p.budget_s:g}"
+        rows.append(
+            f'<tr data-phase="{html.escape(name)}" style="{colour}">'
+            f'<td style="{_TD}">{html.escape(name)}</td>'
+            f'<td style="{_NUM}">{p.value_s:.3f}</td>'
+            f'<td style="{_NUM}">{budget}</td>'
+            f'<td style="{_NUM}">{_pct(p)}</td>'
+            f'<td style="{_TD}">{html.escape("; ".join(notes))}</td></tr>'
+        )
+    head = "".join(
+        f'<th style="{_TD}">{h}</th>'
+        for h in ("phase", "measured (s)", "budget (s)", "% of budget", "")
+    )
+    return (
+        '<table class="powercut-phases" style="border-collapse:collapse;font-size:13px">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _drop_phase_params(node: dict[str, Any]) -> None:
+    params = node.get("parameters")
+    if isinstance(params, list):
+        node["parameters"] = [
+            p
+            for p in params
+            if not (isinstance(p, Mapping) and _PHASE_PARAM.match(str(p.get("name") or "")))
+        ]
+    for step in node.get("steps") or ():
+        if isinstance(step, dict):
+            _drop_phase_params(step)
+
+
+def _stage_result(src: Path, dst_dir: Path, results_dir: Path) -> None:
+    try:
+        data = json.loads(src.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        _link_or_copy(src, dst_dir / src.name)  # Allure says what is wrong with it
+        return
+    if not isinstance(data, dict):
+        _link_or_copy(src, dst_dir / src.name)
+        return
+    phases = phases_of(data, results_dir)
+    if phases:
+        before = data.get("descriptionHtml")
+        if not isinstance(before, str) or not before:
+            text = data.get("description")
+            before = f"<p>{html.escape(text)}</p>" if isinstance(text, str) and text else ""
+        data["descriptionHtml"] = before + phases_table_html(phases)
+        _drop_phase_params(data)
+    (dst_dir / src.name).write_text(json.dumps(data), encoding="utf-8")
+
+
+def stage_results(results_dir: Path, staged: Path, *, signoff_html: str | None = None) -> Path:
+    """Stage ``results_dir`` into ``staged`` (created) as described above; return it."""
+    staged.mkdir(parents=True)
+    for p in results_dir.iterdir():
+        if not p.is_file():
+            continue  # Allure's readers do not descend into sub-directories either
+        if p.name.endswith("-result.json"):
+            _stage_result(p, staged, results_dir)
+        else:
+            _link_or_copy(p, staged / p.name)
+    if signoff_html is not None:
+        source = f"{uuid.uuid4()}-attachment.html"
+        (staged / source).write_text(signoff_html, encoding="utf-8")
+        globals_doc = {
+            "attachments": [
+                {
+                    "name": SIGNOFF_ATTACHMENT,
+                    "source": source,
+                    "type": "text/html",
+                    "timestamp": int(time.time() * 1000),
+                }
+            ]
+        }
+        (staged / f"{uuid.uuid4()}-globals.json").write_text(
+            json.dumps(globals_doc), encoding="utf-8"
+        )
+    return staged
