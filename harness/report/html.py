@@ -178,35 +178,54 @@ def allure_config(
 
 
 #: Opens the report on its sign-off page: the Global Attachments tab (when the address names
-#: no other place) with the sign-off attachment expanded, once, at the first load.
+#: no other place) with the sign-off attachment expanded, once, at the first load. Allure
+#: shows an HTML attachment in a sandboxed frame of a fixed height, where no link can lead
+#: out (and whose document a file:// page may not reach), so the script shows the same page
+#: in place of that frame (its style rules all lie under its own wrapper, ``.pcso``), where a
+#: scenario's link (``href="#<test result id>"``) opens the scenario. ``__SIGNOFF__`` is the
+#: page, as a JSON string.
 OPEN_SIGNOFF_SCRIPT = """<script>/* powercut: the sign-off page opens first */
 (function () {
-  if (location.hash && location.hash !== "#") return;
-  history.replaceState(null, "", location.pathname + location.search + "#globalAttachments");
-  var tries = 0;
-  var timer = setInterval(function () {
-    if (++tries > 200 || location.hash.indexOf("#globalAttachments") !== 0) {
-      clearInterval(timer);
-      return;
+  var page = __SIGNOFF__;
+  var first = !location.hash || location.hash === "#";
+  if (first) {
+    history.replaceState(null, "", location.pathname + location.search + "#globalAttachments");
+  }
+  var opened = !first;
+  setInterval(function () {
+    if (location.hash.indexOf("#globalAttachments") !== 0) return;
+    if (!opened) {
+      var head = document.querySelector('[data-testid="test-result-attachment-header"] button');
+      if (head) { opened = true; head.click(); }
     }
-    var head = document.querySelector('[data-testid="test-result-attachment-header"] button');
-    if (head) {
-      clearInterval(timer);
-      head.click();
+    var frames = document.querySelectorAll('iframe[title="HTML attachment"]');
+    for (var i = 0; i < frames.length; i++) {
+      var frame = frames[i];
+      var row = frame.closest('[data-testid="test-result-attachment"]');
+      var name = row ? row.textContent : "";
+      if (name.indexOf("Sign-off") < 0 || frame.getAttribute("data-powercut")) continue;
+      frame.setAttribute("data-powercut", "replaced");
+      frame.style.display = "none";
+      var host = document.createElement("div");
+      host.id = "powercut-signoff";
+      host.innerHTML = page;
+      frame.parentNode.insertBefore(host, frame.nextSibling);
     }
-  }, 50);
+  }, 100);
 })();
 </script>
 """
 
 
-def open_signoff_first(html: str) -> str:
-    """Insert :data:`OPEN_SIGNOFF_SCRIPT` at the start of the page's ``<head>``, before the
-    report's own scripts read the address."""
+def open_signoff_first(html: str, signoff_html: str) -> str:
+    """Insert :data:`OPEN_SIGNOFF_SCRIPT` (with ``signoff_html``) at the start of the
+    page's ``<head>``, before the report's own scripts read the address."""
     head = re.search(r"<head[^>]*>", html, re.IGNORECASE)
     if head is None:
         raise ReportError("the generated report has no <head> (did the Allure template change?)")
-    return html[: head.end()] + "\n" + OPEN_SIGNOFF_SCRIPT + html[head.end() :]
+    page = json.dumps(signoff_html).replace("</", "<\\/").replace("<!--", "<\\!--")
+    script = OPEN_SIGNOFF_SCRIPT.replace("__SIGNOFF__", page)
+    return html[: head.end()] + "\n" + script + html[head.end() :]
 
 
 def strip_analytics(html: str) -> str:
@@ -410,7 +429,7 @@ def render_report(
             )
         html = strip_analytics(index.read_text(encoding="utf-8"))
         if signoff_html is not None:
-            html = open_signoff_first(html)
+            html = open_signoff_first(html, signoff_html)
         remote = remote_loads(html)
         if remote:
             raise ReportError(
