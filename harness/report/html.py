@@ -146,9 +146,9 @@ def allure_version(binary: Path) -> str:
 # -- config --------------------------------------------------------------------------------
 
 
-#: How the report's tree groups scenarios: by their epic, feature and story labels
+#: How the report's tree groups scenarios: by their epic and feature labels
 #: (harness.steps' labels), not by the Python package path of the test modules.
-GROUP_BY: tuple[str, ...] = ("epic", "feature", "story")
+GROUP_BY: tuple[str, ...] = ("epic", "feature")
 
 
 def allure_config(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -38,6 +39,14 @@ from harness.report.allure_env import (
     write_categories,
     write_environment,
 )
+from harness.report.gates import (
+    BLOCKER_CRITICAL,
+    NO_HARNESS_ERROR,
+    NO_OVER_BUDGET,
+    GatesConfig,
+    SignOff,
+)
+from harness.report.history import append_run, read_history, target_store
 from harness.report.html import (
     ReportToolMissing,
     cached_allure,
@@ -45,6 +54,7 @@ from harness.report.html import (
     remote_loads,
     render_report,
 )
+from harness.report.signoff import SignOffResult, sign_off
 from harness.report.summary import summarize
 from tests.reportdom import TreeLeaves, embedded, visible_text
 
@@ -270,10 +280,12 @@ def test_report_is_one_self_contained_file(rendered: Rendered) -> None:
         assert ("epic", "Node failure") in found, r["labels"]
         assert ("feature", "Power loss of a worker") in found, r["labels"]
         assert ("story", r["name"]) in found, r["labels"]
-    # the phase parameters survived
+    # the phase parameters became one table at the top of the scenario's page
     passed = next(r for r in results if r["status"] == "passed")
     params = {p["name"]: p["value"] for p in passed.get("parameters", [])}
-    assert params["evacuation (s)"] == "42.1"
+    assert "evacuation (s)" not in params and "evacuation budget (s)" not in params
+    assert 'data-phase="evacuation"' in passed["descriptionHtml"]
+    assert ">42.100<" in passed["descriptionHtml"] and ">47%<" in passed["descriptionHtml"]
 
 
 def test_timeline_attachment_is_embedded(rendered: Rendered) -> None:
@@ -382,3 +394,120 @@ def test_summary_of_the_same_run(rendered: Rendered) -> None:
     assert text.startswith("powercut: FAILED  4 scenarios: 1 passed, 2 failed, 1 broken")
     assert "evacuation 95.2s / 90s (106%) OVER" in text
     assert "evacuation 42.1s / 90s (47%)" in text
+
+
+# -- the sign-off page, the gates and the history of a target ------------------------------
+
+
+@dataclass(frozen=True)
+class Signed:
+    results: Path
+    index: Path
+    signoff: SignOffResult
+    store: Path
+
+
+@pytest.fixture(scope="module")
+def signed(rendered: Rendered, tmp_path_factory: pytest.TempPathFactory) -> Signed:
+    """Two runs of one target through a results store, the second signed off against the
+    first, as ``powercut run --store`` does."""
+    base = tmp_path_factory.mktemp("store")
+    store = target_store(base, "integration")
+    so = SignOff(gates=GatesConfig(max_skipped=0), source="integration signoff.yaml")
+    result = None
+    for i in range(2):
+        run_id = f"20261126T16{i}000Z-00000{i}"
+        result = sign_off(
+            rendered.results,
+            so,
+            run_id=run_id,
+            target="integration",
+            started=f"2026-11-26T16:{i}0:00Z",
+            finished=f"2026-11-26T16:{i}5:00Z",
+            powercut_version="0.1.0",
+            inventory="inventories/integration.yaml",
+            previous=read_history(store.history).runs,
+        )
+        index = render_report(
+            rendered.results,
+            store.run_dir(run_id),
+            title="powercut: integration",
+            history_path=store.allure_history,
+            gates=result.gates_for_allure,
+            signoff_html=result.page,
+        )
+        append_run(store.history, result.run)
+    assert result is not None
+    return Signed(rendered.results, index, result, base)
+
+
+def test_store_keeps_the_history_of_its_target(signed: Signed) -> None:
+    store = target_store(signed.store, "integration")
+    runs = read_history(store.history).runs
+    assert [r.run_id for r in runs] == ["20261126T160000Z-000000", "20261126T161000Z-000001"]
+    assert len(store.allure_history.read_text().splitlines()) == 2  # Allure's own, continued
+    assert not (store.run_dir(runs[1].run_id) / "history").exists()
+    assert runs[1].verdict == "broken"
+    assert {s.name: s.status for s in runs[1].scenarios} == EXPECTED
+
+
+def test_quality_gates_tab_holds_the_gates(signed: Signed) -> None:
+    data = embedded(signed.index)
+    gates = json.loads(data["widgets/quality-gate.json"])["default"]
+    shown = {g["rule"]: g["success"] for g in gates}
+    assert shown == {g.name: g.passed for g in signed.signoff.evaluation.results}
+    assert shown[BLOCKER_CRITICAL] is True  # no blocker or critical scenario here
+    assert shown[NO_OVER_BUDGET] is False
+    assert shown[NO_HARNESS_ERROR] is False
+    over = next(g for g in gates if g["rule"] == NO_OVER_BUDGET)
+    ids = {json.loads(v)["name"]: k.split("/")[-1][:-5] for k, v in data.items()
+           if k.startswith("data/test-results/")}  # fmt: skip
+    assert over["testResults"] == [ids["Evacuation of w3 exceeds its budget"]]
+
+
+def test_the_report_opens_on_the_signoff_page_whose_numbers_are_the_results(
+    signed: Signed,
+) -> None:
+    need_chromium()
+    dom = browser.dump_dom(signed.index.as_uri())
+    assert 'id="powercut-signoff"' in dom, visible_text(dom)[:2000]
+    page = dom[dom.index('id="powercut-signoff"') :]
+    text = visible_text(page)
+    assert "Sign-off: BROKEN integration" in text, text[:1500]
+    assert "20261126T161000Z-000001" in text and "inventories/integration.yaml" in text
+    # every gate, as evaluated
+    for g in signed.signoff.evaluation.results:
+        assert f'data-gate="{g.name}" data-passed="{str(g.passed).lower()}"' in page
+    # the phases, closest to budget first, equal to what the steps measured
+    rows = re.findall(
+        r'<tr class="[^"]*" data-scenario="([^"]+)" data-phase="([^"]+)" data-value="([^"]+)" '
+        r'data-budget="([^"]+)">(.*?)</tr>',
+        page,
+        re.S,
+    )
+    shown = [(sc, ph, float(v), float(b)) for sc, ph, v, b, _ in rows]
+    assert shown == [
+        ("Evacuation of w3 exceeds its budget", "evacuation", 95.2, 90.0),
+        ("Worker w1 loses power and its pods move", "evacuation", 42.1, 90.0),
+    ]
+    cells = [visible_text(cell).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", rows[0][4])]
+    assert cells[2:5] == ["95.2", "90", "106%"], cells
+    # the scenario rows: one per failure case with its verdict, and a link to its page
+    data = embedded(signed.index)
+    ids = {json.loads(v)["name"]: json.loads(v)["id"] for k, v in data.items()
+           if k.startswith("data/test-results/")}  # fmt: skip
+    for name, status in EXPECTED.items():
+        assert f'data-scenario="{name}" data-status="{status}"' in page
+        assert f'data-tr="{ids[name]}" href="#{ids[name]}"' in page
+    # the second run compared with the first: same figures, no regression, a trend of 2
+    assert 'class="reg"' not in page
+    assert "compared with 1 earlier run(s)" in text
+
+
+def test_signoff_screenshot(signed: Signed) -> None:
+    need_chromium()
+    png = browser.screenshot(
+        signed.index.as_uri(), signed.index.parent / "signoff.png", width=1400, height=1000
+    )
+    assert png.stat().st_size > 40_000
+    png.unlink()

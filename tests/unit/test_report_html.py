@@ -129,7 +129,7 @@ def test_render_writes_one_offline_file(fake_allure: Path, results: Path, tmp_pa
             "options": {
                 "singleFile": True,
                 "reportName": "Release 1.2 <sign-off>",
-                "groupBy": ["epic", "feature", "story"],
+                "groupBy": ["epic", "feature"],
             }
         }
     }
