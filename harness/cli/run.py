@@ -28,9 +28,9 @@ EXIT_RESTORE_FAILED = 4  # something is still disrupted: run `powercut recover`
 EXIT_STOPPED = 5  # a stop condition (SLO or alert) breached: stopped, cluster restored
 
 EPILOG = """exit codes:
-  0  all scenarios passed (skipped ones too, unless --fail-on-skip)
-  1  scenario failures (the cluster did not behave, or not within its budgets), or
-     with --fail-on-skip a skipped scenario
+  0  all scenarios passed (skipped ones too, unless --fail-on-skip) and every sign-off gate
+  1  scenario failures (the cluster did not behave, or not within its budgets), a sign-off
+     gate that failed (each is named), or with --fail-on-skip a skipped scenario
   2  harness or infrastructure error (inventory, BMC, API unreachable, broken step)
   3  interrupted (Ctrl-C, SIGINT, SIGTERM, SIGHUP) with the cluster restored
   4  restore failed: some disruption is still in place; run `powercut recover -i INVENTORY`
@@ -113,6 +113,30 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default=None,
         help="a previous report directory, to continue its history trend",
     )
+    run.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a results store: the run goes to DIR/<target>/runs/<run id>/ (instead of "
+        "--out), its record is appended to DIR/<target>/history.jsonl, and the report "
+        "continues the target's trends (DIR/<target>/allure-history.jsonl)",
+    )
+    run.add_argument(
+        "--target",
+        default=None,
+        metavar="NAME",
+        help="the target cluster's name in the store (default: the inventory's name)",
+    )
+    run.add_argument(
+        "--signoff",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the sign-off rules (gates, trends; default: signoff.yaml beside the inventory, "
+        "else every gate but max_skipped and no_regression): a failed gate fails the run "
+        "(exit 1) and is named",
+    )
     run.add_argument("--no-html", action="store_true", help="skip the HTML report")
     run.add_argument(
         "--progress",
@@ -141,6 +165,26 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     rep.add_argument("--title", default="powercut report")
     rep.add_argument("--previous", type=Path, default=None, help="previous report (history)")
     rep.set_defaults(func=cmd_report)
+    cmp = sub.add_parser(
+        "compare",
+        help="two runs side by side: verdicts, durations, phases, SLOs (text and HTML)",
+        description="Print two runs side by side (B - A; '!' marks what got worse in B) and "
+        "write the same as one HTML file. A run is a run id in a results store (--store, "
+        "--target; a unique prefix will do), a run directory of a store, or a directory "
+        "with allure-results.",
+    )
+    cmp.add_argument("run_a", metavar="RUN_A")
+    cmp.add_argument("run_b", metavar="RUN_B")
+    cmp.add_argument("--store", type=Path, default=None, metavar="DIR", help="results store")
+    cmp.add_argument("--target", default=None, metavar="NAME", help="target in the store")
+    cmp.add_argument(
+        "--html",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="where to write the HTML (default compare-<A>-<B>.html here)",
+    )
+    cmp.set_defaults(func=cmd_compare)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -150,6 +194,18 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise ConfigError("not a directory", source=str(args.results))
     path = render_report(args.results, args.out, title=args.title, previous=args.previous)
     print(f"report: {path}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.report.compare import compare_html, compare_text, load_run
+
+    a = load_run(args.run_a, store=args.store, target=args.target)
+    b = load_run(args.run_b, store=args.store, target=args.target)
+    print(compare_text(a, b), end="")
+    out: Path = args.html or Path(f"compare-{a.run_id}-{b.run_id}.html")
+    out.write_text(compare_html(a, b), encoding="utf-8")
+    print(f"html: {out}")
     return 0
 
 
@@ -309,6 +365,31 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
         # argument after a `--` as a file name.
         extra = extra[1:]
     pytest_args = [*feature_args, *extra]
+    # Sign-off rules, the store and its history: read (and any mistake named) before anything
+    # is touched.
+    from harness.report import history as hist
+    from harness.report.gates import signoff_for
+
+    signoff = signoff_for(args.inventory, args.signoff)
+    store: hist.TargetStore | None = None
+    previous: tuple[hist.Run, ...] = ()
+    target = args.target or inv.name or ""
+    if args.store is not None:
+        if args.out is not None:
+            raise ConfigError("give --out or --store, not both", field="--out")
+        if not target:
+            raise ConfigError(
+                "the inventory has no name: give the target's name with --target",
+                field="--target",
+            )
+        if args.target:
+            hist.check_target(target)
+        else:
+            hist.check_target(target, field="name", source=str(args.inventory))
+        store = hist.target_store(args.store, target)
+        previous = hist.read_history(store.history).runs
+    elif args.target is not None:
+        raise ConfigError("--target names a target in a results store: add --store DIR")
     if args.dry_run:
         out = subprocess.run(
             [
@@ -336,8 +417,13 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
             if "::" in line:
                 print(f"  {line}")
         return EXIT_PASSED if out.returncode == 0 else EXIT_HARNESS
+    now = dt.datetime.now(dt.UTC)
+    started = hist.utc_iso(now)
+    run_id = hist.new_run_id(now)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out_dir: Path = args.out or Path("reports") / stamp
+    out_dir: Path = (
+        store.run_dir(run_id) if store is not None else args.out or Path("reports") / stamp
+    )
     results = out_dir / "allure-results"
     results.mkdir(parents=True, exist_ok=True)
     cmd = [
@@ -384,13 +470,35 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
 
     # Merged into what the features wrote while they ran (the Kubernetes version, ...).
     prepare_results(results, environment=inventory_environment(inv), previous_report=args.previous)
+    from harness.report.signoff import describe_failed_gates, sign_off
+
+    signed = sign_off(
+        results,
+        signoff,
+        run_id=run_id,
+        target=target,
+        started=started,
+        finished=hist.utc_iso(),
+        powercut_version=__version__,
+        inventory=str(args.inventory),
+        seed=args.seed,
+        previous=previous,
+    )
+    if store is not None:
+        hist.append_run(store.history, signed.run)
     html: Path | None = None
     if not args.no_html:
         from harness.report.html import render_report
 
         try:
             html = render_report(
-                results, out_dir, title=f"powercut: {inv.name or 'run'}", previous=args.previous
+                results,
+                out_dir,
+                title=f"powercut: {inv.name or 'run'}",
+                previous=args.previous,
+                history_path=store.allure_history if store is not None else None,
+                gates=signed.gates_for_allure,
+                signoff_html=signed.page,
             )
         except PowercutError as exc:
             print(f"powercut: HTML report not written: {exc}", file=sys.stderr)
@@ -403,6 +511,11 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     print(f"junit:  {out_dir / 'junit.xml'}")
     if log is not None:
         print(f"log:    {log}")
+    if store is not None:
+        print(f"history: {store.history} (run {run_id})")
+    failed_gates = describe_failed_gates(signed.evaluation)
+    for line in failed_gates:
+        print(f"powercut: {line}", file=sys.stderr)
     if owed:
         print(
             f"powercut: {len(owed)} disruption(s) still in place; run: powercut recover -i "
@@ -418,7 +531,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     if rc in (3, 4, 5) or counts.get("broken"):
         return EXIT_HARNESS
-    if rc == 1 or counts.get("failed"):
+    if rc == 1 or counts.get("failed") or failed_gates:
         return EXIT_FAILED
     skipped = _skipped(results, out_dir / "junit.xml") if args.fail_on_skip else []
     if skipped:

@@ -205,13 +205,14 @@ def utc_iso(when: dt.datetime | None = None) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def check_target(name: str, *, source: str = "--target") -> str:
+def check_target(name: str, *, field: str = "--target", source: str = "") -> str:
     """A target's name as a directory name, or a ConfigError saying what is allowed."""
     if not _TARGET.match(name or ""):
         raise ConfigError(
             f"target {name!r} is not a usable name: 1-63 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit",
-            field=source,
+            source=source,
+            field=field,
         )
     return name
 
