@@ -5,6 +5,8 @@
   triangles. Above :data:`BIN_ABOVE` cycles each panel shows, per bin of consecutive
   cycles, the min-max band and the median (every miss is still drawn).
 * ``plots/histograms.png``: one histogram per phase, with its budget and percentiles.
+* ``plots/slos.png``: one panel per SLO of the inventory, its worst value in each cycle with
+  its threshold; breached cycles as red dots.
 
 Per failure group, ``stats.json`` has the same statistics (``groups``).
 
@@ -218,6 +220,63 @@ def _histograms(
     return _save(fig, path)
 
 
+def slo_names(cycles: Sequence[CycleRecord]) -> list[str]:
+    """The SLOs the cycles evaluated, sorted."""
+    return sorted({n for c in cycles for n in (c.detail.get("slos") or {})})
+
+
+def _slos(
+    cycles: Sequence[CycleRecord], stats: Mapping[str, Any], suffix: str, path: Path
+) -> Path | None:
+    names = slo_names(cycles)
+    if not names:
+        return None
+    slo_stats: Mapping[str, Any] = stats.get("slos") or {}
+    height = 0.6 + 1.9 * len(names)
+    fig = Figure(figsize=(11, height), dpi=_DPI)
+    FigureCanvasAgg(fig)
+    for i, name in enumerate(names):
+        ax = fig.add_subplot(len(names), 1, i + 1)
+        xs: list[int] = []
+        ys: list[float] = []
+        bad_x: list[int] = []
+        bad_y: list[float] = []
+        for c in cycles:
+            v = (c.detail.get("slos") or {}).get(name) or {}
+            worst = v.get("worst")
+            if not isinstance(worst, int | float) or isinstance(worst, bool):
+                continue
+            if not math.isfinite(worst):
+                continue
+            xs.append(c.cycle)
+            ys.append(float(worst))
+            if v.get("held") is False:
+                bad_x.append(c.cycle)
+                bad_y.append(float(worst))
+        info = slo_stats.get(name) or {}
+        ax.plot(xs, ys, color=_OK, linewidth=0.8)
+        if bad_x:
+            ax.scatter(bad_x, bad_y, color=_MISS, s=9, zorder=3, label="breached")
+        threshold = info.get("threshold")
+        if isinstance(threshold, int | float) and not isinstance(threshold, bool):
+            ax.axhline(float(threshold), color=_BUDGET, linestyle="--", linewidth=1)
+        breached = len(info.get("breached_cycles") or ())
+        ax.set_title(
+            f"SLO {name} ({info.get('comparison')} {threshold}): worst per cycle, "
+            f"{info.get('held', 0)} of {info.get('cycles', 0)} held, {breached} breached",
+            fontsize=9,
+            loc="left",
+        )
+        ax.xaxis.set_major_locator(MaxNLocator(8, integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(4))
+        ax.tick_params(labelsize=8)
+    fig.suptitle(f"SLOs per cycle{suffix}", fontsize=10)
+    fig.subplots_adjust(
+        left=0.07, right=0.98, top=1 - 0.5 / height, bottom=0.4 / height, hspace=0.8
+    )
+    return _save(fig, path)
+
+
 def write_plots(
     out: Path, cycles: Sequence[CycleRecord], stats: Mapping[str, Any], *, title: str = ""
 ) -> list[Path]:
@@ -231,6 +290,7 @@ def write_plots(
     written = [
         _phases(series, phase_stats, suffix, folder / "phases.png"),
         _histograms(series, phase_stats, suffix, folder / "histograms.png"),
+        _slos(ordered, stats, suffix, folder / "slos.png"),
     ]
     kept = [p for p in written if p is not None]
     for stale in folder.glob("*.png"):  # from an earlier powercut or an earlier rebuild

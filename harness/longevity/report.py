@@ -4,7 +4,8 @@
 
 * ``stats.json`` (:func:`harness.longevity.stats.compute_stats`);
 * ``cycles.csv``: one row per cycle (number, group, nodes, status, start, duration, every
-  phase in seconds, misses, incomplete phases, reason);
+  phase in seconds, misses, incomplete phases, reason, and per SLO whether it held and its
+  worst value: ``slo_<name>_held``, ``slo_<name>_worst``);
 * ``plots/*.png`` (:mod:`harness.longevity.plots`);
 * ``allure-results/``: one Allure result per cycle (its phases as steps and as
   ``"<phase> (s)"`` / ``"<phase> budget (s)"`` parameters, so ``powercut report`` and the
@@ -12,7 +13,10 @@
   result ("Longevity on <inventory>") carrying the statistics, the CSV and the plots. The
   summary's ``historyId`` is stable per inventory, so the nightly HTML report
   (``powercut report DIR/allure-results --previous LAST``) shows its trend;
-  ``environment.properties`` and ``categories.json`` come from :mod:`harness.report`.
+  ``environment.properties`` and ``categories.json`` come from :mod:`harness.report`, and
+  so does the sign-off page the report opens on (:mod:`harness.report.longevity_page`:
+  per-phase p50/p95/p99 against budgets, the cycles that missed, each SLO's worst value per
+  cycle).
 
 It is what the engine calls at the end of a run and what ``powercut longevity --report DIR``
 runs on its own (after a crash, or to re-render with a newer powercut).
@@ -78,7 +82,19 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
 
 
+def _slo_cells(c: CycleRecord, names: Sequence[str]) -> list[str]:
+    cells: list[str] = []
+    for name in names:
+        v = (c.detail.get("slos") or {}).get(name) or {}
+        held = v.get("held")
+        worst = v.get("worst")
+        cells.append("" if held is None else ("yes" if held else "no"))
+        cells.append("" if worst is None else str(worst))
+    return cells
+
+
 def write_csv(path: Path, cycles: Sequence[CycleRecord]) -> Path:
+    names = sorted({n for c in cycles for n in (c.detail.get("slos") or {})})
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(
@@ -93,6 +109,7 @@ def write_csv(path: Path, cycles: Sequence[CycleRecord]) -> Path:
             "misses",
             "incomplete",
             "reason",
+            *(f"slo_{n}_{what}" for n in names for what in ("held", "worst")),
         ]
     )
     for c in sorted(cycles, key=lambda c: c.cycle):
@@ -108,6 +125,7 @@ def write_csv(path: Path, cycles: Sequence[CycleRecord]) -> Path:
                 ";".join(c.misses),
                 ";".join(c.incomplete),
                 c.reason,
+                *_slo_cells(c, names),
             ]
         )
     _write_bytes(path, buf.getvalue().encode())
@@ -353,6 +371,16 @@ def write_allure(
         },
     )
     write_categories(results)
+    from harness.report.longevity_page import longevity_html
+    from harness.report.stage import add_signoff
+
+    missed = [(c.cycle, c.status, c.reason) for c in log.cycles if c.status != "passed"]
+    add_signoff(
+        results,
+        longevity_html(stats, sorted(missed)),
+        key=f"{suite}/{start.get('run_id')}/signoff",
+        timestamp_ms=_ms(float(start.get("at") or 0.0)),
+    )
     return results
 
 

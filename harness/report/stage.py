@@ -28,6 +28,7 @@ from typing import Any
 from harness.report.history import Phase, phases_of
 
 SIGNOFF_ATTACHMENT = "Sign-off"
+_NS = uuid.UUID("0b7e55a4-3c55-4d1e-9f0e-5a1c9b1f2e77")
 _PHASE_PARAM = re.compile(r"^.+ (?:budget |observation gap )?\(s\)$")
 
 
@@ -122,19 +123,47 @@ def stage_results(results_dir: Path, staged: Path, *, signoff_html: str | None =
         else:
             _link_or_copy(p, staged / p.name)
     if signoff_html is not None:
-        source = f"{uuid.uuid4()}-attachment.html"
-        (staged / source).write_text(signoff_html, encoding="utf-8")
-        globals_doc = {
-            "attachments": [
-                {
-                    "name": SIGNOFF_ATTACHMENT,
-                    "source": source,
-                    "type": "text/html",
-                    "timestamp": int(time.time() * 1000),
-                }
-            ]
-        }
-        (staged / f"{uuid.uuid4()}-globals.json").write_text(
-            json.dumps(globals_doc), encoding="utf-8"
-        )
+        add_signoff(staged, signoff_html)
     return staged
+
+
+def add_signoff(
+    results_dir: Path, signoff_html: str, *, key: str | None = None, timestamp_ms: int | None = None
+) -> Path:
+    """Put ``signoff_html`` into ``results_dir`` as the report's sign-off page: a global
+    attachment named :data:`SIGNOFF_ATTACHMENT` (``<uuid>-globals.json``); returns the
+    globals file. With ``key`` the file names are derived from it (a rebuild writes the same
+    names)."""
+    ident = uuid.uuid5(_NS, key) if key is not None else uuid.uuid4()
+    source = f"{ident}-attachment.html"
+    (results_dir / source).write_text(signoff_html, encoding="utf-8")
+    globals_doc = {
+        "attachments": [
+            {
+                "name": SIGNOFF_ATTACHMENT,
+                "source": source,
+                "type": "text/html",
+                "timestamp": timestamp_ms if timestamp_ms is not None else int(time.time() * 1000),
+            }
+        ]
+    }
+    path = results_dir / f"{ident}-globals.json"
+    path.write_text(json.dumps(globals_doc), encoding="utf-8")
+    return path
+
+
+def find_signoff(results_dir: Path) -> str | None:
+    """The sign-off page a results directory carries already (see :func:`add_signoff`),
+    or None."""
+    for path in sorted(results_dir.glob("*-globals.json")):
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for att in doc.get("attachments") or () if isinstance(doc, Mapping) else ():
+            if isinstance(att, Mapping) and att.get("name") == SIGNOFF_ATTACHMENT:
+                try:
+                    return (results_dir / str(att.get("source"))).read_text(encoding="utf-8")
+                except OSError:
+                    return None
+    return None

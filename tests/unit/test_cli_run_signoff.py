@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.cli_run import EXIT_FAILED, EXIT_HARNESS, EXIT_PASSED
+from harness.cli.run import EXIT_FAILED, EXIT_HARNESS, EXIT_PASSED
 from harness.report.history import read_history
 
 REPO = Path(__file__).resolve().parents[2]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -186,3 +187,41 @@ def test_histogram_of_nearly_equal_durations_is_one_visible_bar() -> None:
     assert edges[0] <= 0.608 and edges[1] >= 0.623
     counts, edges = _histogram([1.0, 2, 3, 4, 5, 9], 5, min_width=0.1)
     assert counts == [2, 2, 1, 0, 1] and edges[0] == 1.0 and edges[-1] == 9.0
+
+
+def test_slos_get_csv_columns_a_plot_and_the_signoff_page(tmp_path: Path) -> None:
+    from harness.report.stage import find_signoff
+
+    cycles = make_run(tmp_path, n=14)
+    lines = (tmp_path / CYCLES_FILE).read_text().splitlines()
+    docs = [json.loads(line) for line in lines]
+    for doc in docs:
+        if doc.get("type") == "cycle":
+            worst = 0.999 if doc["cycle"] != 7 else 0.95
+            doc["detail"]["slos"] = {
+                "availability": {
+                    "held": doc["cycle"] != 7,
+                    "worst": worst,
+                    "comparison": ">=",
+                    "threshold": 0.99,
+                    "breaches": int(doc["cycle"] == 7),
+                }
+            }
+    (tmp_path / CYCLES_FILE).write_text("".join(json.dumps(d) + "\n" for d in docs))
+    files = write_report(tmp_path)
+    rows = list(csv.DictReader(files.csv.open()))
+    assert rows[6]["slo_availability_held"] == "no" and rows[6]["slo_availability_worst"] == "0.95"
+    assert rows[0]["slo_availability_held"] == "yes"
+    assert sorted(p.name for p in files.plots) == ["histograms.png", "phases.png", "slos.png"]
+    assert files.allure is not None
+    page = find_signoff(files.allure)
+    assert page is not None
+    assert "Longevity sign-off: <span" in page and "FAILED" in page
+    missed = [c.cycle for c in cycles if c.status != "passed"]
+    assert [int(c) for c in re.findall(r'<tr class="bad" data-cycle="(\d+)"', page)] == missed
+    recovery = files.stats_data["phases"]["recovery"]
+    assert (
+        f'data-phase="recovery" data-p50="{recovery["p50"]}" data-p95="{recovery["p95"]}"' in page
+    )
+    assert 'data-slo="availability" data-held="13" data-cycles="14"' in page
+    assert ">7</td>" in page  # the breached cycle
