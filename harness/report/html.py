@@ -37,7 +37,7 @@ from harness.report.allure_env import (
     history_file,
     load_categories,
 )
-from harness.report.stage import find_signoff, stage_results
+from harness.report.stage import SIGNOFF_ATTACHMENT, find_signoff, stage_results
 
 #: Keep in step with ALLURE_VERSION in scripts/install-report-tools.sh.
 ALLURE_VERSION = "3.18.0"
@@ -182,18 +182,39 @@ def allure_config(
 #: shows an HTML attachment in a sandboxed frame of a fixed height, where no link can lead
 #: out (and whose document a file:// page may not reach), so the script shows the same page
 #: in place of that frame (its style rules all lie under its own wrapper, ``.pcso``), where a
-#: scenario's link (``href="#<test result id>"``) opens the scenario. ``__SIGNOFF__`` is the
-#: page, as a JSON string.
+#: scenario's link (``href="#<test result id>"``) opens the scenario. The page is read from
+#: the report's own data (``allureReportData``: the global attachment named
+#: :data:`~harness.report.stage.SIGNOFF_ATTACHMENT`), not embedded twice.
 OPEN_SIGNOFF_SCRIPT = """<script>/* powercut: the sign-off page opens first */
 (function () {
-  var page = __SIGNOFF__;
   var first = !location.hash || location.hash === "#";
   if (first) {
     history.replaceState(null, "", location.pathname + location.search + "#globalAttachments");
   }
   var opened = !first;
+  var page = null;
+  function text(b64) {
+    var bin = atob(b64), bytes = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    return new TextDecoder("utf-8").decode(bytes);
+  }
+  function load() {
+    var data = window.allureReportData || {};
+    if (!data["widgets/globals.json"]) return null;
+    var globals = JSON.parse(text(data["widgets/globals.json"]));
+    var atts = globals.attachments || [];
+    for (var i = 0; i < atts.length; i++) {
+      if (atts[i].name === "__NAME__") {
+        var key = "data/attachments/" + atts[i].id + (atts[i].ext || "");
+        return data[key] ? text(data[key]) : null;
+      }
+    }
+    return null;
+  }
   setInterval(function () {
     if (location.hash.indexOf("#globalAttachments") !== 0) return;
+    if (page === null) page = load();
+    if (page === null) return;
     if (!opened) {
       var head = document.querySelector('[data-testid="test-result-attachment-header"] button');
       if (head) { opened = true; head.click(); }
@@ -203,7 +224,7 @@ OPEN_SIGNOFF_SCRIPT = """<script>/* powercut: the sign-off page opens first */
       var frame = frames[i];
       var row = frame.closest('[data-testid="test-result-attachment"]');
       var name = row ? row.textContent : "";
-      if (name.indexOf("Sign-off") < 0 || frame.getAttribute("data-powercut")) continue;
+      if (name.indexOf("__NAME__") < 0 || frame.getAttribute("data-powercut")) continue;
       frame.setAttribute("data-powercut", "replaced");
       frame.style.display = "none";
       var host = document.createElement("div");
@@ -214,18 +235,16 @@ OPEN_SIGNOFF_SCRIPT = """<script>/* powercut: the sign-off page opens first */
   }, 100);
 })();
 </script>
-"""
+""".replace("__NAME__", SIGNOFF_ATTACHMENT)
 
 
-def open_signoff_first(html: str, signoff_html: str) -> str:
-    """Insert :data:`OPEN_SIGNOFF_SCRIPT` (with ``signoff_html``) at the start of the
-    page's ``<head>``, before the report's own scripts read the address."""
+def open_signoff_first(html: str) -> str:
+    """Insert :data:`OPEN_SIGNOFF_SCRIPT` at the start of the page's ``<head>``, before the
+    report's own scripts read the address."""
     head = re.search(r"<head[^>]*>", html, re.IGNORECASE)
     if head is None:
         raise ReportError("the generated report has no <head> (did the Allure template change?)")
-    page = json.dumps(signoff_html).replace("</", "<\\/").replace("<!--", "<\\!--")
-    script = OPEN_SIGNOFF_SCRIPT.replace("__SIGNOFF__", page)
-    return html[: head.end()] + "\n" + script + html[head.end() :]
+    return html[: head.end()] + "\n" + OPEN_SIGNOFF_SCRIPT + html[head.end() :]
 
 
 def strip_analytics(html: str) -> str:
@@ -430,9 +449,8 @@ def render_report(
                 output=proc.stdout + proc.stderr,
             )
         html = strip_analytics(index.read_text(encoding="utf-8"))
-        page = signoff_html if signoff_html is not None else find_signoff(results_dir)
-        if page is not None:
-            html = open_signoff_first(html, page)
+        if signoff_html is not None or find_signoff(results_dir) is not None:
+            html = open_signoff_first(html)
         remote = remote_loads(html)
         if remote:
             raise ReportError(

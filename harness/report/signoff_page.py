@@ -26,8 +26,11 @@ from harness.report.trends import phase_series, slo_series, sparkline_svg
 
 SEVERITY_ORDER = {"blocker": 0, "critical": 1, "normal": 2, "minor": 3, "trivial": 4}
 STATUS_ORDER = {"broken": 0, "failed": 1, "skipped": 2, "passed": 3}
-#: Phase rows shown before "more phases" (the rest are in a collapsed section).
+#: Phase rows shown with their charts; the rest at or above :data:`MORE_FROM` of their budget
+#: (or regressed) are listed behind "more phases", without charts; those below are counted
+#: (each scenario's page has all of its phases).
 TOP_PHASES = 25
+MORE_FROM = 0.5
 
 #: Every rule under ``.pcso`` (the page's wrapper), so the page keeps its looks and leaves
 #: the report's alone when the report's script shows it inside the report's own page.
@@ -133,7 +136,9 @@ def _delta(now: float, before: float | None) -> str:
     return f"{d:+.1f}s{pct}"
 
 
-def _phase_table(rows: Sequence[PhaseRow], tr_ids: Mapping[str, str]) -> str:
+def _phase_table(
+    rows: Sequence[PhaseRow], tr_ids: Mapping[str, str], *, charts: bool = True
+) -> str:
     out = [
         "<table><thead><tr><th>scenario</th><th>phase</th><th>measured (s)</th>"
         "<th>budget (s)</th><th>% of budget</th><th></th><th>last runs</th>"
@@ -147,11 +152,15 @@ def _phase_table(rows: Sequence[PhaseRow], tr_ids: Mapping[str, str]) -> str:
             if r.regression
             else ""
         )
-        chart = sparkline_svg(
-            r.trend,
-            budget=p.budget_s,
-            title=f"{r.phase}: last {len(r.trend)} runs",
-            flagged_last=r.regression is not None,
+        chart = (
+            sparkline_svg(
+                r.trend,
+                budget=p.budget_s,
+                title=f"{r.phase}: last {len(r.trend)} runs",
+                flagged_last=r.regression is not None,
+            )
+            if charts
+            else ""
         )
         lower = (
             ' <span class="dim" title="its end was not seen">&ge;</span>' if not p.complete else ""
@@ -352,10 +361,18 @@ def signoff_html(
         f"{cfg.runs} runs, the dashed line is the budget</div>"
     )
     parts.append(f'<div id="phases">{_phase_table(rows[:TOP_PHASES], ids)}</div>')
-    if len(rows) > TOP_PHASES:
+    rest = rows[TOP_PHASES:]
+    more = [r for r in rest if (r.figure.ratio or 0.0) >= MORE_FROM or r.regression]
+    if more:
         parts.append(
-            f"<details><summary>{len(rows) - TOP_PHASES} more phases</summary>"
-            f'<div id="more-phases">{_phase_table(rows[TOP_PHASES:], ids)}</div></details>'
+            f"<details><summary>{len(more)} more phases at or above {MORE_FROM:.0%} of their "
+            f"budget</summary>"
+            f'<div id="more-phases">{_phase_table(more, ids, charts=False)}</div></details>'
+        )
+    if len(rest) > len(more):
+        parts.append(
+            f'<p class="dim">{len(rest) - len(more)} more phases under {MORE_FROM:.0%} of their '
+            "budget: in their scenarios' pages</p>"
         )
     parts.append("<h2>SLOs</h2>")
     parts.append(f'<div id="slos">{_slo_table(run, previous, cfg, ids)}</div>')
