@@ -6,8 +6,10 @@ POWERCUT_REPORT_DIR pointing at its output directory.
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -73,7 +75,7 @@ def test_every_scenario_of_the_features_ran_and_passed(
 
 def test_scenario_names_and_verdicts_are_shown(report: Path, results: list[dict[str, Any]]) -> None:
     url = (report / "index.html").as_uri()
-    text = visible_text(browser.dump_dom(url))
+    text = visible_text(browser.dump_dom(url + "#/"))  # the Results tab, not the sign-off
     passed = sum(r["status"] == "passed" for r in results)
     assert f"Total {len(results)}" in text and f"Passed {passed}" in text, text[:3000]
     # The tree starts collapsed (grouped by suite): open each scenario's own page instead.
@@ -83,28 +85,80 @@ def test_scenario_names_and_verdicts_are_shown(report: Path, results: list[dict[
         assert STATUS.get(r["status"], r["status"]).capitalize() in page or r["status"] in page
 
 
+_ROW = re.compile(
+    r'<tr data-phase="([^"]*)"[^>]*><td[^>]*>[^<]*</td><td[^>]*>([^<]*)</td><td[^>]*>([^<]*)</td>'
+)
+
+
 def _measured(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The scenarios that measured phases (the chaos and longevity ones report otherwise)."""
-    return [
-        r
-        for r in results
-        if any(p["name"].endswith(" budget (s)") for p in r.get("parameters", []))
-    ]
+    """The scenarios that measured phases (the chaos and longevity ones report otherwise):
+    their phases are one table at the top of their page (harness/report/stage.py)."""
+    return [r for r in results if "powercut-phases" in (r.get("descriptionHtml") or "")]
+
+
+def _raw_phases(report: Path) -> dict[str, dict[str, tuple[str, str]]]:
+    """Per scenario, the phases the steps recorded as parameters in the run's own
+    allure-results: phase -> (seconds, budget) as written."""
+    out: dict[str, dict[str, tuple[str, str]]] = {}
+    for path in (report / "allure-results").glob("*-result.json"):
+        doc = json.loads(path.read_text())
+        params: list[tuple[str, str]] = []
+        stack = [doc]
+        while stack:
+            node = stack.pop()
+            params += [(p["name"], str(p["value"])) for p in node.get("parameters") or ()]
+            stack += node.get("steps") or []
+        values = dict(reversed(params))  # the first of a name wins, as the readers do
+        mine = out.setdefault(doc["name"], {})
+        for name, value in values.items():
+            if name.endswith(" budget (s)"):
+                phase = name[: -len(" budget (s)")]
+                if f"{phase} (s)" in values:
+                    mine[phase] = (values[f"{phase} (s)"], value)
+    return out
 
 
 def test_durations_sit_next_to_their_budgets(report: Path, results: list[dict[str, Any]]) -> None:
+    """Each measured scenario's page has one table of its phases (measured, budget, percent),
+    and its figures are those the steps recorded."""
     measured = _measured(results)
     assert len(measured) >= 10, [r["name"] for r in results]
+    raw = _raw_phases(report)
     for r in measured:
+        rows = {p: (v, b) for p, v, b in _ROW.findall(html.unescape(r["descriptionHtml"]))}
+        assert any(b for _, b in rows.values()), f"{r['name']}: no phase with its budget"
+        for phase, (value, budget) in raw.get(r["name"], {}).items():
+            assert phase in rows, (r["name"], phase, sorted(rows))
+            assert float(rows[phase][0]) == pytest.approx(float(value), abs=5e-4), phase
+            assert float(rows[phase][1]) == pytest.approx(float(budget)), phase
         names = {p["name"] for p in r.get("parameters", [])}
-        timed = {n[: -len(" (s)")] for n in names if n.endswith(" (s)") and " budget " not in n}
-        budgets = {n[: -len(" budget (s)")] for n in names if n.endswith(" budget (s)")}
-        assert timed & budgets, f"{r['name']}: no duration with its budget: {sorted(names)}"
-    one = next(r for r in measured if r["status"] == "passed")
-    url = (report / "index.html").as_uri()
-    text = visible_text(browser.dump_dom(f"{url}#/{one['id']}"))
-    param = next(p for p in one["parameters"] if p["name"].endswith(" budget (s)"))
-    assert param["name"] in text and str(param["value"]) in text, text[:3000]
+        assert not any(n.endswith(" budget (s)") for n in names), "phase parameters left"
+
+
+def test_the_report_opens_on_the_signoff_page(report: Path, results: list[dict[str, Any]]) -> None:
+    """The first page is the sign-off page: the verdict, every scenario with its verdict,
+    and the phases closest to budget with the figures the steps recorded."""
+    dom = browser.dump_dom((report / "index.html").as_uri())
+    assert 'id="powercut-signoff"' in dom, visible_text(dom)[:3000]
+    page = dom[dom.index('id="powercut-signoff"') :]
+    text = visible_text(page)
+    assert "Sign-off: PASSED" in text, text[:3000]
+    for r in results:
+        assert f'data-scenario="{html.escape(r["name"])}" data-status="{r["status"]}"' in page
+    raw = _raw_phases(report)
+    shown = re.findall(
+        r'data-scenario="([^"]+)" data-phase="([^"]+)" data-value="([^"]+)" '
+        r'data-budget="([^"]+)"',
+        page,
+    )
+    assert len(shown) >= 10, text[:3000]
+    ratios = []
+    for scenario, phase, value, budget in shown:
+        want = raw[html.unescape(scenario)][html.unescape(phase)]
+        assert float(value) == pytest.approx(float(want[0]), abs=5e-4)
+        assert float(budget) == pytest.approx(float(want[1]))
+        ratios.append(float(value) / float(budget))
+    assert ratios[:25] == sorted(ratios[:25], reverse=True)  # closest to budget first
 
 
 def test_each_scenario_has_its_timeline_picture(
