@@ -44,14 +44,11 @@ def _pct(p: Phase) -> str:
     return f"{ratio * 100:.0f}%" if ratio is not None else "-"
 
 
-_TD = "padding:2px 8px;border-bottom:1px solid #ddd;text-align:left"
-_NUM = "padding:2px 8px;border-bottom:1px solid #ddd;text-align:right"
-
-
 def phases_table_html(phases: Mapping[str, Phase]) -> str:
-    """One scenario's phases as an HTML table (inline styles: Allure shows a description's
-    HTML without the page's style sheets): phase, measured, budget, percent of budget, in
-    the order they were measured; over-budget rows in red."""
+    """One scenario's phases as an HTML table (plain attributes and one style per table:
+    Allure shows a description's HTML without the page's style sheets, and a longevity run
+    has thousands of these): phase, measured, budget, percent of budget, in the order they
+    were measured; over-budget rows in red."""
     rows = []
     for name, p in phases.items():
         notes = []
@@ -59,23 +56,18 @@ def phases_table_html(phases: Mapping[str, Phase]) -> str:
             notes.append("end not seen: a lower bound")
         if p.gap:
             notes.append("observation gap")
-        colour = "color:#b71c1c;font-weight:600;" if p.over_budget else ""
+        over = ' style="color:#b71c1c;font-weight:600"' if p.over_budget else ""
         budget = "" if p.budget_s is None else f"{p.budget_s:g}"
         rows.append(
-            f'<tr data-phase="{html.escape(name)}" style="{colour}">'
-            f'<td style="{_TD}">{html.escape(name)}</td>'
-            f'<td style="{_NUM}">{p.value_s:.3f}</td>'
-            f'<td style="{_NUM}">{budget}</td>'
-            f'<td style="{_NUM}">{_pct(p)}</td>'
-            f'<td style="{_TD}">{html.escape("; ".join(notes))}</td></tr>'
+            f'<tr data-phase="{html.escape(name)}"{over}><td>{html.escape(name)}</td>'
+            f'<td align="right">{p.value_s:.3f}</td><td align="right">{budget}</td>'
+            f'<td align="right">{_pct(p)}</td><td>{html.escape("; ".join(notes))}</td></tr>'
         )
-    head = "".join(
-        f'<th style="{_TD}">{h}</th>'
-        for h in ("phase", "measured (s)", "budget (s)", "% of budget", "")
-    )
     return (
-        '<table class="powercut-phases" style="border-collapse:collapse;font-size:13px">'
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        '<table class="powercut-phases" border="1" cellpadding="3" '
+        'style="border-collapse:collapse;border-color:#ddd;font-size:13px">'
+        "<thead><tr><th>phase</th><th>measured (s)</th><th>budget (s)</th><th>% of budget</th>"
+        f"<th></th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
 
 

@@ -86,7 +86,7 @@ def test_scenario_names_and_verdicts_are_shown(report: Path, results: list[dict[
 
 
 _ROW = re.compile(
-    r'<tr data-phase="([^"]*)"[^>]*><td[^>]*>[^<]*</td><td[^>]*>([^<]*)</td><td[^>]*>([^<]*)</td>'
+    r'<tr data-phase="([^"]*)"[^>]*><td>[^<]*</td><td[^>]*>([^<]*)</td><td[^>]*>([^<]*)</td>'
 )
 
 
