@@ -179,10 +179,10 @@ class Run:
 
 
 def verdict_of(scenarios: Iterable[Scenario], gates: Iterable[Gate] = ()) -> str:
-    """``broken`` if any scenario broke, else ``failed`` if any failed or a gate did not
-    pass, else ``passed``."""
-    statuses = {s.status for s in scenarios}
-    if "broken" in statuses:
+    """``broken`` if any scenario broke (or there is none: nothing ran), else ``failed`` if
+    any failed or a gate did not pass, else ``passed``."""
+    statuses = [s.status for s in scenarios]
+    if "broken" in statuses or not statuses:
         return "broken"
     if "failed" in statuses or any(not g.passed for g in gates):
         return "failed"

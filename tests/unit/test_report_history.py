@@ -178,6 +178,7 @@ def test_verdict() -> None:
     assert verdict_of([ok, Scenario("b", "skipped")]) == "passed"
     assert verdict_of([ok, Scenario("b", "failed"), Scenario("c", "broken")]) == "broken"
     assert verdict_of([ok], [Gate("g", False)]) == "failed"
+    assert verdict_of([]) == "broken"  # nothing ran
 
 
 def _result(results: Path, name: str, **extra: Any) -> dict[str, Any]:
