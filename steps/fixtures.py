@@ -38,7 +38,11 @@ from harness.inventory import Inventory
 from harness.kube.client import KubeClient
 from harness.kube.observer import Observer
 from harness.kube.timeline import Timeline
-from harness.report.allure_env import prepare_results
+from harness.report.allure_env import (
+    attach_scenario_timeline,
+    prepare_results,
+    scenario_environment,
+)
 from harness.scenario import report, steady
 from harness.scenario.apiprobe import API_PROBE, ETCD_PROBE, ApiProber
 from harness.scenario.errors import MissingStep, NotApplicable
@@ -222,7 +226,7 @@ def run_environment(pytestconfig: pytest.Config, kube: KubeClient, inventory: In
     """environment.properties and categories.json, once, when Allure results are written."""
     results = getattr(pytestconfig.option, "allure_report_dir", None)
     if results:
-        environment = {**report.environment(kube, inventory), "Seed": seed_of(pytestconfig)}
+        environment = {**scenario_environment(kube, inventory), "Seed": seed_of(pytestconfig)}
         prepare_results(Path(results), environment=environment)
 
 
@@ -350,7 +354,7 @@ def session(
                     )
         finally:
             report.attach_measurements(measurements)
-            report.attach_timeline(timeline, title=_scenario_title(request.node))
+            attach_scenario_timeline(timeline, title=_scenario_title(request.node))
 
 
 # -- helpers ---------------------------------------------------------------------------------

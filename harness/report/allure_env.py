@@ -14,7 +14,10 @@ Used while (or right after) tests run, before the HTML report is rendered:
 * :func:`carry_history` copies the history of a previous report into the new results so the
   next report shows a trend. Allure 3 keeps history as one JSONL file (one line per report,
   config ``historyPath``), not as Allure 2's ``history/*.json``; see ``docs/reports.md``.
-* :func:`attach_timeline` attaches a rendered scenario timeline to the running Allure test.
+* :func:`attach_timeline` attaches a rendered scenario timeline to the running Allure test;
+  :func:`attach_scenario_timeline` a scenario's :class:`~harness.kube.timeline.Timeline`
+  (its JSON and that picture); :func:`scenario_environment` the features' Environment
+  values (the cluster's version, the inventory's, the test tools').
 
 The category regexes are written to mean the same under the three engines that evaluate
 them: JavaScript ``RegExp.test`` (Allure 3, a search), Java ``Pattern.matches`` (Allure 2, a
@@ -25,10 +28,12 @@ full match) and Python ``re.search`` (:func:`classify`, used by the text summary
 from __future__ import annotations
 
 import json
+import platform
 import re
 import shutil
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,10 +41,13 @@ import allure
 
 from harness import __version__
 from harness.checks.base import OVER_BUDGET
+from harness.errors import PowercutError
 from harness.report.timeline_svg import render_timeline_svg
 
 if TYPE_CHECKING:
     from harness.inventory import Inventory
+    from harness.kube.client import KubeClient
+    from harness.kube.timeline import Timeline
 
 ENVIRONMENT_FILE = "environment.properties"
 CATEGORIES_FILE = "categories.json"
@@ -393,6 +401,28 @@ def inventory_environment(inventory: Inventory) -> dict[str, object]:
     }
 
 
+def _version(dist: str) -> str:
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def scenario_environment(client: KubeClient, inventory: Inventory) -> dict[str, object]:
+    """Values for the Allure Environment widget: the cluster's Kubernetes version, what the
+    inventory says (the same keys ``powercut run`` writes) and the test tools' versions."""
+    try:
+        kube_version = str(client.get("/version").get("gitVersion", "unknown"))
+    except PowercutError as exc:  # the environment widget must not fail the run
+        kube_version = f"unknown ({type(exc).__name__})"
+    return {
+        "Kubernetes version": kube_version,
+        **inventory_environment(inventory),
+        "pytest-bdd": _version("pytest-bdd"),
+        "Python": platform.python_version(),
+    }
+
+
 # -- history -------------------------------------------------------------------------------
 
 
@@ -446,6 +476,15 @@ def attach_timeline(
     """Attach the scenario timeline (SVG swimlanes) to the running Allure test or step."""
     svg = render_timeline_svg(list(transitions), title=title or name)
     allure.attach(svg, name=name, attachment_type=allure.attachment_type.SVG)
+
+
+def attach_scenario_timeline(timeline: Timeline, *, title: str) -> None:
+    """Attach the timeline (JSON, every transition) and its swimlane picture (SVG)."""
+    allure.attach(
+        timeline.to_json(), name="timeline.json", attachment_type=allure.attachment_type.JSON
+    )
+    records = [t.to_json(timeline.start_mono) for t in timeline.snapshot()]
+    attach_timeline(records, name="timeline", title=title)
 
 
 def _write_text(path: Path, text: str) -> None:

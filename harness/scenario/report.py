@@ -7,32 +7,30 @@
   observer announced (a watch refused with 410 Gone by every API server it tried, which
   re-listed: changes in it may be missing)
   carries the gaps in its detail and an ``"<phase> observation gap (s)"`` parameter.
-* :func:`attach_timeline`: the scenario timeline as JSON and as the SVG swimlane picture.
 * :func:`attach_failure_evidence`: the Events of the watched namespaces and the before /
   after snapshots, when a scenario failed.
-* :func:`environment`: the ``environment.properties`` values of a run.
+
+The timeline's attachment and the run's environment are the report's side
+(:func:`harness.report.allure_env.attach_scenario_timeline`,
+:func:`harness.report.allure_env.scenario_environment`): the report reads a scenario's
+results, the scenario never imports the report.
 """
 
 from __future__ import annotations
 
 import json
-import platform
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import allure
 
 from harness.checks import Measurement
 from harness.errors import PowercutError
-from harness.inventory import Inventory
 from harness.kube.client import KubeClient
 from harness.kube.observer import gaps
 from harness.kube.timeline import Timeline
-from harness.report.allure_env import attach_timeline as attach_timeline_svg
-from harness.report.allure_env import inventory_environment
 
 
 def _round(x: float) -> float:
@@ -118,15 +116,6 @@ def _json(doc: object) -> str:
     return json.dumps(doc, indent=2, default=str)
 
 
-def attach_timeline(timeline: Timeline, *, title: str) -> None:
-    """Attach the timeline (JSON, every transition) and its swimlane picture (SVG)."""
-    allure.attach(
-        timeline.to_json(), name="timeline.json", attachment_type=allure.attachment_type.JSON
-    )
-    records = [t.to_json(timeline.start_mono) for t in timeline.snapshot()]
-    attach_timeline_svg(records, name="timeline", title=title)
-
-
 def attach_measurements(measurements: Measurements) -> None:
     measurements.mark_gaps()
     if measurements.items:
@@ -192,25 +181,3 @@ def attach_failure_evidence(
     allure.attach(
         _json(after), name="snapshot-after.json", attachment_type=allure.attachment_type.JSON
     )
-
-
-def _version(dist: str) -> str:
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return "not installed"
-
-
-def environment(client: KubeClient, inventory: Inventory) -> dict[str, object]:
-    """Values for the Allure Environment widget: the cluster's Kubernetes version, what the
-    inventory says (the same keys ``powercut run`` writes) and the test tools' versions."""
-    try:
-        kube_version = str(client.get("/version").get("gitVersion", "unknown"))
-    except PowercutError as exc:  # the environment widget must not fail the run
-        kube_version = f"unknown ({type(exc).__name__})"
-    return {
-        "Kubernetes version": kube_version,
-        **inventory_environment(inventory),
-        "pytest-bdd": _version("pytest-bdd"),
-        "Python": platform.python_version(),
-    }

@@ -146,7 +146,7 @@ def test_the_run_and_the_features_write_the_same_inventory_keys(tmp_path: Path) 
     """What `powercut run` writes (inventory_environment) is what the features' fixture
     writes besides the Kubernetes version and tool versions: no duplicate keys in another
     spelling, and the run's values agree with the fixture's."""
-    from harness.scenario.report import environment
+    from harness.report.allure_env import scenario_environment as environment
 
     inv_file = tmp_path / "inv.yaml"
     inv_file.write_text(
