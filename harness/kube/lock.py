@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Mapping
 
 from harness.errors import PermanentError, PowercutError
-from harness.journal import process_alive
+from harness.journal.liveness import process_alive
 from harness.kube.client import JSON, Conflict, KubeClient, NotFound
 
 log = logging.getLogger(__name__)

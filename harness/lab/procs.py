@@ -10,6 +10,8 @@ import subprocess
 import threading
 from pathlib import Path
 
+from harness.journal.liveness import boot_id, start_ticks
+
 
 class Proc:
     """One child process with its own log file; restartable (power on after power off)."""
@@ -109,26 +111,13 @@ def wait_exit(p: subprocess.Popen[bytes], timeout_s: float) -> None:
 
 
 def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return "unknown-boot"
-
-
-def _start_ticks(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
-    fields = stat[stat.rfind(")") + 2 :].split()
-    return fields[19] if len(fields) > 19 else None
+    boot = boot_id()
+    return "unknown-boot" if boot is None else boot
 
 
 def process_identity(pid: int) -> str:
     """``boot:pid:start``: names one process for good, unlike a PID, which is reused."""
-    return f"{_boot_id()}:{pid}:{_start_ticks(pid) or '?'}"
+    return f"{_boot_id()}:{pid}:{start_ticks(pid) or '?'}"
 
 
 def write_identity(path: Path, pid: int) -> None:

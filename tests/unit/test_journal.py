@@ -105,7 +105,7 @@ def test_undo_is_on_disk_and_fsynced_before_the_action(
         events.append("fsync")
         real_fsync(fd)
 
-    monkeypatch.setattr("harness.journal.os.fsync", fsync)
+    monkeypatch.setattr("harness.journal.store.os.fsync", fsync)
     with journal.disruption("power_off", "node/w1", undo=UndoSpec.power_on("w1")) as entry:
         events.append("act")
         on_disk = records(journal_path)
