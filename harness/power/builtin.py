@@ -13,7 +13,8 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BeforeValidator, Field
 
 from harness.errors import ConfigError
-from harness.inventory import IPMI_DEFAULT_PORT, NodeSpec, PowerSpec, parse_host_port
+from harness.inventory import NodeSpec, PowerSpec, parse_host_port
+from harness.inventory.models import IPMI_DEFAULT_PORT
 from harness.power.base import PowerDriver
 from harness.power.plugin import (
     Command,
@@ -116,7 +117,7 @@ class RedfishPlugin(DriverPlugin[RedfishOptions]):
     budget_timeout: ClassVar[bool] = True
 
     def check(self, spec: PowerSpec) -> None:
-        from harness.inventory import _check_redfish_url
+        from harness.inventory.models import _check_redfish_url
 
         if not spec.endpoint:
             raise FieldError(("endpoint",), "is required for driver redfish ('https://host:port')")
