@@ -34,12 +34,12 @@ from pytest_bdd import parsers, then
 
 from harness.errors import ConfigError, PowercutError
 from harness.inventory import Inventory
+from harness.inventory.slo import slo_by_name
 from harness.kube.timeline import ACTION, Timeline
 from harness.report.slo_chart import slo_chart_svg
 from harness.scenario.steady import Baseline
 from harness.session import StoppedByCondition
 from harness.slo.client import PrometheusClient
-from harness.slo.config import slo_by_name
 from harness.slo.evaluate import AlertResult, SloResult, evaluate_alert, evaluate_slo
 
 

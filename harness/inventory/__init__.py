@@ -20,7 +20,9 @@ directory of the inventory file.
 
 The package, one concern a module: :mod:`~harness.inventory.models` (the pydantic models),
 :mod:`~harness.inventory.fields` (validated field types and parsers),
-:mod:`~harness.inventory.secrets` (credentials), :mod:`~harness.inventory.loading` (YAML with
+:mod:`~harness.inventory.secrets` (credentials), :mod:`~harness.inventory.slo` (the
+``prometheus``, ``slos``, ``alerts`` and ``stop_conditions`` sections, which
+:mod:`harness.slo` reads), :mod:`~harness.inventory.loading` (YAML with
 line numbers) and :mod:`~harness.inventory.render` (how an error reads). Import from
 ``harness.inventory``.
 """

@@ -30,6 +30,7 @@ from pydantic import (
 from harness import budgets as _budgets
 from harness.driver_registry import FieldError, load_plugin
 from harness.errors import ConfigError
+from harness.inventory import slo as _slo
 from harness.inventory.fields import (
     HostPort,
     NonBlank,
@@ -44,7 +45,6 @@ from harness.inventory.fields import (
     walk_data,
 )
 from harness.inventory.secrets import InlinePasswordWarning, Secret
-from harness.slo import config as _slo
 
 
 class NodeRole(enum.StrEnum):

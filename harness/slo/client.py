@@ -30,7 +30,7 @@ import urllib3
 
 from harness.errors import PermanentError, PowercutError, TemporaryError
 from harness.inventory import Secret
-from harness.slo.config import PrometheusSpec
+from harness.inventory.slo import PrometheusSpec
 
 __all__ = [
     "PrometheusAuthError",

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import PermanentError, PowercutError
+from harness.inventory.slo import AlertSpec, SloSpec
 from harness.slo.client import PrometheusClient, QueryRejected, Series
-from harness.slo.config import AlertSpec, SloSpec
 
 __all__ = [
     "AlertResult",

@@ -21,8 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from harness.errors import PowercutError
-from harness.slo.client import PrometheusClient, Series
-from harness.slo.config import (
+from harness.inventory.slo import (
     AlertSpec,
     PrometheusSpec,
     SloSpec,
@@ -30,6 +29,7 @@ from harness.slo.config import (
     alert_by_label,
     slo_by_name,
 )
+from harness.slo.client import PrometheusClient, Series
 from harness.slo.evaluate import UnknownAlert, breaches
 
 __all__ = ["Condition", "StopWatcher", "watcher_for"]

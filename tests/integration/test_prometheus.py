@@ -19,6 +19,7 @@ import bcrypt
 import pytest
 
 from harness.errors import ConfigError, TemporaryError
+from harness.inventory.slo import AlertSpec, PrometheusSpec, SloSpec
 from harness.lab.bmc.creds import ensure_tls
 from harness.lab.prometheus import LabExporter, PrometheusServer, ScrapeJob
 from harness.slo.client import (
@@ -27,7 +28,6 @@ from harness.slo.client import (
     PrometheusUnreachable,
     QueryRejected,
 )
-from harness.slo.config import AlertSpec, PrometheusSpec, SloSpec
 from harness.slo.evaluate import (
     NoSeries,
     SloQueryRejected,

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness.inventory import load_inventory
+from harness.inventory.slo import AlertSpec, SloSpec, slo_by_name
 from harness.slo.client import Series
-from harness.slo.config import AlertSpec, SloSpec, slo_by_name
 from harness.slo.evaluate import breaches, worst_value
 from tests.unit.test_inventory import MINIMAL, load_error, write
 
