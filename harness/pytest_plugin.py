@@ -80,7 +80,7 @@ def _start_progress(config: pytest.Config) -> None:
     requested = str(config.getoption("--powercut-progress") or "off")
     if requested == "off" or _PROGRESS:
         return
-    from harness.cli.progress import choose_mode, renderer_for
+    from harness.progress.display import choose_mode, renderer_for
 
     given = os.environ.get("POWERCUT_PROGRESS_FD")
     fd = int(given) if given else (_TERMINAL[0] if _TERMINAL else None)

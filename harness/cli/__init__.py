@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     from harness.cli.log import configure_logging
 
     configure_logging(bool(args.verbose))
-    from harness.cli.progress import showing
+    from harness.progress.display import showing
 
     # Commands that wait on BMCs in this process say what they wait for (run and
     # longevity show their own progress).

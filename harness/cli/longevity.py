@@ -247,7 +247,7 @@ def cmd_longevity(args: argparse.Namespace) -> int:
         opts = dataclasses.replace(opts, protocol=protocol)
     if args.no_report:
         opts = dataclasses.replace(opts, report=False)
-    from harness.cli.progress import showing
+    from harness.progress.display import showing
 
     try:
         with showing(args.progress, sys.stderr):

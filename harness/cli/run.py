@@ -447,7 +447,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     print(f"powercut {__version__}: running {steps} against {args.inventory} -> {out_dir}")
     verbose = bool(getattr(args, "verbose", False))
     log = None if verbose else out_dir / "run.log"
-    from harness.cli.progress import choose_mode
+    from harness.progress.display import choose_mode
 
     mode = choose_mode(
         "plain" if verbose and args.progress == "auto" else args.progress, sys.stderr

@@ -1,4 +1,4 @@
-"""Progress events (harness.progress), their renderers (harness.cli.progress) and the quiet
+"""Progress events (harness.progress), their renderers (harness.progress.display) and the quiet
 logging of the CLI (harness.cli.log)."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import pytest
 
 from harness import progress
 from harness.cli.log import configure_logging
-from harness.cli.progress import ANNOUNCE_AFTER_S, REMIND_EVERY_S, PlainRenderer, RichRenderer
 from harness.errors import WaitTimeout
 from harness.inventory import InlinePasswordWarning
 from harness.kube.timeline import FakeClock, Timeline
 from harness.power._wait import Deadline, wait_until
 from harness.progress import Event
+from harness.progress.display import ANNOUNCE_AFTER_S, REMIND_EVERY_S, PlainRenderer, RichRenderer
 
 
 def test_a_timeline_wait_reports_what_it_waits_for_its_budget_and_how_it_ended() -> None:

@@ -2,9 +2,10 @@
 
 The library reports; it never renders. Waits (the timeline's, the power drivers') call
 :func:`waiting`, the pytest plugin reports scenarios and steps, longevity reports its
-cycles; a listener added with :func:`listen` (the CLI's renderers, ``harness.cli.progress``)
-turns them into a live display on a terminal or plain lines in a CI log. With no listener
-every call is a few attribute reads.
+cycles; a listener added with :func:`listen` (the renderers of
+:mod:`harness.progress.display`, which the CLI and the pytest plugin both use) turns them
+into a live display on a terminal or plain lines in a CI log. With no listener every call
+is a few attribute reads.
 
 Events are small frozen records stamped with ``time.monotonic()``; a listener is called on
 the thread that reported, must be quick and must not raise (an exception is logged and the
