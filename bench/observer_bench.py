@@ -687,7 +687,7 @@ def child_raw(kubeconfig: str, meter: GcMeter) -> JSON:
 
 def child_reference(kubeconfig: str, meter: GcMeter) -> JSON:
     """What the targets need: each page projected to slim tuples, then dropped; GC paused."""
-    from harness.kube.observer import _NodeHandler, _PodHandler
+    from harness.kube.observer.handlers import _NodeHandler, _PodHandler
 
     client = KubeClient.from_kubeconfig(kubeconfig)
     base = proc_status_mb("VmRSS")

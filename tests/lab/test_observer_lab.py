@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from harness.kube import fields
-from harness.kube.observer import _EventHandler
+from harness.kube.observer.handlers import _EventHandler
 from tests.lab.conftest import LabHandle
 from tests.unit.test_fields import CASES, _schema_paths, _track
 

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from harness.kube import fields
-from harness.kube.observer import (
+from harness.kube.observer.handlers import (
     _EndpointSliceHandler,
     _EventHandler,
     _NodeHandler,
