@@ -3,7 +3,7 @@
 A pod as listed is about 6 KB of JSON, of which the observer's projections read a few
 dozen bytes: names, the node, the phase, the Ready condition, the owner. Decoding all of it
 into dicts (``orjson.loads``) is most of the client's cost of a large list or a busy watch.
-These ``TypedDict`` schemas name the fields the projections in ``observer.py`` read, and
+These ``TypedDict`` schemas name the fields the projections in ``observer/handlers.py`` read, and
 msgspec decodes a page or a watch line straight into plain dicts holding those fields only,
 skipping the others without building them (about 8x faster than a full decode of a page of
 pods, and a fraction of the memory). The projections are unchanged: they still read dicts.
