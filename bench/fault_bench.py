@@ -63,7 +63,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.relay
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.fakes.relay
 
 from harness.errors import PowercutError
 from harness.inventory import Inventory, load_inventory
@@ -76,7 +76,7 @@ from harness.kube.timeline import Timeline
 from harness.power.base import PowerState
 from harness.power.factory import driver_for
 from harness.session import journal_path_for
-from tests.relay import Relay
+from tests.fakes.relay import Relay
 
 #: Feature scenarios picked from at random (`-k` expressions), each a few dozen seconds.
 SCENARIOS = (

@@ -17,8 +17,8 @@ from harness.errors import PowercutError
 from harness.kube.client import KubeClient
 from harness.kube.observer import NODE, OBSERVER, Observer, gaps
 from harness.lab.spec import LabSpec
+from tests.fakes.relay import Relay
 from tests.lab.conftest import LabHandle, wait_for
-from tests.relay import Relay
 
 pytestmark = [pytest.mark.lab, pytest.mark.disruptive, pytest.mark.slow]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness.inventory import Inventory, load_inventory
-from tests.fakeapi import FakeApiServer
-from tests.unit.powerfakes import FakeBmcs, add_nodes, write_inventory
+from tests.fakes.api import FakeApiServer
+from tests.fakes.power import FakeBmcs, add_nodes, write_inventory
 
 
 @pytest.fixture
@@ -28,6 +28,6 @@ def bmcs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeBmcs:
 
 @pytest.fixture
 def inventory(tmp_path: Path, api: FakeApiServer, bmcs: FakeBmcs) -> Inventory:
-    """The fake inventory (``powerfakes.INVENTORY``), its nodes registered in the fake API."""
+    """The fake inventory (``tests.fakes.power.INVENTORY``), its nodes in the fake API."""
     add_nodes(api)
     return load_inventory(write_inventory(tmp_path, api.url))

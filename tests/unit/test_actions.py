@@ -14,7 +14,7 @@ from harness.kube import actions
 from harness.kube.actions import DrainProgress
 from harness.kube.client import ApiError, KubeClient
 from harness.kube.timeline import ACTION, FakeClock, Timeline
-from tests.fakeapi import JSON, FakeApiServer, node, pod
+from tests.fakes.api import JSON, FakeApiServer, node, pod
 
 OOS = {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}
 

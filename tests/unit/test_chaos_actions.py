@@ -23,7 +23,7 @@ from harness.kube.actions import FencingRequired
 from harness.power.base import UnsupportedFailure
 from harness.safety import SafetyViolation
 from harness.session import ClusterExecutor, journal_path_for
-from tests.fakechaos import Cluster, fake_cluster
+from tests.fakes.chaos import Cluster, fake_cluster
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import pytest
 
 from harness.chaos import actions, probes
 from harness.errors import ConfigError
-from tests.fakeapi import set_ready, volume_attachment
-from tests.fakechaos import Cluster, fake_cluster
+from tests.fakes.api import set_ready, volume_attachment
+from tests.fakes.chaos import Cluster, fake_cluster
 
 
 @pytest.fixture

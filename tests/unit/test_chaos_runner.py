@@ -17,7 +17,7 @@ from harness.chaos.runner import judge, run_experiment_file
 from harness.errors import ConfigError
 from harness.journal import EntryState
 from harness.steps.chaos_steps import ExperimentBroken, ExperimentDeviated, run_chaos_experiment
-from tests.fakechaos import Cluster, fake_cluster
+from tests.fakes.chaos import Cluster, fake_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,8 +17,8 @@ from harness.journal import EntryState, Journal
 from harness.kube.lock import LEASE_NAME, LEASE_NAMESPACE
 from harness.power.base import PowerState
 from harness.session import journal_path_for
-from tests.fakeapi import FakeApiServer, set_ready
-from tests.unit.powerfakes import FakeBmcs, add_nodes, serve_version, write_inventory
+from tests.fakes.api import FakeApiServer, set_ready
+from tests.fakes.power import FakeBmcs, add_nodes, serve_version, write_inventory
 
 pytestmark = pytest.mark.filterwarnings("ignore:.cgi. is deprecated:DeprecationWarning")
 

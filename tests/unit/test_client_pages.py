@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from harness.kube.client import ApiError, Credentials, KubeClient, Unreachable, list_meta
-from tests.fakeapi import FakeApiServer, pod
+from tests.fakes.api import FakeApiServer, pod
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The fake API server's bounded history (``tests/fakeapi.py``): what a long simulated run
+"""The fake API server's bounded history (``tests/fakes/api.py``): what a long simulated run
 relies on to keep its memory flat, with the semantics of a real API server's compaction."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import orjson
 import pytest
 
-from tests.fakeapi import FakeApiServer, _Stream, node, pod
+from tests.fakes.api import FakeApiServer, _Stream, node, pod
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from harness.kube.actions import OUT_OF_SERVICE_KEY, FencingRequired
 from harness.kube.timeline import ACTION
 from harness.power.base import PowerState
 from harness.session import Session, journal_path_for
-from tests.fakeapi import FakeApiServer, pod
-from tests.unit.powerfakes import FakeBmcs
+from tests.fakes.api import FakeApiServer, pod
+from tests.fakes.power import FakeBmcs
 
 
 def taints(api: FakeApiServer, name: str) -> list[str]:

@@ -16,8 +16,8 @@ from harness.scenario import jobs
 from harness.scenario.errors import NothingToMeasure
 from harness.scenario.report import Measurements
 from harness.session import ClusterExecutor, Session, journal_path_for
-from tests.fakeapi import FakeApiServer
-from tests.unit.powerfakes import FakeBmcs, add_nodes, write_inventory
+from tests.fakes.api import FakeApiServer
+from tests.fakes.power import FakeBmcs, add_nodes, write_inventory
 
 JOBS = "/apis/batch/v1/namespaces/lab/jobs"
 

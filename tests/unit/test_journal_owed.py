@@ -31,8 +31,8 @@ from harness.kube.actions import OUT_OF_SERVICE_KEY
 from harness.kube.lock import ClusterLock
 from harness.power.base import PowerState
 from harness.session import journal_path_for
-from tests.fakeapi import FakeApiServer, node
-from tests.unit.powerfakes import FakeBmcs, write_inventory
+from tests.fakes.api import FakeApiServer, node
+from tests.fakes.power import FakeBmcs, write_inventory
 
 pytestmark = pytest.mark.filterwarnings("ignore:.cgi. is deprecated:DeprecationWarning")
 

@@ -21,7 +21,7 @@ from harness.power.base import PowerDriver, PowerState
 from harness.power.factory import driver_for
 from harness.power.kind import KindDriver, SupportsPartition
 from harness.session import ClusterExecutor
-from tests.fakedocker import Docker, install
+from tests.fakes.docker import Docker, install
 
 
 class FakeClock:

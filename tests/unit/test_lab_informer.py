@@ -6,7 +6,7 @@ from __future__ import annotations
 from harness.kube.client import JSON
 from harness.lab.informer import Informer
 from harness.lab.storage import claims_of
-from tests.fakeapi import FakeApiServer, eventually, pod
+from tests.fakes.api import FakeApiServer, eventually, pod
 
 
 def with_claim(p: JSON, claim: str) -> JSON:

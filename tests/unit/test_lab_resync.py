@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from harness.lab.resync import ANNOTATION, Resync, waiting_for_node
-from tests.fakeapi import JSON, FakeApiServer, eventually, node, pod, set_ready
+from tests.fakes.api import JSON, FakeApiServer, eventually, node, pod, set_ready
 
 
 def annotated(api: FakeApiServer, name: str) -> bool:

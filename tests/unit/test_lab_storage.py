@@ -6,7 +6,7 @@ from __future__ import annotations
 from harness.lab.resync import waiting_for_node
 from harness.lab.spec import CSI_DRIVER, VOLUME_GATE
 from harness.lab.storage import StorageController, claims_of
-from tests.fakeapi import JSON, FakeApiServer, eventually, node, pod
+from tests.fakes.api import JSON, FakeApiServer, eventually, node, pod
 
 
 def gated(name: str, node_name: str, claim: str = "data") -> JSON:

@@ -34,7 +34,7 @@ from harness.longevity.records import CYCLES_FILE, read_log
 from harness.longevity.run import RunOptions, run_longevity
 from harness.power.base import PowerDriver, PowerState
 from harness.session import Session, journal_path_for
-from tests.fakeapi import FakeApiServer, node, pod, set_ready
+from tests.fakes.api import FakeApiServer, node, pod, set_ready
 
 NS = "lab"
 RACKS = ("a", "b", "c")

@@ -14,7 +14,7 @@ from harness.errors import WaitTimeout
 from harness.kube.client import ApiError, Credentials, KubeClient
 from harness.kube.observer import LIVE_MARGIN_S, OBSERVER, Observer, gaps, workload_of
 from harness.kube.timeline import Predicate, Timeline, Transition, match
-from tests.fakeapi import JSON, FakeApiServer, node, pod, set_ready, volume_attachment
+from tests.fakes.api import JSON, FakeApiServer, node, pod, set_ready, volume_attachment
 
 FAST = (0.02, 0.2)  # retry backoff for tests
 

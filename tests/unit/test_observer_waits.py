@@ -12,7 +12,7 @@ from harness.errors import WaitTimeout
 from harness.kube import waits
 from harness.kube.observer import Observer
 from harness.kube.timeline import WaitFailed
-from tests.fakeapi import JSON, FakeApiServer, node, pod, set_ready
+from tests.fakes.api import JSON, FakeApiServer, node, pod, set_ready
 
 
 @pytest.fixture

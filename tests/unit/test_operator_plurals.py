@@ -12,8 +12,8 @@ from harness.power.base import PowerState
 from harness.scenario import operator
 from harness.scenario.report import Measurements
 from harness.session import Session
-from tests.fakeapi import FakeApiServer
-from tests.unit.powerfakes import FakeBmcs
+from tests.fakes.api import FakeApiServer
+from tests.fakes.power import FakeBmcs
 
 NODES = ("w1", "w2")
 

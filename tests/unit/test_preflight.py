@@ -14,8 +14,8 @@ from harness.inventory import Inventory, load_inventory
 from harness.kube.client import Credentials, KubeClient
 from harness.power.base import PowerState
 from harness.preflight import PreflightFailed, preflight
-from tests.fakeapi import FakeApiServer, set_ready
-from tests.unit.powerfakes import FakeBmcs, add_nodes, serve_version, write_inventory
+from tests.fakes.api import FakeApiServer, set_ready
+from tests.fakes.power import FakeBmcs, add_nodes, serve_version, write_inventory
 
 
 @pytest.fixture

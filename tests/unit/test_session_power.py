@@ -18,8 +18,8 @@ from harness.kube.timeline import ACTION
 from harness.power.base import PowerState
 from harness.safety import SafetyViolation
 from harness.session import Session, journal_path_for
-from tests.fakeapi import FakeApiServer
-from tests.unit.powerfakes import FakeBmcs, write_inventory
+from tests.fakes.api import FakeApiServer
+from tests.fakes.power import FakeBmcs, write_inventory
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ from harness.inventory import Inventory, load_inventory
 from harness.journal import Journal
 from harness.power.base import PowerState
 from harness.session import STOP_SIGNAL, Session, StoppedByCondition, journal_path_for
-from tests.fakeapi import FakeApiServer
-from tests.unit.powerfakes import FakeBmcs, write_inventory
+from tests.fakes.api import FakeApiServer
+from tests.fakes.power import FakeBmcs, write_inventory
 
 SLO_SECTIONS = """
 prometheus: {url: "http://127.0.0.1:9"}

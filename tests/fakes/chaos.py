@@ -1,7 +1,7 @@
 """A fake kind cluster for the chaostoolkit extension's unit tests.
 
-The fake API server (``tests.fakeapi``) for Kubernetes, the fake docker CLI
-(``tests.fakedocker``) for the kind nodes' power, an inventory file naming both, and the
+The fake API server (``tests.fakes.api``) for Kubernetes, the fake docker CLI
+(``tests.fakes.docker``) for the kind nodes' power, an inventory file naming both, and the
 environment an experiment runs in (``POWERCUT_INVENTORY``, ``POWERCUT_STATE_DIR``).
 Nodes: ``cp1`` and workers ``w1``-``w3`` (kind), ``bmc1`` (Redfish, never reached).
 Pods in ``shop``: Deployment ``web`` on every worker, StatefulSet ``db`` on ``w2``, a
@@ -24,8 +24,8 @@ from harness.inventory import Inventory, load_inventory
 from harness.journal import Journal, JournalEntry
 from harness.kube.client import KubeClient
 from harness.session import journal_path_for
-from tests.fakeapi import JSON, FakeApiServer, node, pod
-from tests.fakedocker import Docker, install
+from tests.fakes.api import JSON, FakeApiServer, node, pod
+from tests.fakes.docker import Docker, install
 
 WORKERS = ("w1", "w2", "w3")
 

@@ -1,5 +1,5 @@
 """Fakes for the power commands' unit tests: BMCs kept in memory, an inventory file and a
-kubeconfig that point at a fake API server (``tests.fakeapi``).
+kubeconfig that point at a fake API server (``tests.fakes.api``).
 
 ``FakeBmcs.install(monkeypatch)`` makes ``driver_for`` hand out :class:`FakeDriver` objects
 in the session, the CLI and the pre-flight, so nothing reaches a network or a clock.
@@ -16,7 +16,7 @@ import pytest
 
 from harness.inventory import NodeSpec
 from harness.power.base import NothingToDo, PowerState, PreparedPower, Unprepared
-from tests import fakeapi
+from tests.fakes import api as fakeapi
 
 #: Nodes of :data:`INVENTORY`: three control-plane nodes and four workers in two racks.
 CONTROL_PLANE = ("cp1", "cp2", "cp3")
