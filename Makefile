@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_FLAGS ?=
 
-.PHONY: venv report-tools lint types layers unit check lab-bin lab-test kind-image kind-test integration features wheel-test fault-test test demo bench clean
+.PHONY: venv report-tools lint types layers unit integration check lab-bin lab-test kind-image kind-test report-test features wheel-test fault-test test demo bench clean
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -23,11 +23,17 @@ types: venv
 layers: venv
 	.venv/bin/lint-imports
 
+## unit: no cluster, no network beyond loopback fakes, no real protocol peers
 unit: venv
-	$(PY) -m pytest tests/unit tests/integration -m "not lab" --ignore=tests/integration/test_report_render.py -q $(PYTEST_FLAGS)
+	$(PY) -m pytest tests/unit -m "not lab" -q $(PYTEST_FLAGS)
 
-## check: lint, types, import layers, unit tests; no lab, fast
-check: lint types layers unit
+## integration: the harness against real protocol peers and tools it can run here (BMC
+## simulators, Prometheus, a driver plugin installed as a package, the kind balancer)
+integration: venv
+	$(PY) -m pytest tests/integration -m "not lab" -q $(PYTEST_FLAGS)
+
+## check: lint, types, import layers, unit and integration tests; no lab, fast
+check: lint types layers unit integration
 
 lab-bin: venv
 	.venv/bin/powercut lab build
@@ -46,8 +52,8 @@ kind-test: kind-image
 	$(PY) -m pytest tests/kind -m kind -v $(PYTEST_FLAGS)
 
 ## the report pipeline end to end: allure-pytest-bdd -> Allure 3 single file -> Chromium
-integration: venv report-tools
-	$(PY) -m pytest tests/integration/test_report_render.py -q $(PYTEST_FLAGS)
+report-test: venv report-tools
+	$(PY) -m pytest tests/report/test_report_render.py -q $(PYTEST_FLAGS)
 
 ## the feature library against a lab of its own, with the HTML report checked in Chromium
 features: lab-bin report-tools
@@ -67,7 +73,7 @@ wheel-test: lab-bin report-tools
 ## test: everything the project checks. The four lab stages each bring up a lab of their own
 ## (own ports, state and journals) and mostly wait on the cluster, so two run side by side
 ## (their output is printed per stage when it ends); the real kubelets come after, alone.
-test: check integration
+test: check report-test
 	$(MAKE) --no-print-directory -j2 --output-sync=target lab-test features wheel-test fault-test
 	$(MAKE) --no-print-directory kind-test
 

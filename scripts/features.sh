@@ -31,4 +31,4 @@ if [ "$status" -ne 0 ]; then
 fi
 # Extra arguments (-k ...) select some scenarios: then the report holds only those.
 POWERCUT_REPORT_DIR="$out" POWERCUT_FEATURES_SELECTED="$*" \
-  .venv/bin/python -m pytest tests/report -q -p no:cacheprovider
+  .venv/bin/python -m pytest tests/report/test_feature_report.py -q -p no:cacheprovider

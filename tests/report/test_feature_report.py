@@ -18,7 +18,7 @@ import pytest
 from pytest_bdd.parser import FeatureParser
 
 from harness.report import browser
-from tests.reportdom import embedded, visible_text
+from tests.report.dom import embedded, visible_text
 
 FEATURES = Path(__file__).resolve().parents[2] / "features"
 STATUS = {"passed": "passed", "failed": "failed", "broken": "broken", "skipped": "skipped"}

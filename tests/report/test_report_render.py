@@ -56,7 +56,7 @@ from harness.report.html import (
 )
 from harness.report.signoff import SignOffResult, sign_off
 from harness.report.summary import summarize
-from tests.reportdom import TreeLeaves, embedded, visible_text
+from tests.report.dom import TreeLeaves, embedded, visible_text
 
 pytestmark = pytest.mark.slow
 
