@@ -88,7 +88,8 @@ def main() -> int:
                 str(per_rack),
             )
             client = KubeClient.from_kubeconfig(state / "kubeconfig")
-            nodes, _ = client.list("/api/v1/nodes")
+            listed, _ = client.list("/api/v1/nodes")
+            nodes = list(listed)
             rows.append((f"lab up, {len(nodes)} nodes Ready, s", t_up, 120, "s"))
             ns = "bench"
             client.create("/api/v1/namespaces", {"metadata": {"name": ns}})

@@ -647,7 +647,7 @@ def child_official(kubeconfig: str, meter: GcMeter) -> JSON:
     from kubernetes import client as kclient
     from kubernetes import config as kconfig
 
-    kconfig.load_kube_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
+    kconfig.load_kube_config(config_file=str(kubeconfig))
     api = kclient.CoreV1Api()
     base = proc_status_mb("VmRSS")
     meter.reset()
@@ -850,6 +850,7 @@ def child_profile(kubeconfig: str, meter: GcMeter, what: str, out_path: str) -> 
 
     from harness.kube import fields as fields_mod
     from harness.kube import observer as observer_mod
+    from harness.kube.observer import watch as watch_mod
 
     report: list[str] = []
     profiles: list[cProfile.Profile] = []
@@ -884,10 +885,10 @@ def child_profile(kubeconfig: str, meter: GcMeter, what: str, out_path: str) -> 
             return decode_page
 
         fields_mod.list_decoder = timed_decoder  # type: ignore[assignment]
-        observer_mod._Watcher._list = timed("list_s", observer_mod._Watcher._list)  # type: ignore[method-assign]
-        observer_mod._Watcher._resync = timed("resync_s", observer_mod._Watcher._resync)  # type: ignore[method-assign]
+        watch_mod._Watcher._list = timed("list_s", watch_mod._Watcher._list)  # type: ignore[method-assign]
+        watch_mod._Watcher._resync = timed("resync_s", watch_mod._Watcher._resync)  # type: ignore[method-assign]
     if what == "tracemalloc":
-        original_list = observer_mod._Watcher._list
+        original_list = watch_mod._Watcher._list
 
         def traced_list(self: Any, client: Any) -> Any:
             res = original_list(self, client)
@@ -908,9 +909,9 @@ def child_profile(kubeconfig: str, meter: GcMeter, what: str, out_path: str) -> 
                     )
             return res
 
-        observer_mod._Watcher._list = traced_list  # type: ignore[method-assign]
+        watch_mod._Watcher._list = traced_list  # type: ignore[method-assign,assignment]
     if what == "cprofile":
-        original = observer_mod._Watcher._run
+        original = watch_mod._Watcher._run
 
         def profiled_run(self: Any) -> None:
             prof = cProfile.Profile()
@@ -921,7 +922,7 @@ def child_profile(kubeconfig: str, meter: GcMeter, what: str, out_path: str) -> 
             finally:
                 prof.disable()
 
-        observer_mod._Watcher._run = profiled_run  # type: ignore[method-assign]
+        watch_mod._Watcher._run = profiled_run  # type: ignore[method-assign]
     client = KubeClient.from_kubeconfig(kubeconfig)
     obs = observer_mod.Observer(client, resources=("nodes", "pods"), sync_timeout_s=900)
     if what == "tracemalloc":

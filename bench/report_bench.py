@@ -259,9 +259,9 @@ def main() -> int:
             rows["longevity-10000"] = {"render_s": round(time.perf_counter() - t0, 1)}
             cases.append(("longevity-10000", index))
         for name, index in cases:
-            files = sorted(p.name for p in index.parent.iterdir() if not p.name.startswith("."))
+            listing = sorted(p.name for p in index.parent.iterdir() if not p.name.startswith("."))
             first, shown = first_render_s(index, blank, args.repeat)
-            one_file = "index.html" in files
+            one_file = "index.html" in listing
             rows[name].update(
                 size_mb=round(index.stat().st_size / 1e6, 2),
                 first_render_s=first,

@@ -28,7 +28,7 @@ import ssl
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -467,7 +467,7 @@ class KubeClient:
         prefetch: bool = False,
         decode: Callable[[bytes], Any] = orjson.loads,
         **params: Any,
-    ) -> Iterator[tuple[builtins.list[JSON], str]]:
+    ) -> Generator[tuple[builtins.list[JSON], str], None, None]:
         """A collection page by page, as (items, resourceVersion of the list): callers that
         keep only a projection can drop each page before the next one is decoded.
 

@@ -276,7 +276,7 @@ class FakeApiServer:
         return self._commit(resource, "ADDED", obj)
 
     def update(
-        self, resource: str, namespace: str, name: str, change: Callable[[JSON], None]
+        self, resource: str, namespace: str, name: str, change: Callable[[JSON], object]
     ) -> JSON:
         """Change an object in place (``change`` mutates a copy) and announce it."""
         with self._cond:
@@ -324,7 +324,7 @@ class FakeApiServer:
             self.compacted_rv = self.rv
             self._trim()
 
-    def expire_watches(self, during: Callable[[], None] | None = None) -> None:
+    def expire_watches(self, during: Callable[[], object] | None = None) -> None:
         """End every open stream with an in-stream ERROR 410; changes made by ``during``
         are never delivered to those streams, and the history is compacted after them."""
         with self._cond:
@@ -565,10 +565,10 @@ class _Handler(BaseHTTPRequestHandler):
             if method == "GET":
                 self._send(200, copy.deepcopy(current))
             elif method == "POST" and sub == "eviction":
-                code = api.eviction_hook(namespace, name) if api.eviction_hook else None
-                if code is not None:
+                hooked = api.eviction_hook(namespace, name) if api.eviction_hook else None
+                if hooked is not None:
                     msg = "Cannot evict pod as it would violate the pod's disruption budget."
-                    self._send(code, _status(code, "TooManyRequests", msg))
+                    self._send(hooked, _status(hooked, "TooManyRequests", msg))
                     return
                 grace = ((body or {}).get("deleteOptions") or {}).get("gracePeriodSeconds")
                 api._delete(resource, key, grace)

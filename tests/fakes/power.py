@@ -88,7 +88,7 @@ class FakeBmcs:
         self.power: dict[str, PowerState] = dict.fromkeys(nodes, PowerState.ON)
         self.calls: list[tuple[str, str]] = []
         self.fail: dict[tuple[str, str], Exception] = {}
-        self.during: dict[tuple[str, str], Callable[[], None]] = {}
+        self.during: dict[tuple[str, str], Callable[[], object]] = {}
         self.options: list[dict[str, Any]] = []
         self._lock = threading.Lock()
 

@@ -105,7 +105,9 @@ def entries(lab: LabHandle) -> list[Any]:
     return Journal.read(path) if path.exists() else []
 
 
-def experiment(tmp: Path, method: list[dict[str, Any]], probe: dict[str, Any]) -> Path:
+def experiment(
+    tmp: Path, method: list[tuple[str, str, str, dict[str, Any]]], probe: dict[str, Any]
+) -> Path:
     def py(module: str, func: str, **arguments: Any) -> dict[str, Any]:
         return {"type": "python", "module": module, "func": func, "arguments": arguments}
 

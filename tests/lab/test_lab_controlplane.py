@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import socket
 import time
@@ -83,7 +84,9 @@ def test_losing_one_control_plane_keeps_the_api(lab: LabHandle) -> None:
         for lease in ("kube-controller-manager", "kube-scheduler"):
             wait_for(
                 f"a live {lease} leader",
-                lambda n=lease: lease_age_s(lab, n) < spec.timing.leader_retry_s + 3,
+                functools.partial(
+                    lambda n: lease_age_s(lab, n) < spec.timing.leader_retry_s + 3, lease
+                ),
                 3 * lease_s,
             )
         wait_for(

@@ -7,6 +7,7 @@ what a dead kubelet causes in a real control plane, and power it back on.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -262,7 +263,10 @@ def test_state_agrees_across_protocols_and_cycle_works(lab: LabHandle) -> None:
             # follows the BMC's answer by a moment).
             after = wait_for(
                 f"{protocol} cycle to restart w-c2's agent",
-                lambda before=before: (pid := agent_pid(lab, "w-c2")) not in (None, before) and pid,
+                functools.partial(
+                    lambda before: (pid := agent_pid(lab, "w-c2")) not in (None, before) and pid,
+                    before,
+                ),
                 timeout_s=5,
             )
             assert after is not None and after != before, f"{protocol} cycle did not restart it"

@@ -38,6 +38,7 @@ def test_live_objects_project_alike_in_full_and_slim(
         handler = _EventHandler(frozenset(str(e.get("reason") or "") for e in full))
     # no fallback: the real objects have the shapes the schema expects
     slim = msgspec.json.Decoder(fields.ListOf[handler.schema]).decode(raw)["items"]
+    assert slim is not None
     assert len(slim) == len(full)
     kept = _schema_paths(handler.schema)
     projected = 0

@@ -4,6 +4,7 @@ restarted API server resumes on another one, with every change delivered and no 
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -68,7 +69,9 @@ def test_a_watch_refused_by_a_restarted_api_server_resumes_on_another(lab: LabHa
             # a kept-alive connection to the killed API server fails once: retried
             wait_for(
                 "a cordon patch accepted",
-                lambda v=value: lab.client.patch(path, {"spec": {"unschedulable": v}}),
+                functools.partial(
+                    lambda v: lab.client.patch(path, {"spec": {"unschedulable": v}}), value
+                ),
                 30,
             )
             flips += 1

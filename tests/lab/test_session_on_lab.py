@@ -144,8 +144,9 @@ def test_sigterm_during_power_off_puts_the_node_back(lab: LabHandle, env: dict[s
 def test_sigkill_leaves_it_to_recover(lab: LabHandle, env: dict[str, str]) -> None:
     proc = _scenario(lab, env)
     try:
-        assert proc.stdout is not None
-        wait_for("the node powered off", lambda: "OFF" in (proc.stdout.readline() or ""), 60)
+        stdout = proc.stdout
+        assert stdout is not None
+        wait_for("the node powered off", lambda: "OFF" in (stdout.readline() or ""), 60)
         proc.kill()
         proc.wait()
     finally:

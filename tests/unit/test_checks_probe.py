@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import socket
 import threading
 import time
@@ -98,7 +99,10 @@ def test_probe_health_waits_for_the_window_and_fails_early_on_a_long_outage() ->
     tl = Timeline(clock)
     for i in range(20):
         clock.call_at(
-            float(i), lambda i=i: tl.record(PROBE, "web", "fail" if 5 <= i < 12 else "ok")
+            float(i),
+            functools.partial(
+                lambda i: tl.record(PROBE, "web", "fail" if 5 <= i < 12 else "ok"), i
+            ),
         )
     m = probe_health(tl, "web", start=0.0, end=19.0, min_success_ratio=0.5)
     assert clock.monotonic() == pytest.approx(19.0)
@@ -107,7 +111,10 @@ def test_probe_health_waits_for_the_window_and_fails_early_on_a_long_outage() ->
     clock2 = FakeClock(start=0.0)
     tl2 = Timeline(clock2)
     for i in range(100):
-        clock2.call_at(float(i), lambda i=i: tl2.record(PROBE, "web", "ok" if i < 5 else "fail"))
+        clock2.call_at(
+            float(i),
+            functools.partial(lambda i: tl2.record(PROBE, "web", "ok" if i < 5 else "fail"), i),
+        )
     with pytest.raises(CheckFailed):
         probe_health(tl2, "web", start=0.0, end=99.0, min_success_ratio=0.0, max_outage_s=10)
     assert clock2.monotonic() == pytest.approx(16.0)  # not 99: gave up once 10 s was exceeded

@@ -190,7 +190,7 @@ class _Tracked(dict[str, Any]):
         super().__init__({k: _track(v, f"{path}.{k}", seen) for k, v in data.items()})
         self._path, self._seen = path, seen
 
-    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, key: str, default: Any = None) -> Any:
         self._seen.add(f"{self._path}.{key}")
         return super().get(key, default)
 

@@ -96,7 +96,7 @@ def test_statistics_match_the_records(tmp_path: Path) -> None:
     assert stats["run"]["statuses"] == {"passed": 39, "missed": 1, "failed": 0}
     assert stats["run"]["stop_reason"] == "40 cycles done"
     for phase in PHASES:
-        values = [c.phases[phase] for c in cycles if c.phases[phase] is not None]
+        values = [v for c in cycles if (v := c.phases[phase]) is not None]
         st = stats["phases"][phase]
         assert st["count"] == len(values)
         assert st["min"] == pytest.approx(min(values), abs=1e-3)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import itertools
 import threading
 import time
@@ -117,7 +118,7 @@ class SimCluster:
 
     # -- scheduling ------------------------------------------------------------------------
 
-    def later(self, delay: float, fn: Callable[[], None]) -> None:
+    def later(self, delay: float, fn: Callable[[], object]) -> None:
         t = threading.Timer(delay, fn)
         t.daemon = True
         with self._lock:
@@ -193,7 +194,9 @@ class SimCluster:
                 self._pod(new, target, ("ReplicaSet", "web-5d8f"), ready=False)
                 self.later(
                     self.timings.replace_ready,
-                    lambda n=new: self.api.update("pods", NS, n, lambda o: set_ready(o, True)),
+                    functools.partial(
+                        self.api.update, "pods", NS, new, lambda o: set_ready(o, True)
+                    ),
                 )
 
     def power_on(self, name: str) -> None:
@@ -219,7 +222,9 @@ class SimCluster:
                         "volumeattachments", "", va, lambda o: o["status"].update(attached=False)
                     )
                     self._pod(pname, name, ("StatefulSet", "quorum"), ready=False)
-                    self.later(self.timings.member_ready, lambda n=pname, v=va: self._member(n, v))
+                    self.later(
+                        self.timings.member_ready, functools.partial(self._member, pname, va)
+                    )
             else:
                 self.api.update("pods", NS, pname, lambda o: set_ready(o, True))
 
@@ -428,7 +433,9 @@ def test_two_cycles_measured_end_to_end(tmp_path: Path, state: Path) -> None:
     assert 0.25 <= (first.phases["not_ready"] or 0) < 2
     assert (first.phases["evacuation"] or 0) >= 0.5
     web = first.detail["workloads"]["lab/Deployment/web"]
-    assert web["affected"] and web["recovery_s"] >= first.phases["evacuation"] - 0.05
+    evacuation = first.phases["evacuation"]
+    assert evacuation is not None
+    assert web["affected"] and web["recovery_s"] >= evacuation - 0.05
     quorum = first.detail["workloads"]["lab/StatefulSet/quorum"]
     assert quorum["from"] == "power-on" and quorum["recovery_s"] is not None
     assert set(first.detail["volumes"]) == {"pv-quorum-1"}  # quorum-1 lived on w-b1

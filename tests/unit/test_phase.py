@@ -4,6 +4,7 @@ Measurements."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -37,7 +38,7 @@ def live(ts: Sequence[Transition], phase: P.Phase, budget_s: float) -> Measureme
     clock = FakeClock(start=T0 - 1)
     tl = Timeline(clock)
     for t in ts:
-        clock.call_at(t.mono, lambda t=t: tl.append(t))
+        clock.call_at(t.mono, functools.partial(tl.append, t))
     return P.await_phase(tl, phase, budget_s=budget_s, expected="it", last_seen=lambda: "-")
 
 
@@ -184,7 +185,7 @@ def test_longevity_cycle_and_scenario_checks_measure_the_same_phases() -> None:
         tl.extend([t for t in ts if t.mono <= at.mono])
         for t in ts:
             if t.mono > at.mono:
-                clock.call_at(t.mono, lambda t=t, tl=tl: tl.append(t))
+                clock.call_at(t.mono, functools.partial(tl.append, t))
         return tl
 
     offline_nr = {x.detail["node"]: x for x in m.each["not_ready"]}
@@ -236,7 +237,7 @@ def test_longevity_and_the_availability_check_count_the_same_pods(survivor_drops
         tl.extend([t for t in ts if t.mono <= t0])
         for t in ts:
             if t.mono > t0:
-                clock.call_at(t.mono, lambda t=t, tl=tl: tl.append(t))
+                clock.call_at(t.mono, functools.partial(tl.append, t))
         online = available_throughout(tl, ns, workload, min_ready=0, start=t0, end=cleanup)
         assert online.detail["lowest"] == row["lowest"]
         offline = availability(ts, ns, workload, start=t0, until=cleanup)

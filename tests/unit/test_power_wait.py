@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
@@ -27,7 +27,9 @@ class FakeClock:
         self.now += seconds
 
 
-def scripted(clock: FakeClock, steps: list[object], cost_s: float = 0.0) -> Callable[[], object]:
+def scripted(
+    clock: FakeClock, steps: Sequence[object], cost_s: float = 0.0
+) -> Callable[[], object]:
     """A probe returning (or raising) ``steps`` in order, each taking ``cost_s``."""
     it: Iterator[object] = iter(steps)
 

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import allure
 import pytest
 
 from harness.inventory import load_inventory
@@ -336,7 +337,7 @@ def test_attach_timeline_attaches_svg(monkeypatch: pytest.MonkeyPatch) -> None:
     def fake_attach(body: str, name: str, attachment_type: Any) -> None:
         calls.append((body, name, attachment_type))
 
-    monkeypatch.setattr(allure_env.allure, "attach", fake_attach)
+    monkeypatch.setattr(allure, "attach", fake_attach)
     allure_env.attach_timeline(
         [{"mono": 1.0, "kind": "Node", "name": "w1", "transition": "observed", "detail": {}}],
         name="timeline w1",
@@ -344,4 +345,4 @@ def test_attach_timeline_attaches_svg(monkeypatch: pytest.MonkeyPatch) -> None:
     ((body, name, kind),) = calls
     assert name == "timeline w1"
     assert body.startswith("<svg ")
-    assert kind == allure_env.allure.attachment_type.SVG
+    assert kind == allure.attachment_type.SVG

@@ -155,11 +155,11 @@ def test_each_then_after_each_when_has_what_it_needs_or_names_the_missing_step()
             step = _Step("Then", str(then.parser.name))
             missing = _needs(then) - provided
             if not missing:
-                fixtures.pytest_bdd_before_step(request, None, None, step, then.step_func)
+                fixtures.pytest_bdd_before_step(request, None, None, step, then.step_func)  # type: ignore[arg-type]
                 checked += 1
                 continue
             with pytest.raises(MissingStep) as err:
-                fixtures.pytest_bdd_before_step(request, None, None, step, then.step_func)
+                fixtures.pytest_bdd_before_step(request, None, None, step, then.step_func)  # type: ignore[arg-type]
             assert err.value.needs in fixtures.NEEDS.values(), err.value
             assert err.value.steps, "names no step that would provide it"
             for named in err.value.steps:  # each step it names provides what is missing

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.reportdom import embedded
+from tests.report.dom import embedded
 
 ROOT = Path(__file__).resolve().parents[2]
 
