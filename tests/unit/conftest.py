@@ -9,7 +9,14 @@ import pytest
 
 from harness.inventory import Inventory, load_inventory
 from tests.fakes.api import FakeApiServer
+from tests.fakes.clock import FakeClock
 from tests.fakes.power import FakeBmcs, add_nodes, write_inventory
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    """A clock that moves only when slept or waited on, or advanced (tests.fakes.clock)."""
+    return FakeClock()
 
 
 @pytest.fixture

@@ -25,17 +25,7 @@ from harness.journal import (
     install_signal_handlers,
     recover,
 )
-
-
-class FakeClock:
-    def __init__(self, start: float = 1_700_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+from tests.fakes.clock import FakeClock
 
 
 class FakeExecutor:
@@ -69,7 +59,7 @@ class FakeExecutor:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(start=1_700_000_000.0)
 
 
 @pytest.fixture

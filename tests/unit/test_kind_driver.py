@@ -21,22 +21,8 @@ from harness.power.base import PowerDriver, PowerState
 from harness.power.factory import driver_for
 from harness.power.kind import KindDriver, SupportsPartition
 from harness.session import ClusterExecutor
+from tests.fakes.clock import FakeClock
 from tests.fakes.docker import Docker, install
-
-
-class FakeClock:
-    """Monotonic time that moves only when slept on."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 @pytest.fixture
@@ -46,7 +32,7 @@ def docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Docker:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(start=0.0)
 
 
 def kind(node: str = "kind-worker", *, clock: FakeClock, **kw: Any) -> KindDriver:

@@ -15,23 +15,9 @@ from harness.power.base import PowerDriver, PowerState
 from harness.power.ipmi import IpmiDriver
 from harness.power.redfish import RedfishDriver
 from harness.power.ssh import SshDriver
+from tests.fakes.clock import FakeClock
 
 PASSWORD = "s3cr3t-Passw0rd"
-
-
-class FakeClock:
-    """A monotonic clock that only moves when slept on (as in test_power_wait)."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def http_error(cls: type[sushy_exc.HTTPError], status: int, message: str) -> sushy_exc.HTTPError:
@@ -123,7 +109,7 @@ def test_ssh_refuses_to_power_on_without_touching_the_network() -> None:
 
 
 def test_redfish_maps_requests_to_reset_types() -> None:
-    clock = FakeClock()
+    clock = FakeClock(start=0.0)
     system = FakeSystem("On", ("On", "ForceOff", "GracefulShutdown", "PowerCycle"))
     driver = fake_redfish(system, clock)
 
@@ -140,12 +126,12 @@ def test_redfish_maps_requests_to_reset_types() -> None:
 
 def test_redfish_cycle_falls_back_to_force_restart() -> None:
     system = FakeSystem("On", ("On", "ForceOff", "ForceRestart"))
-    fake_redfish(system, FakeClock()).cycle()
+    fake_redfish(system, FakeClock(start=0.0)).cycle()
     assert system.resets == ["ForceRestart"]
 
 
 def test_redfish_refuses_a_reset_type_the_system_does_not_allow() -> None:
-    clock = FakeClock()
+    clock = FakeClock(start=0.0)
     system = FakeSystem("On", ("On", "ForceOff"))
 
     with pytest.raises(PermanentError) as caught:
@@ -159,7 +145,7 @@ def test_redfish_refuses_a_reset_type_the_system_does_not_allow() -> None:
 
 
 def test_redfish_state_that_never_changes_ends_in_wait_timeout() -> None:
-    clock = FakeClock()
+    clock = FakeClock(start=0.0)
     system = FakeSystem("On", ("ForceOff",), apply=False)
 
     with pytest.raises(WaitTimeout) as caught:
@@ -173,7 +159,7 @@ def test_redfish_state_that_never_changes_ends_in_wait_timeout() -> None:
 
 
 def test_redfish_401_is_permanent_at_once_and_5xx_is_retried_until_the_deadline() -> None:
-    clock = FakeClock()
+    clock = FakeClock(start=0.0)
     system = FakeSystem("On", ("ForceOff",))
     system.fail_with = http_error(sushy_exc.AccessError, 401, "Incorrect username or password")
 
@@ -189,7 +175,7 @@ def test_redfish_401_is_permanent_at_once_and_5xx_is_retried_until_the_deadline(
 
 
 def test_redfish_error_messages_never_contain_the_password() -> None:
-    clock = FakeClock()
+    clock = FakeClock(start=0.0)
     system = FakeSystem("On", ("ForceOff",))
     system.fail_with = http_error(sushy_exc.BadRequestError, 400, f"bad password {PASSWORD}")
 
@@ -215,6 +201,6 @@ def test_ipmi_translates_completion_codes() -> None:
 
 
 def test_states_map_from_redfish_values() -> None:
-    clock = FakeClock()
+    clock = FakeClock(start=0.0)
     system = FakeSystem("PoweringOff", ("ForceOff",))
     assert fake_redfish(system, clock).state() is PowerState.UNKNOWN

@@ -9,22 +9,7 @@ import pytest
 
 from harness.errors import PermanentError, TemporaryError, WaitTimeout
 from harness.power._wait import Deadline, Secret, redact, retry, wait_until
-
-
-class FakeClock:
-    """A monotonic clock that only moves when slept on; records every pause."""
-
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        assert seconds >= 0
-        self.sleeps.append(seconds)
-        self.now += seconds
+from tests.fakes.clock import FakeClock
 
 
 def scripted(
