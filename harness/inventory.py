@@ -692,8 +692,10 @@ class BudgetsSpec(_Model):
                 seconds = _budgets.parse_duration(raw)
             except ConfigError as exc:
                 raise _FieldError((str(key),), str(exc)) from None
+            if str(key) != _budgets.dashed(name):
+                warnings.warn(_budgets.BudgetSpellingWarning(str(key), name), stacklevel=2)
             if name in out:
-                raise _FieldError((str(key),), f"overrides {name!r} twice")
+                raise _FieldError((str(key),), f"overrides {_budgets.dashed(name)!r} twice")
             out[name] = seconds
         return out
 
@@ -911,6 +913,7 @@ def parse_inventory(
     context = {"base_dir": base_dir or Path.cwd()}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", InlinePasswordWarning)
+        warnings.simplefilter("always", _budgets.BudgetSpellingWarning)
         try:
             inventory = Inventory.model_validate(data, context=context)
         except ValidationError as exc:
@@ -928,6 +931,11 @@ def parse_inventory(
                 )
                 where = ("nodes", index, "power_alternatives", alternative, "password")
             warnings.warn_explicit(message, InlinePasswordWarning, source, _line_of(tree, where))
+        elif isinstance(message, _budgets.BudgetSpellingWarning):
+            where = ("budgets", "overrides", message.written)
+            warnings.warn_explicit(
+                message, _budgets.BudgetSpellingWarning, source, _line_of(tree, where)
+            )
         else:
             warnings.warn_explicit(
                 message, caught_warning.category, caught_warning.filename, caught_warning.lineno

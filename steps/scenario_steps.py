@@ -59,7 +59,7 @@ from harness.scenario.steady import Baseline
 from harness.scenario.targets import Outage, PoweredOn, Targets
 from harness.scenario.workloads import PodInfo, Workload, workload_pods
 from harness.session import Session
-from harness.steps.fixtures import PROVIDED
+from harness.steps.fixtures import PROVIDED, also_provides
 from harness.steps.plugin import seed_of
 from harness.steps.support.limits import TYPES, Limit, Subject
 
@@ -528,6 +528,7 @@ def undo_cut(session: Session, outage: Outage) -> PoweredOn:
 
 @when("the node is rebooted", target_fixture="powered_on")
 @when("the nodes are rebooted", target_fixture="powered_on")
+@also_provides("outage")
 def reboot_nodes(
     request: pytest.FixtureRequest,
     session: Session,
@@ -546,17 +547,22 @@ def reboot_nodes(
 # -- When: the generic failure step, in the spirit of Dell's resiliency suite ------------------
 
 
-@when(
-    _p(
-        "I fail {workers:Amount} worker nodes and {primary:Amount} primary nodes with "
-        "{failure:w} failure for {limit:Limit}"
-    ),
-    target_fixture="outage",
-)
+def _dell(workers: str, primary: str) -> StepParser:
+    return _p(
+        f"I fail {{workers:Amount}} {workers} and {{primary:Amount}} {primary} with "
+        "{failure:Failure} failure for {limit:Limit}"
+    )
+
+
+@when(_dell("worker nodes", "primary nodes"), target_fixture="outage")
+@when(_dell("worker node", "primary nodes"), target_fixture="outage")
+@when(_dell("worker nodes", "primary node"), target_fixture="outage")
+@when(_dell("worker node", "primary node"), target_fixture="outage")
+@also_provides("targets", "powered_on")
 def fail_nodes(
     workers: Amount,
     primary: Amount,
-    failure: str,
+    failure: FailureKind,
     limit: Limit,
     request: pytest.FixtureRequest,
     session: Session,
@@ -574,7 +580,7 @@ def fail_nodes(
     hold the failure for the limit, then bring them back (power on, heal, start the
     kubelet; a reboot comes back by itself). Provides the chosen nodes, the failure and the
     return, so every later step can follow it."""
-    kind = _failure_kind(failure)
+    kind = failure
     seed = seed_of(request.config)
     targets = _chosen(
         choose.select_by_role(
@@ -613,13 +619,6 @@ def fail_nodes(
     _provide(request, "targets", targets)
     _provide(request, "powered_on", back)
     return outage
-
-
-def _failure_kind(text: str) -> FailureKind:
-    try:
-        return FailureKind.parse(text)
-    except ValueError as exc:
-        raise ConfigError(str(exc), field="failure") from None
 
 
 def _hold(kind: FailureKind, nodes: Sequence[str], seconds: float) -> None:

@@ -47,6 +47,20 @@ def default_steps_dir() -> Path:
     return PACKAGE_DIR
 
 
+def selected_features(dirs: list[Path], *, builtin: bool) -> list[Path]:
+    """The feature files a run binds: the built-in ones (unless ``--no-builtin``) and every
+    ``*.feature`` under the ``--features`` directories."""
+    paths: list[Path] = []
+    if builtin:
+        from harness.steps import BUILTIN_FEATURES
+
+        paths += sorted(BUILTIN_FEATURES.glob("*.feature"))
+        paths += sorted((BUILTIN_FEATURES / "longevity").glob("*.feature"))
+    for d in dirs:
+        paths += sorted(d.rglob("*.feature"))
+    return paths
+
+
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = sub.add_parser(
         "run",
@@ -359,6 +373,14 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
         feature_args.append("--no-builtin")
     if args.seed is not None:
         feature_args += ["--seed", str(args.seed)]
+    # Every feature parsed and every sentence matched before anything runs: a typo or a
+    # syntax error is one harness error naming file and line, never a half-run scenario.
+    from harness.steps.check import check_features
+
+    check_features(
+        selected_features(args.features, builtin=not args.no_builtin),
+        steps=args.steps is None,
+    )
     extra = list(extra or [])
     if extra[:1] == ["--"]:
         # `powercut run -i X -- -k rack`: the separator is ours; pytest would read every

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from harness.budgets import Budgets, canonical_budget_name
+from harness.power.base import FailureKind
 from harness.scenario.select import Amount
 
 #: What a limit looks like in a step: ``the <name> budget`` or ``<n> second(s)``.
@@ -111,5 +112,24 @@ SUBJECT_TYPES: Final = {
     ),
 }
 
+class _FailureType:
+    """Converter for ``{failure:Failure}``: one of :class:`FailureKind`'s words (``power``,
+    ``graceful``, ``reboot``, ``partition``, ``kubelet``); any other word is a
+    ``ValueError`` listing them, found when the features are checked, before anything runs."""
+
+    pattern: Final = r"[\w-]+"
+    __name__ = "Failure"
+
+    def __call__(self, text: str) -> FailureKind:
+        return FailureKind.parse(text)
+
+
+parse_failure: Final = _FailureType()
+
 #: ``extra_types`` for :func:`pytest_bdd.parsers.parse`.
-TYPES: Final = {"Limit": parse_limit, "Amount": parse_amount, **SUBJECT_TYPES}
+TYPES: Final = {
+    "Limit": parse_limit,
+    "Amount": parse_amount,
+    "Failure": parse_failure,
+    **SUBJECT_TYPES,
+}

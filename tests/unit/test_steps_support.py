@@ -49,7 +49,7 @@ def test_limit_is_a_named_budget_or_literal_seconds() -> None:
     assert parse_limit("the node-not-ready budget").seconds(fast) == fast.node_not_ready
     assert parse_limit("90 seconds").seconds(fast) == 90.0
     assert parse_limit("1 second").seconds(fast) == 1.0
-    with pytest.raises(ConfigError, match="did you mean 'node_not_ready'"):
+    with pytest.raises(ConfigError, match="did you mean 'node-not-ready'"):
         parse_limit("the node-not-redy budget").seconds(fast)
 
 
