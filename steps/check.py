@@ -85,8 +85,7 @@ def _contexts(kind: str | None = None) -> list[StepFunctionContext]:
     return [
         c
         for c in step_function_context_registry.values()
-        if c.step_func.__module__.startswith("harness.steps")
-        and (kind is None or c.type == kind)
+        if c.step_func.__module__.startswith("harness.steps") and (kind is None or c.type == kind)
     ]
 
 

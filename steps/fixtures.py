@@ -104,6 +104,12 @@ _FIELD = re.compile(r"\{(\w+)(?::[^}]*)?\}")
 PROVIDED = pytest.StashKey[set[str]]()
 
 
+def current_step(request: pytest.FixtureRequest) -> str:
+    """The running step as the feature wrote it (``Then the member is ...``)."""
+    step: str = request.node.stash.get(_STEP, "this step")
+    return step
+
+
 def _provided_by_steps() -> set[str]:
     """Every fixture some step provides (``target_fixture``)."""
     return {
