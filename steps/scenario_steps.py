@@ -971,7 +971,7 @@ def lost_stateless_pods_replaced_ready(
     limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
 ) -> None:
     """As above, for the lost pods without a ReadWriteOnce volume (StatefulSet members and
-    pods whose volume the dead node holds must wait). At least one must have been lost."""
+    pods whose volume the dead node holds must wait). None lost: nothing to judge, skips."""
     _stopped_blocking(timeline, _lost(outage, stateless_only=True), budgets)
     with _within(limit, budgets, "stateless replacements Ready") as seconds:
         phases.replaced_by_ready(
