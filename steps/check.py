@@ -15,7 +15,7 @@ import difflib
 import importlib
 import re
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -171,8 +171,38 @@ def _rows(template: object) -> list[dict[str, str]]:
     return rows or [{}]
 
 
-def check_feature(path: Path, *, steps: bool = True, shown: str | None = None) -> list[Problem]:
-    """The problems of one feature file (``shown``: the name to print for it)."""
+#: Tag prefixes that are Allure labels, not markers.
+LABEL_TAGS = ("epic:", "story:")
+
+
+def _tag_problems(
+    name: str, line: int, tags: Iterable[str], known: Collection[str]
+) -> list[Problem]:
+    out = []
+    for tag in sorted(tags):
+        if tag in known or tag.startswith(LABEL_TAGS):
+            continue
+        out.append(
+            Problem(
+                name,
+                line,
+                f"unknown tag @{tag}: register it with its meaning in your project's "
+                f'powercut.toml ([tags] {tag} = "...") or pyproject.toml '
+                f"([tool.powercut.tags]); registered: " + ", ".join(sorted(known)),
+            )
+        )
+    return out
+
+
+def check_feature(
+    path: Path,
+    *,
+    steps: bool = True,
+    shown: str | None = None,
+    tags: Collection[str] | None = None,
+) -> list[Problem]:
+    """The problems of one feature file (``shown``: the name to print for it; ``tags``: the
+    registered tags, None not to check them)."""
     name = shown or str(path)
     try:
         feature = FeatureParser(str(path.parent), path.name).parse()
@@ -182,9 +212,16 @@ def check_feature(path: Path, *, steps: bool = True, shown: str | None = None) -
         return [Problem(name, 0, f"cannot read: {exc}")]
     if not feature.scenarios:
         return [Problem(name, feature.line_number, "no Scenario in this feature")]
-    if not steps:
-        return []
     problems: dict[tuple[int, str], Problem] = {}
+    if tags is not None:
+        found = _tag_problems(name, feature.line_number, feature.tags, tags)
+        for template in feature.scenarios.values():
+            found += _tag_problems(name, template.line_number, template.tags, tags)
+            for ex in template.examples:
+                found += _tag_problems(name, ex.line_number or 0, ex.tags, tags)
+        problems.update(((p.line, p.message), p) for p in found)
+    if not steps:
+        return sorted(problems.values(), key=lambda p: p.line)
     for template in feature.scenarios.values():
         for row in _rows(template):
             rendered = template.render(row)
@@ -204,9 +241,11 @@ def _with_row(step: Step, row: dict[str, str]) -> str:
     return " (example: " + ", ".join(f"{k}={v}" for k, v in row.items()) + ")"
 
 
-def check_features(paths: Iterable[Path], *, steps: bool = True) -> None:
+def check_features(
+    paths: Iterable[Path], *, steps: bool = True, tags: Collection[str] | None = None
+) -> None:
     """Raise :class:`FeaturesDoNotParse` listing every problem of ``paths``."""
-    problems = [p for path in paths for p in check_feature(path, steps=steps)]
+    problems = [p for path in paths for p in check_feature(path, steps=steps, tags=tags)]
     if problems:
         raise FeaturesDoNotParse(problems)
 

@@ -158,3 +158,48 @@ def test_powercut_run_dry_run_of_good_features_still_lists_them(
     argv = ["run", "-i", str(env), "--features", str(mine), "--no-builtin", "--dry-run"]
     assert main(argv) == EXIT_PASSED, capfd.readouterr().err
     assert "test_fail_" in capfd.readouterr().out
+
+
+TAGGED = """\
+@epic:node-failure @storage
+Feature: A tag of the user's own
+
+  @critical
+  Scenario: tagged
+    Given the cluster is in steady state
+"""
+
+
+@pytest.mark.parametrize("where", ["pyproject.toml", "powercut.toml"])
+def test_a_project_registers_its_own_tags_without_editing_the_package(
+    tmp_path: Path,
+    env: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    where: str,
+) -> None:
+    project = tmp_path / "project"
+    features = project / "features"
+    features.mkdir(parents=True)
+    (features / "tagged.feature").write_text(TAGGED)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    argv = ["run", "-i", str(env), "--features", str(features), "--no-builtin", "--dry-run"]
+    assert main(argv) == EXIT_HARNESS
+    err = capfd.readouterr().err
+    assert f"{features / 'tagged.feature'}:2: unknown tag @storage" in err
+    assert "[tool.powercut.tags]" in err and "needs_bmc" in err  # how, and what exists
+    table = "[tags]" if where == "powercut.toml" else "[tool.powercut.tags]"
+    (project / where).write_text(f'{table}\nstorage = "exercises the storage tier"\n')
+    assert main(argv) == EXIT_PASSED, capfd.readouterr().err
+    assert "test_tagged" in capfd.readouterr().out  # pytest (--strict-markers) took it too
+
+
+def test_a_bad_tag_table_names_the_file_and_the_key(tmp_path: Path) -> None:
+    from harness.errors import ConfigError
+    from harness.steps.support.tags import project_tags
+
+    (tmp_path / "powercut.toml").write_text('[tags]\n"bad tag" = "x"\n')
+    with pytest.raises(ConfigError, match=r"powercut.toml:tags.bad tag"):
+        project_tags([tmp_path])
