@@ -390,6 +390,33 @@ def value_tables() -> list[str]:
     return out
 
 
+def tag_table() -> list[str]:
+    """powercut's own tags and how a project registers its own."""
+    from harness.pytest_plugin import MARKERS
+
+    out = [
+        "## Tags",
+        "",
+        "Feature and scenario tags are pytest markers; `powercut run` refuses a tag nobody "
+        "registered (naming file and line) before anything runs. `@epic:<slug>` and "
+        "`@story:<slug>` are Allure labels, not markers. Register your own, with their "
+        "meaning, in your project (no package edit): `powercut.toml` (`[tags]`) or "
+        "`pyproject.toml` (`[tool.powercut.tags]`), in the features directory or one above "
+        "it, or in the current directory:",
+        "",
+        "```toml",
+        "[tool.powercut.tags]",
+        'storage = "exercises the storage tier"',
+        "```",
+        "",
+        "| tag | meaning |",
+        "|---|---|",
+    ]
+    out += [f"| `@{name}` | {meaning} |" for name, meaning in MARKERS.items() if name != "lab"]
+    out.append("")
+    return out
+
+
 def budget_table() -> list[str]:
     names = budget_names()
     profiles = list(PROFILES)
@@ -451,6 +478,7 @@ def render(modules: Iterable[str] | None = None) -> str:
             out += [f"## {step_type.capitalize()}", ""]
             for d in these:
                 out += entry(d)
+    out += tag_table()
     out += budget_table()
     return "\n".join(out).rstrip() + "\n"
 
@@ -458,7 +486,7 @@ def render(modules: Iterable[str] | None = None) -> str:
 def search(words: Iterable[str]) -> str:
     """The entries whose sentences or description hold every word (case-insensitive); the
     value tables when a word names one (``amounts``, ``budgets``, ``failure``,
-    ``subjects``, ``outline``)."""
+    ``subjects``, ``tags``, ``outline``)."""
     wanted = [w.lower() for w in words]
     if not wanted:
         return render()
@@ -468,6 +496,7 @@ def search(words: Iterable[str]) -> str:
         "failure": value_tables,
         "subject": value_tables,
         "budget": budget_table,
+        "tag": tag_table,
     }
     shown: set[str] = set()
     for w in wanted:

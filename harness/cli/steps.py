@@ -14,7 +14,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "the values it accepts, what it provides and needs, where its measurements start, "
         "whether it skips or fails with nothing to judge, and lab/kind/real-machine "
         "differences. With WORDS, only the entries whose sentences or description hold all "
-        "of them; a single word 'amounts', 'failure', 'subjects', 'budgets' or 'outline' "
+        "of them; a single word 'amounts', 'failure', 'subjects', 'tags', 'budgets' or "
+        "'outline' "
         "prints that table too. The same text as docs/steps.md, from the installed package.",
     )
     p.add_argument("words", nargs="*", metavar="WORDS", help="words to look for")
