@@ -26,7 +26,7 @@ from harness.power.base import FailureKind
 from harness.scenario.select import ALL_WORDS
 from harness.steps.fixtures import NEEDS, provided_by
 from harness.steps.plugin import pytest_plugins as STEP_MODULES
-from harness.steps.support.limits import AMOUNT_PATTERN, SUBJECT_TYPES, Subject
+from harness.steps.support.limits import AMOUNT_PATTERN, SUBJECT_TYPES, Limit, Subject
 
 STEP_TYPES = ("given", "when", "then")
 
@@ -299,7 +299,40 @@ def _starts(d: StepDoc) -> list[str]:
     return rows
 
 
-def entry(d: StepDoc) -> list[str]:
+def builtin_limits() -> dict[str, list[str]]:
+    """For each step function, the limits the built-in features give it (``the
+    pod-rescheduled budget``), most used first: which budget fits a step, from use."""
+    from collections import Counter
+
+    from pytest_bdd.parser import FeatureParser
+
+    from harness.steps import BUILTIN_FEATURES
+
+    for module in step_modules():
+        importlib.import_module(module)
+    used: dict[str, Counter[str]] = {}
+    contexts = [
+        c
+        for c in step_function_context_registry.values()
+        if c.step_func.__module__.startswith("harness.steps")
+    ]
+    for path in sorted(BUILTIN_FEATURES.rglob("*.feature")):
+        feature = FeatureParser(str(path.parent), path.name).parse()
+        for template in feature.scenarios.values():
+            rows = [r for ex in template.examples for r in ex.as_contexts()] or [{}]
+            for row in rows:
+                for step in template.render(row).steps:
+                    for c in contexts:
+                        if c.type == step.type and c.parser.is_matching(step.name):
+                            args = c.parser.parse_arguments(step.name) or {}
+                            for value in args.values():
+                                if isinstance(value, Limit):
+                                    name = c.step_func.__name__
+                                    used.setdefault(name, Counter())[value.text] += 1
+    return {name: [t for t, _ in counts.most_common()] for name, counts in used.items()}
+
+
+def entry(d: StepDoc, limits: dict[str, list[str]] | None = None) -> list[str]:
     """One step's entry, Markdown lines."""
     out = [f"### {sentence(d.sentences[0])}", ""]
     for alt in d.sentences[1:]:
@@ -318,6 +351,9 @@ def entry(d: StepDoc) -> list[str]:
         rule = _THEN_RULE
     if rule:
         facts.append("**Nothing to act on or judge:** " + rule)
+    used = (limits or {}).get(d.function)
+    if used:
+        facts.append("**Limit in the built-in features:** " + ", ".join(f"`{u}`" for u in used))
     if d.function in DIFFERENCES:
         facts.append("**Lab, kind, real machines:** " + DIFFERENCES[d.function])
     out += [f"- {f}" for f in facts]
@@ -472,12 +508,13 @@ def render(modules: Iterable[str] | None = None) -> str:
         "",
     ]
     out += value_tables()
+    limits = builtin_limits()
     for step_type in STEP_TYPES:
         these = [d for d in docs if d.type == step_type]
         if these:
             out += [f"## {step_type.capitalize()}", ""]
             for d in these:
-                out += entry(d)
+                out += entry(d, limits)
     out += tag_table()
     out += budget_table()
     return "\n".join(out).rstrip() + "\n"
@@ -506,8 +543,9 @@ def search(words: Iterable[str]) -> str:
                 shown.add(make.__name__)
     if wanted == ["outline"]:
         out += ["## A Scenario Outline", "", OUTLINE_EXAMPLE, ""]
+    limits = builtin_limits()
     for d in collect(step_modules()):
         text = " ".join((*d.sentences, d.doc, d.function)).lower()
         if all(re.search(rf"(?<!\w){re.escape(w)}(?!\w)", text) for w in wanted):
-            out += [f"## {d.type.capitalize()}", *entry(d)]
+            out += [f"## {d.type.capitalize()}", *entry(d, limits)]
     return "\n".join(out).rstrip() + "\n" if out else ""

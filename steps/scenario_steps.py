@@ -1456,7 +1456,11 @@ def back_to_steady_state(
 ) -> None:
     """Every node as found (Ready, same cordon flag and taints), every workload fully Ready
     with nothing Terminating, every volume attached once, every service answering; measured
-    from the harness's last action (power-on, uncordon, untaint)."""
+    from the harness's last recorded action (a request or its acknowledgement), whatever it
+    was: normally the return (power-on, heal, kubelet start, uncordon, untaint); in a
+    scenario with no return step, the failure's own last action (its limit then covers the
+    armed heal or kubelet start too); with no action at all, from the steady state found
+    at the start."""
     seconds = limit.seconds(budgets)
     last = timeline.last(ACTION)
     start = last.mono if last is not None else baseline.at_mono
