@@ -378,10 +378,11 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     # syntax error is one harness error naming file and line, never a half-run scenario.
     from harness.pytest_plugin import MARKERS
     from harness.steps.check import check_features
-    from harness.steps.support.tags import project_tags
+    from harness.steps.support.tags import project_tags, pytest_markers
 
     own = args.steps is None  # --steps DIR may define steps and tags of its own
-    tags = {*MARKERS, *project_tags([*args.features, Path.cwd()])} if own else None
+    starts = [*args.features, Path.cwd()]
+    tags = {*MARKERS, *project_tags(starts), *pytest_markers(starts)} if own else None
     check_features(
         selected_features(args.features, builtin=not args.no_builtin), steps=own, tags=tags
     )

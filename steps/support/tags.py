@@ -15,11 +15,13 @@ then its parents, and in the current directory and its parents):
       [tool.powercut.tags]
       storage = "exercises the storage tier"
 
-A project that runs plain ``pytest`` may also use pytest's own ``markers`` ini option.
+Markers registered with pytest's own ``markers`` ini option (``[tool.pytest.ini_options]``
+of a pyproject.toml, ``[pytest]`` of a pytest.ini) count too.
 """
 
 from __future__ import annotations
 
+import configparser
 import re
 import tomllib
 from collections.abc import Iterable
@@ -54,6 +56,50 @@ def _tags_of(path: Path) -> dict[str, str] | None:
                 field=f"{field}.{name}",
             )
         out[name] = meaning.strip()
+    return out
+
+
+def _pytest_markers(path: Path) -> dict[str, str]:
+    """The markers pytest's own ini registers (``markers = ["name: meaning", ...]`` in
+    ``[tool.pytest.ini_options]`` of a pyproject.toml, ``[pytest] markers =`` of a
+    pytest.ini): a project that registers its tags for pytest has them registered here too."""
+    lines: list[str] = []
+    try:
+        if path.name == "pyproject.toml":
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            section = data.get("tool", {}).get("pytest", {}).get("ini_options", {})
+            given = section.get("markers") if isinstance(section, dict) else None
+            lines = [str(m) for m in given] if isinstance(given, list) else []
+        else:
+            parser = configparser.ConfigParser()
+            parser.read_string(path.read_text(encoding="utf-8"))
+            if parser.has_option("pytest", "markers"):
+                lines = parser.get("pytest", "markers").splitlines()
+    except (OSError, tomllib.TOMLDecodeError, configparser.Error):
+        return {}
+    out = {}
+    for line in lines:
+        name, _, meaning = line.strip().partition(":")
+        name = name.split("(")[0].strip()
+        if _NAME.match(name):
+            out[name] = meaning.strip() or name
+    return out
+
+
+def pytest_markers(starts: Iterable[Path]) -> dict[str, str]:
+    """Every marker a pytest ini (pyproject.toml, pytest.ini) registers, from each start
+    upwards (the nearest directory that registers any): name -> meaning."""
+    out: dict[str, str] = {}
+    for start in starts:
+        for d in (start.resolve(), *start.resolve().parents):
+            found: dict[str, str] = {}
+            for name in ("pytest.ini", "pyproject.toml"):
+                if (d / name).is_file():
+                    found.update(_pytest_markers(d / name))
+            if found:
+                for k, v in found.items():
+                    out.setdefault(k, v)
+                break
     return out
 
 

@@ -170,7 +170,7 @@ Feature: A tag of the user's own
 """
 
 
-@pytest.mark.parametrize("where", ["pyproject.toml", "powercut.toml"])
+@pytest.mark.parametrize("where", ["pyproject.toml", "powercut.toml", "pytest.ini"])
 def test_a_project_registers_its_own_tags_without_editing_the_package(
     tmp_path: Path,
     env: Path,
@@ -190,8 +190,12 @@ def test_a_project_registers_its_own_tags_without_editing_the_package(
     err = capfd.readouterr().err
     assert f"{features / 'tagged.feature'}:2: unknown tag @storage" in err
     assert "[tool.powercut.tags]" in err and "needs_bmc" in err  # how, and what exists
-    table = "[tags]" if where == "powercut.toml" else "[tool.powercut.tags]"
-    (project / where).write_text(f'{table}\nstorage = "exercises the storage tier"\n')
+    if where == "pytest.ini":  # pytest's own registration counts too
+        text = "[pytest]\nmarkers =\n    storage: exercises the storage tier\n"
+    else:
+        table = "[tags]" if where == "powercut.toml" else "[tool.powercut.tags]"
+        text = f'{table}\nstorage = "exercises the storage tier"\n'
+    (project / where).write_text(text)
     assert main(argv) == EXIT_PASSED, capfd.readouterr().err
     assert "test_tagged" in capfd.readouterr().out  # pytest (--strict-markers) took it too
 
