@@ -1,4 +1,4 @@
-@epic:node-failure @disruptive @serial
+@epic:node-failure @disruptive @needs_ssh @serial
 Feature: The kubelet stops while its containers keep running
   A kubelet that stops (a crash, a bad upgrade, an operator's mistake) stops renewing the
   node's lease: the node goes NotReady and is tainted unreachable like a partitioned one,

@@ -1,4 +1,4 @@
-@epic:node-failure @disruptive @serial
+@epic:node-failure @disruptive @needs_ssh @serial
 Feature: Network partition: a node cut off from the API server keeps running
   The node stays powered on (its BMC reads On) and its pods keep running and writing, but
   it no longer reaches the API server: Kubernetes sees what it sees of a dead node (the

@@ -32,10 +32,12 @@ from harness.errors import ConfigError
 
 __all__ = [
     "PROFILES",
+    "BudgetSpellingWarning",
     "Budgets",
     "budget_for",
     "budget_names",
     "canonical_budget_name",
+    "dashed",
     "parse_duration",
     "profile",
 ]
@@ -218,6 +220,24 @@ def profile(name: str, *, source: str = "", field: str = "") -> Budgets:
 _SEPARATORS = re.compile(r"[\s\-_]+")
 
 
+def dashed(name: str) -> str:
+    """A budget's one written spelling: ``node_not_ready`` -> ``node-not-ready`` (as in a
+    step's ``the node-not-ready budget``, an inventory's ``budgets.overrides`` and the docs)."""
+    return name.replace("_", "-")
+
+
+class BudgetSpellingWarning(UserWarning):
+    """A budget name written otherwise than with dashes: read, but say the right key."""
+
+    def __init__(self, written: str, name: str) -> None:
+        self.written = written
+        self.name = name
+        super().__init__(
+            f"budget {written!r}: read as {dashed(name)!r}; write budget names with dashes "
+            f"({dashed(name)!r}), as the steps and the docs do"
+        )
+
+
 def canonical_budget_name(name: str, *, source: str = "", field: str = "") -> str:
     """The field name of a budget written the way people write it.
 
@@ -234,9 +254,9 @@ def canonical_budget_name(name: str, *, source: str = "", field: str = "") -> st
     if key in _FIELDS:
         return key
     close = difflib.get_close_matches(key, _FIELDS, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    hint = f" (did you mean {dashed(close[0])!r}?)" if close else ""
     raise ConfigError(
-        f"unknown budget {name!r}{hint}; valid budgets: {', '.join(_FIELDS)}",
+        f"unknown budget {name!r}{hint}; valid budgets: {', '.join(map(dashed, _FIELDS))}",
         source=source,
         field=field,
     )

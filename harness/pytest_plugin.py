@@ -19,8 +19,12 @@ MARKERS = {
     "lab": "needs the embedded lab cluster",
     "disruptive": "powers nodes off or otherwise disturbs the cluster",
     "slow": "takes more than a few seconds",
-    "needs_bmc": "needs BMC endpoints (real or the lab's)",
+    "needs_bmc": "switches power through each node's BMC (IPMI or Redfish; the lab's and "
+    "kind's stand-ins): power loss, graceful shutdown, power-on, reboot",
+    "needs_ssh": "acts on the node itself over SSH (kind: in its container; the lab: its "
+    "simulation): network partition, kubelet stop",
     "serial": "must not run in parallel with other disruptive tests",
+    "kind": "written for real kubelets in a kind cluster (features/kind)",
     # Allure severities, written as feature tags (@critical); steps/scenario_steps.py also turns
     # them into the Allure severity label.
     "blocker": "severity: the cluster cannot be released if this fails",

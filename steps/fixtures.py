@@ -23,9 +23,9 @@ import inspect
 import random
 import re
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import allure
 import pytest
@@ -108,12 +108,18 @@ _FIELD = re.compile(r"\{(\w+)(?::[^}]*)?\}")
 PROVIDED = pytest.StashKey[set[str]]()
 
 
+def current_step(request: pytest.FixtureRequest) -> str:
+    """The running step as the feature wrote it (``Then the member is ...``)."""
+    step: str = request.node.stash.get(_STEP, "this step")
+    return step
+
+
 def _provided_by_steps() -> set[str]:
     """Every fixture some step provides (``target_fixture``)."""
     return {
-        ctx.target_fixture
+        name
         for ctx in step_function_context_registry.values()
-        if ctx.target_fixture is not None
+        for name in provided_by(ctx.step_func, ctx.target_fixture)
     }
 
 
@@ -152,11 +158,9 @@ def pytest_bdd_after_step(
     step_func_args: object,
 ) -> None:
     provided = request.node.stash.setdefault(PROVIDED, set())
-    provided.update(
-        ctx.target_fixture
-        for ctx in step_function_context_registry.values()
-        if ctx.step_func is step_func and ctx.target_fixture is not None
-    )
+    for ctx in step_function_context_registry.values():
+        if ctx.step_func is step_func:
+            provided.update(provided_by(step_func, ctx.target_fixture))
 
 
 #: What each provided fixture stands for, in a step-order error.
@@ -174,14 +178,39 @@ NEEDS = {
 }
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+_ALSO = "__powercut_also_provides__"
+
+
+def also_provides(*fixtures: str) -> Callable[[F], F]:
+    """Mark a step that provides ``fixtures`` besides its ``target_fixture`` (it injects
+    them itself): the Dell-style step provides the chosen nodes and the return too, a
+    reboot the failure. Put it below the step decorators."""
+
+    def mark(func: F) -> F:
+        setattr(func, _ALSO, tuple(fixtures))
+        return func
+
+    return mark
+
+
+def provided_by(step_func: object, target_fixture: str | None) -> tuple[str, ...]:
+    """Every fixture a step function provides: its ``target_fixture`` and the ones marked
+    with :func:`also_provides`, once each."""
+    also: tuple[str, ...] = getattr(step_func, _ALSO, ())
+    first = (target_fixture,) if target_fixture else ()
+    return tuple(dict.fromkeys((*first, *also)))
+
+
 def providers(fixture: str) -> list[str]:
-    """The sentences of every step that provides ``fixture`` (``target_fixture``), as a
-    feature writes them (``{limit:Limit}`` shows as ``<limit>``)."""
+    """The sentences of every step that provides ``fixture`` (``target_fixture`` or
+    :func:`also_provides`), as a feature writes them (``{limit:Limit}`` shows as
+    ``<limit>``)."""
     order = {"given": 0, "when": 1, "then": 2}
     found = {
         (order.get(ctx.type or "", 3), (ctx.type or "").capitalize(), ctx.parser.name)
         for ctx in step_function_context_registry.values()
-        if ctx.target_fixture == fixture
+        if fixture in provided_by(ctx.step_func, ctx.target_fixture)
     }
     return [f"{kind} {_FIELD.sub(_as_placeholder, text)}" for _, kind, text in sorted(found)]
 

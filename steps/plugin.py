@@ -72,6 +72,17 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     _config = config
+    from harness.steps.support.tags import project_tags, pytest_markers
+
+    try:
+        tags = project_tags([*_dirs, Path.cwd()])
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    for name, (meaning, path) in tags.items():
+        config.addinivalue_line("markers", f"{name}: {meaning} (registered in {path})")
+    # the features directories' own pytest ini markers (pytest reads only its rootdir's)
+    for name, meaning in pytest_markers(_dirs).items():
+        config.addinivalue_line("markers", f"{name}: {meaning}")
     given = config.getoption("powercut_seed")
     config.stash[SEED] = given if given is not None else random.SystemRandom().randrange(2**31)
 

@@ -47,7 +47,7 @@ from harness.kube.observer import Observer
 from harness.kube.timeline import ACTION, Timeline, Transition, match
 from harness.power.base import FailureKind
 from harness.power.factory import available_protocols
-from harness.scenario import jobs, operator, phases, starts, steady
+from harness.scenario import jobs, operator, phases, starts, steady, subjects
 from harness.scenario import lost as L
 from harness.scenario import targets as choose
 from harness.scenario.apiprobe import API_PROBE, ETCD_PROBE, ApiProber, longest_outage
@@ -59,7 +59,7 @@ from harness.scenario.steady import Baseline
 from harness.scenario.targets import Outage, PoweredOn, Targets
 from harness.scenario.workloads import PodInfo, Workload, workload_pods
 from harness.session import Session
-from harness.steps.fixtures import PROVIDED
+from harness.steps.fixtures import PROVIDED, also_provides, current_step
 from harness.steps.plugin import seed_of
 from harness.steps.support.limits import TYPES, Limit, Subject
 
@@ -104,9 +104,42 @@ def _lost(outage: Outage, *, stateless_only: bool = False) -> list[PodInfo]:
     return [p for p in pods if p.stateless] if stateless_only else pods
 
 
-def _about(outage: Outage, pods: Subject) -> Sequence[PodInfo]:
-    """The lost pods a step is about: all of them, or the one the scenario chose."""
-    return outage.subjects if pods is Subject.CHOSEN else _lost(outage)
+def _about(
+    request: pytest.FixtureRequest,
+    outage: Outage,
+    pods: Subject,
+    workloads: Sequence[Workload],
+    plural: str,
+) -> Sequence[PodInfo]:
+    """The lost pods a step is about: all of them, or the one its subject phrase names
+    (``plural``: the step's form for every lost pod, named when the phrase is ambiguous)."""
+    if pods is Subject.LOST:
+        return _lost(outage)
+    return (_subject(request, outage, pods, workloads, plural),)
+
+
+def _subject(
+    request: pytest.FixtureRequest,
+    outage: Outage,
+    pods: Subject,
+    workloads: Sequence[Workload],
+    plural: str,
+) -> PodInfo:
+    """The one lost pod "the member" / "the singleton" stands for, whatever chose the nodes
+    (:mod:`harness.scenario.subjects`): several are a harness error naming ``plural``, none
+    one naming the Givens that provide such a pod."""
+    return subjects.resolve(outage, pods.kind, workloads, step=current_step(request), plural=plural)
+
+
+def _members(outage: Outage, workloads: Sequence[Workload]) -> Sequence[PodInfo]:
+    """Every lost StatefulSet member (the chosen one first, if the target step chose one);
+    none is a harness error naming the Givens that provide one."""
+    found = subjects.candidates(outage, subjects.SubjectKind.MEMBER, workloads)
+    if not found:
+        raise NothingToMeasure(
+            f"no StatefulSet member ran on the lost nodes ({', '.join(outage.nodes)})"
+        )
+    return found
 
 
 def _workload(baseline: Baseline, pod: PodInfo) -> Workload:
@@ -528,6 +561,7 @@ def undo_cut(session: Session, outage: Outage) -> PoweredOn:
 
 @when("the node is rebooted", target_fixture="powered_on")
 @when("the nodes are rebooted", target_fixture="powered_on")
+@also_provides("outage")
 def reboot_nodes(
     request: pytest.FixtureRequest,
     session: Session,
@@ -546,17 +580,22 @@ def reboot_nodes(
 # -- When: the generic failure step, in the spirit of Dell's resiliency suite ------------------
 
 
-@when(
-    _p(
-        "I fail {workers:Amount} worker nodes and {primary:Amount} primary nodes with "
-        "{failure:w} failure for {limit:Limit}"
-    ),
-    target_fixture="outage",
-)
+def _dell(workers: str, primary: str) -> StepParser:
+    return _p(
+        f"I fail {{workers:Amount}} {workers} and {{primary:Amount}} {primary} with "
+        "{failure:Failure} failure for {limit:Limit}"
+    )
+
+
+@when(_dell("worker nodes", "primary nodes"), target_fixture="outage")
+@when(_dell("worker node", "primary nodes"), target_fixture="outage")
+@when(_dell("worker nodes", "primary node"), target_fixture="outage")
+@when(_dell("worker node", "primary node"), target_fixture="outage")
+@also_provides("targets", "powered_on")
 def fail_nodes(
     workers: Amount,
     primary: Amount,
-    failure: str,
+    failure: FailureKind,
     limit: Limit,
     request: pytest.FixtureRequest,
     session: Session,
@@ -574,7 +613,7 @@ def fail_nodes(
     hold the failure for the limit, then bring them back (power on, heal, start the
     kubelet; a reboot comes back by itself). Provides the chosen nodes, the failure and the
     return, so every later step can follow it."""
-    kind = _failure_kind(failure)
+    kind = failure
     seed = seed_of(request.config)
     targets = _chosen(
         choose.select_by_role(
@@ -613,13 +652,6 @@ def fail_nodes(
     _provide(request, "targets", targets)
     _provide(request, "powered_on", back)
     return outage
-
-
-def _failure_kind(text: str) -> FailureKind:
-    try:
-        return FailureKind.parse(text)
-    except ValueError as exc:
-        raise ConfigError(str(exc), field="failure") from None
 
 
 def _hold(kind: FailureKind, nodes: Sequence[str], seconds: float) -> None:
@@ -864,15 +896,24 @@ def pods_terminating(
         phases.pods_terminating(timeline, outage, seconds, measurements, budgets)
 
 
-@then(_p("the member is Terminating within {limit:Limit}"))
-@then(_p("the singleton is Terminating within {limit:Limit}"))
+@then(_p("{pod:One} is Terminating within {limit:Limit}"))
 def subject_terminating(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+    pod: Subject,
+    limit: Limit,
+    request: pytest.FixtureRequest,
+    outage: Outage,
+    workloads: tuple[Workload, ...],
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
 ) -> None:
-    """The pod the scenario is about gets a deletionTimestamp, measured from its node's
-    unreachable NoExecute taint, which it waits for first."""
-    with _within(limit, budgets, lambda: f"{outage.targets.subject.ref} Terminating") as seconds:
-        phases.subject_terminating(timeline, outage, seconds, measurements, budgets)
+    """The pod the scenario is about ("the member", "the singleton") gets a
+    deletionTimestamp, measured from its node's unreachable NoExecute taint, which it waits
+    for first."""
+    plural = "Then every lost node's pods are Terminating within <limit>"
+    one = _subject(request, outage, pod, workloads, plural)
+    with _within(limit, budgets, f"{one.ref} Terminating") as seconds:
+        phases.subject_terminating(timeline, outage, one, seconds, measurements, budgets)
 
 
 @then(_p("the lost pods are deleted within {limit:Limit}"))
@@ -894,6 +935,8 @@ def lost_pods_deleted(
 def lost_pods_rescheduled(
     pods: Subject,
     limit: Limit,
+    request: pytest.FixtureRequest,
+    workloads: tuple[Workload, ...],
     outage: Outage,
     timeline: Timeline,
     budgets: Budgets,
@@ -903,7 +946,8 @@ def lost_pods_rescheduled(
     not lost, measured from when the lost pod stopped blocking it (Deployment: Terminating;
     StatefulSet: gone). Scheduled, not Ready: a replacement that needs a volume the dead
     node holds cannot start yet."""
-    about = _about(outage, pods)
+    plural = "Then every lost pod is rescheduled on another node within <limit>"
+    about = _about(request, outage, pods, workloads, plural)
     _stopped_blocking(timeline, about, budgets)
     with _within(limit, budgets, "replacements scheduled") as seconds:
         phases.rescheduled(timeline, about, outage, seconds, measurements)
@@ -927,7 +971,7 @@ def lost_stateless_pods_replaced_ready(
     limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
 ) -> None:
     """As above, for the lost pods without a ReadWriteOnce volume (StatefulSet members and
-    pods whose volume the dead node holds must wait). At least one must have been lost."""
+    pods whose volume the dead node holds must wait). None lost: nothing to judge, skips."""
     _stopped_blocking(timeline, _lost(outage, stateless_only=True), budgets)
     with _within(limit, budgets, "stateless replacements Ready") as seconds:
         phases.replaced_by_ready(
@@ -939,6 +983,8 @@ def lost_stateless_pods_replaced_ready(
 def replacements_ready(
     pods: Subject,
     limit: Limit,
+    request: pytest.FixtureRequest,
+    workloads: tuple[Workload, ...],
     outage: Outage,
     timeline: Timeline,
     budgets: Budgets,
@@ -947,7 +993,8 @@ def replacements_ready(
     """Each replacement (of every lost pod, or of the singleton) is Ready, measured from
     when it could start: scheduled and, if it mounts a ReadWriteOnce volume, that volume
     attached to its node."""
-    about = _about(outage, pods)
+    plural = "Then every lost pod's replacement is Ready within <limit>"
+    about = _about(request, outage, pods, workloads, plural)
     with _waiting("replacements scheduled, their volumes attached", budgets.recovery):
         starts.replacement_volumes_attached(timeline, about, outage, budgets.recovery)
     with _within(limit, budgets, "replacements Ready") as seconds:
@@ -961,6 +1008,8 @@ def replacements_ready(
 def lost_volumes_multi_attach(
     pods: Subject,
     limit: Limit,
+    request: pytest.FixtureRequest,
+    workloads: tuple[Workload, ...],
     outage: Outage,
     timeline: Timeline,
     budgets: Budgets,
@@ -969,7 +1018,10 @@ def lost_volumes_multi_attach(
     """For each ReadWriteOnce volume the lost node held (of every lost pod, or of the
     singleton), the replacement pod gets a "Multi-Attach error" event, measured from when
     the lost pod stopped blocking it; the messages are attached to the report."""
-    about = _about(outage, pods)
+    plural = (
+        "Then every ReadWriteOnce volume of a lost pod reports a Multi-Attach error within <limit>"
+    )
+    about = _about(request, outage, pods, workloads, plural)
     held = [p for p, _ in L.held_volumes(timeline, about, outage.sent.mono)]
     with _waiting("replacements of the pods holding a volume scheduled", budgets.recovery):
         starts.replacements_scheduled(timeline, held, outage, budgets.recovery)
@@ -981,6 +1033,8 @@ def lost_volumes_multi_attach(
 def node_releases_volumes(
     pods: Subject,
     limit: Limit,
+    request: pytest.FixtureRequest,
+    workloads: tuple[Workload, ...],
     outage: Outage,
     timeline: Timeline,
     budgets: Budgets,
@@ -991,7 +1045,8 @@ def node_releases_volumes(
     controller cannot let go before): with the volume-detach budget this is its 6-minute
     force detach, with the volume-detach-out-of-service budget the out-of-service taint's
     immediate one. Of every lost pod, or the singleton's volume."""
-    about = _about(outage, pods)
+    plural = "Then the node releases every ReadWriteOnce volume of a lost pod within <limit>"
+    about = _about(request, outage, pods, workloads, plural)
     with _waiting("the pods holding a volume deleted", budgets.recovery):
         starts.held_pods_deleted(timeline, about, outage, budgets.recovery)
     with _within(limit, budgets, "volumes released by " + ", ".join(outage.nodes)) as seconds:
@@ -1002,6 +1057,8 @@ def node_releases_volumes(
 def lost_volumes_reattached(
     pods: Subject,
     limit: Limit,
+    request: pytest.FixtureRequest,
+    workloads: tuple[Workload, ...],
     outage: Outage,
     timeline: Timeline,
     budgets: Budgets,
@@ -1010,7 +1067,11 @@ def lost_volumes_reattached(
     """Each ReadWriteOnce volume the lost node held (of every lost pod, or the singleton's)
     is attached to the node of its pod's replacement, measured from its release by the lost
     node."""
-    about = _about(outage, pods)
+    plural = (
+        "Then every ReadWriteOnce volume of a lost pod is attached to its replacement's node "
+        "within <limit>"
+    )
+    about = _about(request, outage, pods, workloads, plural)
     with _waiting("the held volumes released by the lost nodes", budgets.recovery):
         starts.held_volumes_released(timeline, about, outage, budgets.recovery)
     with _within(limit, budgets, "volumes re-attached") as seconds:
@@ -1020,27 +1081,61 @@ def lost_volumes_reattached(
 # -- Then: StatefulSet members ---------------------------------------------------------------
 
 
+def _member_or_members(
+    request: pytest.FixtureRequest,
+    outage: Outage,
+    workloads: Sequence[Workload],
+    every: bool,
+    plural: str,
+) -> Sequence[PodInfo]:
+    """``every``: every lost member (none: nothing to judge, skip); else the one "the
+    member" stands for (several: a harness error naming ``plural``)."""
+    if every:
+        return _members(outage, workloads)
+    return (_subject(request, outage, Subject.MEMBER, workloads, plural),)
+
+
 @then(_p("the member stays Terminating for {limit:Limit}"))
+@then(_p("every lost member stays Terminating for {limit:Limit}"))
 def member_stays_terminating(
-    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+    limit: Limit,
+    request: pytest.FixtureRequest,
+    outage: Outage,
+    workloads: tuple[Workload, ...],
+    timeline: Timeline,
+    budgets: Budgets,
+    measurements: Measurements,
 ) -> None:
-    """The StatefulSet member stays Terminating (never deleted) for the whole limit, counted
-    from when it became Terminating: nothing may give up on it while its node is away."""
+    """The StatefulSet member (or every lost one) stays Terminating (never deleted) for the
+    whole limit, counted from when it became Terminating: nothing may give up on it while
+    its node is away."""
     seconds = limit.seconds(budgets)
-    pod = outage.targets.subject
-    since = L.pod_event(timeline, pod, {"terminating"})
-    if since is None:
-        raise CheckFailed(f"{pod.ref} Terminating first", "not Terminating", 0.0)
-    with _waiting(f"{pod.ref} still Terminating", seconds):
-        m = still_terminating(timeline, pod.namespace, pod.name, since=since, hold_s=seconds)
-    measurements.record(f"{pod.ref} held Terminating", m.duration_s, None)
+    every = current_step(request).split(" ", 1)[-1].startswith("every")
+    plural = "Then every lost member stays Terminating for <limit>"
+    for pod in _member_or_members(request, outage, workloads, every, plural):
+        since = L.pod_event(timeline, pod, {"terminating"})
+        if since is None:
+            raise CheckFailed(f"{pod.ref} Terminating first", "not Terminating", 0.0)
+        with _waiting(f"{pod.ref} still Terminating", seconds):
+            m = still_terminating(timeline, pod.namespace, pod.name, since=since, hold_s=seconds)
+        measurements.record(f"{pod.ref} held Terminating", m.duration_s, None)
 
 
 @then("no second copy of the member was started")
-def no_second_member(outage: Outage, timeline: Timeline, baseline: Baseline) -> None:
-    """While the lost member existed no other pod had its name, and its StatefulSet never had
-    more pods than replicas."""
-    phases.no_second_member(timeline, outage, _workload(baseline, outage.targets.subject))
+@then("no second copy of any lost member was started")
+def no_second_member(
+    request: pytest.FixtureRequest,
+    outage: Outage,
+    workloads: tuple[Workload, ...],
+    timeline: Timeline,
+    baseline: Baseline,
+) -> None:
+    """While the lost member (or each lost member) existed no other pod had its name, and
+    its StatefulSet never had more pods than replicas."""
+    every = "any lost member" in current_step(request)
+    plural = "Then no second copy of any lost member was started"
+    for pod in _member_or_members(request, outage, workloads, every, plural):
+        phases.no_second_member(timeline, outage, pod, _workload(baseline, pod))
 
 
 @then("the StatefulSet kept a majority of its members Ready throughout")
@@ -1048,31 +1143,38 @@ def statefulset_quorum_kept(
     outage: Outage, timeline: Timeline, baseline: Baseline, measurements: Measurements
 ) -> None:
     """A majority (replicas // 2 + 1) of the lost member's StatefulSet was Ready from the
-    power-off until now."""
-    members = [p for p in outage.subjects or outage.lost if p.kind == "StatefulSet"]
-    if not members:
-        raise NothingToMeasure("no StatefulSet member among the lost pods")
-    w = _workload(baseline, members[0])
+    power-off until now (of each StatefulSet that lost a member)."""
+    members = _members(outage, baseline.workloads)
     now = timeline.clock.monotonic()
-    m = quorum_kept(timeline, w.namespace, w.name, replicas=w.desired, start=outage.sent, end=now)
-    measurements.note(f"{w.ref} fewest Ready", m.detail.get("lowest"))
+    for ref in dict.fromkeys((p.namespace, p.workload) for p in members):
+        w = _workload(baseline, next(p for p in members if (p.namespace, p.workload) == ref))
+        m = quorum_kept(
+            timeline, w.namespace, w.name, replicas=w.desired, start=outage.sent, end=now
+        )
+        measurements.note(f"{w.ref} fewest Ready", m.detail.get("lowest"))
 
 
 @then(_p("the member is re-created and Ready within {limit:Limit}"))
+@then(_p("every lost member is re-created and Ready within {limit:Limit}"))
 def member_recreated(
     limit: Limit,
+    request: pytest.FixtureRequest,
     outage: Outage,
+    workloads: tuple[Workload, ...],
     powered_on: PoweredOn,
     timeline: Timeline,
     budgets: Budgets,
     measurements: Measurements,
 ) -> None:
-    """The lost member is deleted only once its node is back, and a new pod with its name is
-    Ready within the limit of that deletion."""
-    with _within(
-        limit, budgets, lambda: f"{outage.targets.subject.ref} re-created and Ready"
-    ) as seconds:
-        phases.member_recreated(timeline, outage, powered_on, seconds, measurements)
+    """The lost member (or each) is deleted only once its node is back, and a new pod with
+    its name is Ready within the limit of that deletion."""
+    every = current_step(request).split(" ", 1)[-1].startswith("every")
+    plural = "Then every lost member is re-created and Ready within <limit>"
+    pods = _member_or_members(request, outage, workloads, every, plural)
+    label = ", ".join(p.ref for p in pods)
+    with _within(limit, budgets, f"{label} re-created and Ready") as seconds:
+        for pod in pods:
+            phases.member_recreated(timeline, outage, pod, powered_on, seconds, measurements)
 
 
 # -- Then: DaemonSets ------------------------------------------------------------------------
@@ -1354,7 +1456,11 @@ def back_to_steady_state(
 ) -> None:
     """Every node as found (Ready, same cordon flag and taints), every workload fully Ready
     with nothing Terminating, every volume attached once, every service answering; measured
-    from the harness's last action (power-on, uncordon, untaint)."""
+    from the harness's last recorded action (a request or its acknowledgement), whatever it
+    was: normally the return (power-on, heal, kubelet start, uncordon, untaint); in a
+    scenario with no return step, the failure's own last action (its limit then covers the
+    armed heal or kubelet start too); with no action at all, from the steady state found
+    at the start."""
     seconds = limit.seconds(budgets)
     last = timeline.last(ACTION)
     start = last.mono if last is not None else baseline.at_mono

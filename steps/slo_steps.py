@@ -3,7 +3,10 @@
 ``Then the web-available SLO held throughout``, ``Then every SLO held throughout`` and
 ``Then no alert fired`` evaluate the inventory's ``slos`` and ``alerts`` with range queries
 over the scenario's window: from the moment the cluster was found healthy (the baseline) to
-the step. A breach fails the scenario and says which series, how far and when; an SLO whose
+the step. Each first waits (up to 30 s) until Prometheus has scraped every target, and for
+alerts evaluated every rule group, past the window's end; a window too short to hold a
+sample is judged on the samples around it, and the result says so. A breach fails the
+scenario and says which series, how far and when; an SLO whose
 expression Prometheus rejects or that returns no series, an alert name Prometheus does not
 know, or an unreachable Prometheus break it (a harness error, not a product failure).
 
@@ -40,7 +43,13 @@ from harness.report.slo_chart import slo_chart_svg
 from harness.scenario.steady import Baseline
 from harness.session import StoppedByCondition
 from harness.slo.client import PrometheusClient
-from harness.slo.evaluate import AlertResult, SloResult, evaluate_alert, evaluate_slo
+from harness.slo.evaluate import (
+    AlertResult,
+    SloResult,
+    evaluate_alert,
+    evaluate_slo,
+    wait_caught_up,
+)
 
 
 class SloBreached(AssertionError):
@@ -99,6 +108,15 @@ def _attach(result: SloResult, timeline: Timeline) -> None:
     )
 
 
+def _caught_up(client: PrometheusClient, end: float, *, rules: bool) -> None:
+    """Wait (within a bound) until Prometheus has scraped, and with ``rules`` evaluated its
+    rules, past ``end``: the window is judged on everything Prometheus will know of it."""
+    with allure.step("wait for Prometheus to scrape past the window's end"):
+        caught = wait_caught_up(client, end, rules=rules)
+        with allure.step(caught.message()):
+            pass
+
+
 def _check(
     client: PrometheusClient,
     names: list[str],
@@ -107,6 +125,7 @@ def _check(
     baseline: Baseline,
 ) -> None:
     start, end = scenario_window(timeline, baseline)
+    _caught_up(client, end, rules=False)
     missed: list[SloResult] = []
     errors: list[PowercutError] = []
     for name in names:
@@ -177,6 +196,7 @@ def alerts_quiet(
             field="alerts",
         )
     start, end = scenario_window(timeline, baseline)
+    _caught_up(prometheus_client, end, rules=True)
     rules = prometheus_client.alert_rules()
     fired: list[AlertResult] = []
     for alert in inventory.alerts:

@@ -1,4 +1,4 @@
-@epic:node-failure @kind @disruptive @serial
+@epic:node-failure @kind @disruptive @needs_ssh @serial
 Feature: Real kubelets: the kubelet stops while its containers keep serving
   `systemctl stop kubelet` in the node (kind's unit kills the kubelet alone): the lease is
   no longer renewed and the node goes NotReady and is tainted unreachable, while the pods'

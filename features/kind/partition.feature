@@ -1,4 +1,4 @@
-@epic:node-failure @kind @disruptive @serial
+@epic:node-failure @kind @disruptive @needs_ssh @serial
 Feature: Real kubelets: a worker cut off from the network keeps its pods running
   The node's container keeps running; iptables chains inside it drop everything to and from
   the other nodes and the API server (the heal is armed first as a systemd timer in the

@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.cli.init import add_parsers as add_init
 
     add_init(sub)
+    from harness.cli.steps import add_parsers as add_steps
+
+    add_steps(sub)
     return ap
 
 

@@ -47,6 +47,20 @@ def default_steps_dir() -> Path:
     return PACKAGE_DIR
 
 
+def selected_features(dirs: list[Path], *, builtin: bool) -> list[Path]:
+    """The feature files a run binds: the built-in ones (unless ``--no-builtin``) and every
+    ``*.feature`` under the ``--features`` directories."""
+    paths: list[Path] = []
+    if builtin:
+        from harness.steps import BUILTIN_FEATURES
+
+        paths += sorted(BUILTIN_FEATURES.glob("*.feature"))
+        paths += sorted((BUILTIN_FEATURES / "longevity").glob("*.feature"))
+    for d in dirs:
+        paths += sorted(d.rglob("*.feature"))
+    return paths
+
+
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = sub.add_parser(
         "run",
@@ -105,7 +119,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         type=Path,
         default=None,
         help="a directory of pytest test modules to run instead of the built-in bindings "
-        "(default: the installed steps package)",
+        "(default: the installed steps package); with it, the features' sentences and tags "
+        "are not checked against the built-in grammar before the run (their syntax is)",
     )
     run.add_argument(
         "--previous",
@@ -359,6 +374,18 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
         feature_args.append("--no-builtin")
     if args.seed is not None:
         feature_args += ["--seed", str(args.seed)]
+    # Every feature parsed and every sentence matched before anything runs: a typo or a
+    # syntax error is one harness error naming file and line, never a half-run scenario.
+    from harness.pytest_plugin import MARKERS
+    from harness.steps.check import check_features
+    from harness.steps.support.tags import project_tags, pytest_markers
+
+    own = args.steps is None  # --steps DIR may define steps and tags of its own
+    starts = [*args.features, Path.cwd()]
+    tags = {*MARKERS, *project_tags(starts), *pytest_markers(starts)} if own else None
+    check_features(
+        selected_features(args.features, builtin=not args.no_builtin), steps=own, tags=tags
+    )
     extra = list(extra or [])
     if extra[:1] == ["--"]:
         # `powercut run -i X -- -k rack`: the separator is ours; pytest would read every
@@ -416,7 +443,11 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
         for line in out.stdout.splitlines():
             if "::" in line:
                 print(f"  {line}")
-        return EXIT_PASSED if out.returncode == 0 else EXIT_HARNESS
+        if out.returncode != 0:
+            print(f"powercut: pytest could not collect (exit {out.returncode}):", file=sys.stderr)
+            print("\n".join((out.stdout + out.stderr).splitlines()[-15:]), file=sys.stderr)
+            return EXIT_HARNESS
+        return EXIT_PASSED
     now = dt.datetime.now(dt.UTC)
     started = hist.utc_iso(now)
     run_id = hist.new_run_id(now)

@@ -15,6 +15,7 @@ from pydantic import (
     ValidationError,
 )
 
+from harness import budgets as _budgets
 from harness.errors import ConfigError
 from harness.inventory.models import Inventory
 from harness.inventory.render import config_error, line_of, model_keys
@@ -92,6 +93,7 @@ def parse_inventory(
     context = {"base_dir": base_dir or Path.cwd()}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", InlinePasswordWarning)
+        warnings.simplefilter("always", _budgets.BudgetSpellingWarning)
         try:
             inventory = Inventory.model_validate(data, context=context)
         except ValidationError as exc:
@@ -109,6 +111,11 @@ def parse_inventory(
                 )
                 where = ("nodes", index, "power_alternatives", alternative, "password")
             warnings.warn_explicit(message, InlinePasswordWarning, source, line_of(tree, where))
+        elif isinstance(message, _budgets.BudgetSpellingWarning):
+            where = ("budgets", "overrides", message.written)
+            warnings.warn_explicit(
+                message, _budgets.BudgetSpellingWarning, source, line_of(tree, where)
+            )
         else:
             warnings.warn_explicit(
                 message, caught_warning.category, caught_warning.filename, caught_warning.lineno

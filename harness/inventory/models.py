@@ -437,8 +437,10 @@ class BudgetsSpec(_Model):
                 seconds = _budgets.parse_duration(raw)
             except ConfigError as exc:
                 raise FieldError((str(key),), str(exc)) from None
+            if str(key) != _budgets.dashed(name):
+                warnings.warn(_budgets.BudgetSpellingWarning(str(key), name), stacklevel=2)
             if name in out:
-                raise FieldError((str(key),), f"overrides {name!r} twice")
+                raise FieldError((str(key),), f"overrides {_budgets.dashed(name)!r} twice")
             out[name] = seconds
         return out
 

@@ -54,11 +54,11 @@ def inventory_doc(spec: KindSpec) -> dict[str, Any]:
             # Real kubelets on two shared cores: a restarted node runs systemd, containerd
             # and the kubelet before it is Ready.
             "overrides": {
-                "node_not_ready": "40s",
-                "pod_eviction": "40s",
-                "pod_rescheduled": "90s",
-                "node_ready_after_power_on": "120s",
-                "service_outage": "45s",
+                "node-not-ready": "40s",
+                "pod-eviction": "40s",
+                "pod-rescheduled": "90s",
+                "node-ready-after-power-on": "120s",
+                "service-outage": "45s",
                 "recovery": "300s",
             },
         },

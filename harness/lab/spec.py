@@ -120,6 +120,25 @@ class Ports:
         return self.base + 600 + node
 
 
+def node_labels_and_taints(n: NodeSpec) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """The labels and taints of a lab node's Node object (the rack is its zone)."""
+    labels = {
+        "kubernetes.io/hostname": n.name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "topology.kubernetes.io/zone": n.rack,
+        "type": "kwok",
+        "powercut.io/lab": "true",
+    }
+    taints = []
+    if n.role == "control-plane":
+        labels["node-role.kubernetes.io/control-plane"] = ""
+        taints.append({"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"})
+    else:
+        labels["node-role.kubernetes.io/worker"] = ""
+    return labels, taints
+
+
 @dataclass
 class LabSpec:
     state_dir: str

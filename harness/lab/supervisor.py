@@ -33,7 +33,7 @@ from harness.lab.procs import Proc, write_identity
 from harness.lab.prometheus import LabExporter, PrometheusServer, lab_metrics, lab_prometheus
 from harness.lab.resync import Resync
 from harness.lab.services import HealthEndpoints
-from harness.lab.spec import LAB_NAMESPACE, LabSpec, NodeSpec
+from harness.lab.spec import LAB_NAMESPACE, LabSpec, NodeSpec, node_labels_and_taints
 from harness.lab.storage import StorageController
 from harness.power.base import PowerState
 
@@ -316,20 +316,7 @@ class Lab:
         wait_until(f"create {obj['kind']} {obj['metadata']['name']}", go, 60, 0.5)
 
     def _create_node(self, n: NodeSpec) -> None:
-        labels = {
-            "kubernetes.io/hostname": n.name,
-            "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": "amd64",
-            "topology.kubernetes.io/zone": n.rack,
-            "type": "kwok",
-            "powercut.io/lab": "true",
-        }
-        taints = []
-        if n.role == "control-plane":
-            labels["node-role.kubernetes.io/control-plane"] = ""
-            taints.append({"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"})
-        else:
-            labels["node-role.kubernetes.io/worker"] = ""
+        labels, taints = node_labels_and_taints(n)
         body = {
             "apiVersion": "v1",
             "kind": "Node",

@@ -404,11 +404,10 @@ def pods_terminating(
 
 
 def subject_terminating(
-    tl: Timeline, outage: Outage, seconds: float, ms: Measurements, budgets: Budgets
+    tl: Timeline, outage: Outage, pod: PodInfo, seconds: float, ms: Measurements, budgets: Budgets
 ) -> None:
-    """The subject pod Terminating within ``seconds`` of its node's unreachable taint
+    """The subject ``pod`` Terminating within ``seconds`` of its node's unreachable taint
     (waited for first)."""
-    pod = outage.targets.subject
     taint = unreachable_taint(tl, outage, pod.node, budgets)
     (timed,) = L.wait_pod_transitions(
         tl,
@@ -679,9 +678,9 @@ def reattached(
 # -- StatefulSet members -------------------------------------------------------------------
 
 
-def no_second_member(tl: Timeline, outage: Outage, workload: Workload) -> None:
-    """No pod with the lost member's name while it exists; never more pods than replicas."""
-    pod = outage.targets.subject
+def no_second_member(tl: Timeline, outage: Outage, pod: PodInfo, workload: Workload) -> None:
+    """No pod with the lost member ``pod``'s name while it exists; never more pods than
+    replicas."""
     replay = PodReplay(pod.namespace, pod.workload)
     most = 0
     for t in sorted(tl.snapshot(), key=lambda t: t.mono):
@@ -708,11 +707,15 @@ def no_second_member(tl: Timeline, outage: Outage, workload: Workload) -> None:
 
 
 def member_recreated(
-    tl: Timeline, outage: Outage, powered_on: PoweredOn, seconds: float, ms: Measurements
+    tl: Timeline,
+    outage: Outage,
+    pod: PodInfo,
+    powered_on: PoweredOn,
+    seconds: float,
+    ms: Measurements,
 ) -> None:
-    """The member is deleted only after its node powered on, and a new pod with its name is
-    Ready within ``seconds`` of that deletion."""
-    pod = outage.targets.subject
+    """The member ``pod`` is deleted only after its node powered on, and a new pod with its
+    name is Ready within ``seconds`` of that deletion."""
     back = powered_on.sent[pod.node]
     # Any deletion of this incarnation counts (one before the power-on is a failure below).
     gone = tl.wait_for(

@@ -17,7 +17,9 @@ unless the inventory turns it off or names a CA bundle.
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import math
+import re
 import ssl
 import time
 from collections.abc import Mapping, Sequence
@@ -27,6 +29,7 @@ from urllib.parse import urlencode
 
 import orjson
 import urllib3
+import yaml
 
 from harness.errors import PermanentError, PowercutError, TemporaryError
 from harness.inventory import Secret
@@ -191,6 +194,32 @@ class PrometheusClient:
                     out[str(rule.get("name"))] = dict(rule.get("labels") or {})
         return out
 
+    def caught_up(self) -> tuple[float | None, float | None]:
+        """How far Prometheus has got: the latest unix time every active scrape target was
+        scraped at (a target not scraped yet counts as never), and the latest every rule
+        group was evaluated at (None: no target, no rule group)."""
+        targets = self._call("/api/v1/targets", {"state": "active"}, "targets", method="GET")
+        active = targets.get("activeTargets") if isinstance(targets, dict) else None
+        scrapes = [_rfc3339(t.get("lastScrape")) for t in active or ()]
+        scraped = min(scrapes) if scrapes else None
+        if scraped is None and self._scrape_jobs():
+            scraped = 0.0  # just started: its targets are not discovered yet
+        data = self._call("/api/v1/rules", {}, "rules", method="GET")
+        groups = data.get("groups") if isinstance(data, dict) else None
+        evaluated = [_rfc3339(g.get("lastEvaluation")) for g in groups or ()]
+        return scraped, (min(evaluated) if evaluated else None)
+
+    def _scrape_jobs(self) -> int:
+        """How many scrape jobs Prometheus's configuration has."""
+        data = self._call("/api/v1/status/config", {}, "config", method="GET")
+        text = data.get("yaml") if isinstance(data, dict) else None
+        try:
+            config = yaml.safe_load(str(text or "")) or {}
+        except yaml.YAMLError:
+            return 0
+        jobs = config.get("scrape_configs") if isinstance(config, dict) else None
+        return len(jobs) if isinstance(jobs, list) else 0
+
     def ready(self) -> bool:
         """Whether ``/-/ready`` answers 200 (the server is up and its storage ready)."""
         try:
@@ -251,6 +280,19 @@ class PrometheusClient:
                 raise _temporary(f"Prometheus at {self.url}: {error_type}: {message}")
             raise PrometheusError(f"Prometheus at {self.url}: {error_type}: {message}")
         return body.get("data")
+
+
+def _rfc3339(text: object) -> float:
+    """Unix time of Prometheus's ``2026-11-26T16:30:01.123456789Z`` (0 when unparsable or
+    never: ``0001-01-01T00:00:00Z``)."""
+    m = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$", str(text))
+    if m is None:
+        return 0.0
+    try:
+        base = dt.datetime.fromisoformat(m.group(1) + (m.group(3).replace("Z", "+00:00")))
+    except ValueError:
+        return 0.0
+    return max(0.0, base.timestamp() + float("0" + (m.group(2) or ".0")))
 
 
 class _PrometheusTemporary(PrometheusError, TemporaryError):

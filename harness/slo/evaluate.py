@@ -13,6 +13,7 @@ for the same reason.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,14 +23,18 @@ from harness.inventory.slo import AlertSpec, SloSpec
 from harness.slo.client import PrometheusClient, QueryRejected, Series
 
 __all__ = [
+    "AROUND_S",
+    "CATCH_UP_S",
     "AlertResult",
     "Breach",
+    "CatchUp",
     "NoSeries",
     "SloResult",
     "UnknownAlert",
     "breaches",
     "evaluate_alert",
     "evaluate_slo",
+    "wait_caught_up",
     "window_verdicts",
     "worst_value",
 ]
@@ -97,6 +102,7 @@ class SloResult:
     end: float
     series: tuple[Series, ...]
     breaches: tuple[Breach, ...]
+    note: str = ""  # how the window was judged, when not on its own samples
 
     @property
     def held(self) -> bool:
@@ -111,10 +117,11 @@ class SloResult:
         window = f"{self.end - self.start:.0f} s"
         worst = self.worst
         worst_text = f"; worst {worst:g}" if worst is not None else ""
+        note = f" ({self.note})" if self.note else ""
         if self.held:
             return (
                 f"SLO {self.slo.name} held over {window} ({self.slo.objective}{worst_text}, "
-                f"{len(self.series)} series)"
+                f"{len(self.series)} series){note}"
             )
         first = self.breaches[0]
         more = f" and {len(self.breaches) - 1} more" if len(self.breaches) > 1 else ""
@@ -123,7 +130,7 @@ class SloResult:
             f"SLO {self.slo.name} breached{for_}: {self.slo.expr} must keep "
             f"{self.slo.objective}; {first.series} was {first.worst:g} from "
             f"+{first.start - self.start:.0f} s to +{first.end - self.start:.0f} s of the "
-            f"{window} window{more}{worst_text}"
+            f"{window} window{more}{worst_text}{note}"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -136,6 +143,7 @@ class SloResult:
             "start": self.start,
             "end": self.end,
             "held": self.held,
+            "note": self.note,
             "worst": _json_number(self.worst),
             "breaches": [
                 {"series": b.series, "start": b.start, "end": b.end, "worst": _json_number(b.worst)}
@@ -226,20 +234,90 @@ def breaches(slo: SloSpec, series: Sequence[Series], step: float) -> list[Breach
     return out
 
 
+#: How long an SLO or alert step waits, at most, for Prometheus to scrape (and evaluate its
+#: rules) past the end of the window it judges.
+CATCH_UP_S = 30.0
+#: How far around a window too short to hold a sample its samples are looked for.
+AROUND_S = 15.0
+
+
+@dataclass(frozen=True)
+class CatchUp:
+    """How long a step waited for Prometheus, and how far it had got."""
+
+    end: float
+    waited_s: float
+    scraped: float | None
+    evaluated: float | None
+    complete: bool
+
+    def message(self) -> str:
+        if self.complete:
+            return f"Prometheus had scraped past the window's end after {self.waited_s:.1f} s"
+        got = ", ".join(
+            f"{what} until {t - self.end:+.1f} s of the window's end"
+            for what, t in (("scraped", self.scraped), ("rules evaluated", self.evaluated))
+            if t is not None
+        )
+        return (
+            f"Prometheus had not caught up after {self.waited_s:.1f} s ({got or 'no target'}): "
+            "judged on what it had"
+        )
+
+
+def wait_caught_up(
+    client: PrometheusClient,
+    end: float,
+    *,
+    rules: bool,
+    bound_s: float = CATCH_UP_S,
+    poll_s: float = 0.25,
+) -> CatchUp:
+    """Wait, at most ``bound_s``, until every scrape target has a sample after ``end`` (and,
+    with ``rules``, every rule group was evaluated after it), so that a window judged now
+    holds everything Prometheus will know of it. No target or no rule group: nothing to
+    wait for."""
+    started = time.monotonic()
+    while True:
+        scraped, evaluated = client.caught_up()
+        done = (scraped is None or scraped >= end) and (
+            not rules or evaluated is None or evaluated >= end
+        )
+        waited = time.monotonic() - started
+        if done or waited >= bound_s:
+            return CatchUp(end, waited, scraped, evaluated, done)
+        time.sleep(poll_s)
+
+
 def evaluate_slo(
     client: PrometheusClient, slo: SloSpec, start: float, end: float, *, step: float | None = None
 ) -> SloResult:
     """The SLO over [start, end] (unix seconds). Raises :class:`NoSeries` when the
-    expression returns nothing and :class:`SloQueryRejected` when Prometheus refuses it."""
+    expression returns nothing and :class:`SloQueryRejected` when Prometheus refuses it.
+
+    A window too short to hold a sample (shorter than :data:`AROUND_S`) that returns
+    nothing is judged on the samples around it (``AROUND_S`` either side, not past now),
+    and the result says so (``note``)."""
     step = step or slo.step
     try:
-        series = client.query_range(slo.expr, start, end, step)
+        series = [s for s in client.query_range(slo.expr, start, end, step) if s.points]
+        note = ""
+        if not series and end - start < AROUND_S:
+            # evaluated up to the wide end exactly (the grid runs back from it), so that a
+            # sample taken just after the window counts
+            wide_end = min(end + AROUND_S, time.time())
+            wide_start = wide_end - step * math.ceil((wide_end - start + AROUND_S) / step)
+            wide = (wide_start, wide_end)
+            series = [s for s in client.query_range(slo.expr, *wide, step) if s.points]
+            note = (
+                f"the {end - start:.1f} s window held no sample: judged on the samples from "
+                f"{start - wide[0]:.0f} s before it to {wide[1] - end:.0f} s after it"
+            )
     except QueryRejected as exc:
         raise SloQueryRejected(slo.name, exc) from None
-    series = [s for s in series if s.points]
     if not series:
         raise NoSeries(slo.name, slo.expr, start, end)
-    return SloResult(slo, start, end, tuple(series), tuple(breaches(slo, series, step)))
+    return SloResult(slo, start, end, tuple(series), tuple(breaches(slo, series, step)), note)
 
 
 def evaluate_alert(

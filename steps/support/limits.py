@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from harness.budgets import Budgets, canonical_budget_name
+from harness.power.base import FailureKind
 from harness.scenario.select import Amount
+from harness.scenario.subjects import SubjectKind
 
 #: What a limit looks like in a step: ``the <name> budget`` or ``<n> second(s)``.
 LIMIT_PATTERN: Final = r"the [a-z][a-z-]* budget|\d+(?:\.\d+)? seconds?"
@@ -80,20 +82,36 @@ parse_amount: Final = _AmountType()
 
 
 class Subject(enum.Enum):
-    """Which pods a step is about: every lost pod, or the one the scenario chose it for
-    (the singleton, the StatefulSet member)."""
+    """Which pods a step is about: every lost pod, or the one a subject phrase names (the
+    StatefulSet member, the singleton: see :mod:`harness.scenario.subjects`)."""
 
     LOST = "lost"
-    CHOSEN = "chosen"
+    MEMBER = "member"
+    SINGLETON = "singleton"
+
+    @property
+    def kind(self) -> SubjectKind:
+        """The subject kind of ``MEMBER`` / ``SINGLETON``."""
+        return SubjectKind(self.value)
 
 
 class _SubjectType:
     """One sentence for both: ``{pods:Pods}`` reads "every lost pod" or "the singleton"
     (and the other wordings below) as a :class:`Subject`."""
 
-    def __init__(self, name: str, lost: tuple[str, ...], chosen: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        name: str,
+        lost: tuple[str, ...],
+        member: tuple[str, ...],
+        singleton: tuple[str, ...],
+    ) -> None:
         self.__name__ = name
-        self.words = {**dict.fromkeys(lost, Subject.LOST), **dict.fromkeys(chosen, Subject.CHOSEN)}
+        self.words = {
+            **dict.fromkeys(lost, Subject.LOST),
+            **dict.fromkeys(member, Subject.MEMBER),
+            **dict.fromkeys(singleton, Subject.SINGLETON),
+        }
         self.pattern = "|".join(re.escape(w) for w in sorted(self.words, key=len, reverse=True))
 
     def __call__(self, text: str) -> Subject:
@@ -102,14 +120,36 @@ class _SubjectType:
 
 #: The wordings of a step's subject, by type.
 SUBJECT_TYPES: Final = {
-    "Pods": _SubjectType("Pods", ("every lost pod",), ("the singleton", "the member")),
-    "Pods_": _SubjectType("Pods_", ("every lost pod's",), ("the singleton's", "the member's")),
+    "Pods": _SubjectType("Pods", ("every lost pod",), ("the member",), ("the singleton",)),
+    "Pods_": _SubjectType("Pods_", ("every lost pod's",), ("the member's",), ("the singleton's",)),
     "Volumes": _SubjectType(
         "Volumes",
         ("every ReadWriteOnce volume of a lost pod", "the ReadWriteOnce volumes of the lost pods"),
-        ("the singleton's volume", "the singleton's replacement", "the member's volume"),
+        ("the member's volume",),
+        ("the singleton's volume", "the singleton's replacement"),
     ),
+    "One": _SubjectType("One", (), ("the member",), ("the singleton",)),
 }
 
+
+class _FailureType:
+    """Converter for ``{failure:Failure}``: one of :class:`FailureKind`'s words (``power``,
+    ``graceful``, ``reboot``, ``partition``, ``kubelet``); any other word is a
+    ``ValueError`` listing them, found when the features are checked, before anything runs."""
+
+    pattern: Final = r"[\w-]+"
+    __name__ = "Failure"
+
+    def __call__(self, text: str) -> FailureKind:
+        return FailureKind.parse(text)
+
+
+parse_failure: Final = _FailureType()
+
 #: ``extra_types`` for :func:`pytest_bdd.parsers.parse`.
-TYPES: Final = {"Limit": parse_limit, "Amount": parse_amount, **SUBJECT_TYPES}
+TYPES: Final = {
+    "Limit": parse_limit,
+    "Amount": parse_amount,
+    "Failure": parse_failure,
+    **SUBJECT_TYPES,
+}

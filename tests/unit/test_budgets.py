@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -81,9 +82,9 @@ def test_unknown_budget_suggests_and_lists_valid_names() -> None:
     with pytest.raises(ConfigError) as info:
         budget_for("node-not-redy budget", Budgets())
     message = str(info.value)
-    assert "did you mean 'node_not_ready'" in message
+    assert "did you mean 'node-not-ready'" in message
     for name in budget_names():
-        assert name in message
+        assert name.replace("_", "-") in message
 
 
 def test_overrides_replace_single_budgets() -> None:
@@ -102,7 +103,7 @@ def test_override_with_unknown_name_names_the_key_and_lists_valid_names() -> Non
     error = info.value
     assert error.source == "inv.yaml"
     assert error.field == "budgets.overrides.evicton"
-    assert "valid budgets: power_ack, power_state_verify, node_not_ready" in str(error)
+    assert "valid budgets: power-ack, power-state-verify, node-not-ready" in str(error)
 
 
 @pytest.mark.parametrize("bad", [0, -1, "soon", "", True, None, float("nan"), float("inf"), "5d"])
@@ -124,3 +125,35 @@ def test_scaled_multiplies_every_budget() -> None:
     assert doubled.node_not_ready == 2 * PROFILES["fast"].node_not_ready
     with pytest.raises(ConfigError):
         profile("fast").scaled(0)
+
+
+def test_an_inventory_override_with_underscores_is_read_with_a_warning_naming_the_dashed_key(
+    tmp_path: Path,
+) -> None:
+    from harness.budgets import BudgetSpellingWarning
+    from harness.inventory import load_inventory
+
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(
+        "name: spelled\ncluster: {kubeconfig: kube.conf}\nnodes:\n"
+        "  - {name: w1, role: worker, power: {driver: kind}}\n"
+        "budgets:\n  profile: fast\n  overrides:\n    node-not-ready: 41s\n"
+        "    service_outage: 42s\n"
+    )
+    with pytest.warns(BudgetSpellingWarning) as caught:
+        loaded = load_inventory(inv)
+    assert len(caught) == 1  # the dashed key is the one spelling: no warning for it
+    warning = caught[0]
+    assert "'service-outage'" in str(warning.message)
+    assert (warning.filename, warning.lineno) == (str(inv), 9)
+    budgets = loaded.timing_budgets()
+    assert (budgets.node_not_ready, budgets.service_outage) == (41.0, 42.0)
+
+
+def test_every_example_inventory_writes_budget_names_with_dashes() -> None:
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    for path in sorted((root / "inventories").glob("*.yaml")):
+        for key in re.findall(r"^\s+([a-z]+(?:_[a-z]+)+):", path.read_text(), re.M):
+            assert key not in budget_names(), f"{path.name}: {key!r} written with underscores"

@@ -565,7 +565,7 @@ def test_power_and_ssh_errors(tmp_path: Path, old: str, new: str, field: str, ne
         (
             "budgets: {overrides: {node-not-redy: 5}}",
             "budgets.overrides.node-not-redy",
-            "did you mean 'node_not_ready'",
+            "did you mean 'node-not-ready'",
         ),
         (
             "budgets: {overrides: {drain: soon}}",
@@ -606,7 +606,7 @@ def test_budget_overrides_are_canonical_seconds(tmp_path: Path) -> None:
 
 def test_budget_override_twice_in_two_spellings(tmp_path: Path) -> None:
     text = MINIMAL + "budgets:\n  overrides: {node-not-ready: 12, node_not_ready: 13}\n"
-    assert "overrides 'node_not_ready' twice" in str(load_error(tmp_path, text))
+    assert "overrides 'node-not-ready' twice" in str(load_error(tmp_path, text))
 
 
 # -- secrets ----------------------------------------------------------------------------------

@@ -40,6 +40,8 @@ SAMPLES = {
     "Pods": "the singleton",
     "Pods_": "every lost pod's",
     "Volumes": "the singleton's volume",
+    "One": "the member",
+    "Failure": "power",
     "d": "2",
     "w": "ipmi",
     "": "x",

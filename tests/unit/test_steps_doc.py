@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -41,3 +43,37 @@ def test_every_step_sentence_is_documented() -> None:
             assert gen._sentence(sentence) in text, sentence
         if d.module == "harness.steps.scenario_steps" and d.type != "when":
             assert d.doc, f"shared step {d.function} has no docstring (it is the step's doc)"
+
+
+def test_powercut_steps_prints_the_reference_or_the_entries_holding_the_words(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from harness.cli import main
+
+    assert main(["steps"]) == 0
+    assert capsys.readouterr().out == (ROOT / "docs" / "steps.md").read_text(encoding="utf-8")
+    assert main(["steps", "I", "fail"]) == 0
+    out = capsys.readouterr().out
+    assert "### `I fail {workers} worker node and {primary} primary node with" in out
+    assert "the node is rebooted" not in out  # whole words: "I" is not in "is"
+    assert main(["steps", "no-such-word"]) == 1
+    assert "no step holds" in capsys.readouterr().out
+
+
+def test_each_entry_says_what_it_provides_and_needs_once_the_dell_step_included() -> None:
+    from harness.steps.reference import collect, entry, step_modules
+
+    docs = {d.function: d for d in collect(step_modules())}
+    dell = docs["fail_nodes"]
+    assert set(dell.provides) == {"outage", "targets", "powered_on"}
+    assert len(dell.sentences) == 4  # singular and plural of both roles
+    assert "targets" not in dell.needs
+    reboot = docs["reboot_nodes"]
+    assert set(reboot.provides) == {"outage", "powered_on"}
+    for d in docs.values():
+        text = "\n".join(entry(d))
+        assert text.count("**Provides:**") == (1 if d.provides else 0), d.function
+        assert text.count("**Needs**") == (1 if d.needs else 0), d.function
+        assert not set(d.provides) & set(d.needs), d.function
+        if d.type == "then":
+            assert "**Nothing to act on or judge:**" in text, d.function

@@ -49,7 +49,7 @@ def test_limit_is_a_named_budget_or_literal_seconds() -> None:
     assert parse_limit("the node-not-ready budget").seconds(fast) == fast.node_not_ready
     assert parse_limit("90 seconds").seconds(fast) == 90.0
     assert parse_limit("1 second").seconds(fast) == 1.0
-    with pytest.raises(ConfigError, match="did you mean 'node_not_ready'"):
+    with pytest.raises(ConfigError, match="did you mean 'node-not-ready'"):
         parse_limit("the node-not-redy budget").seconds(fast)
 
 
@@ -160,7 +160,7 @@ def test_eviction_right_after_not_ready_waits_for_the_taint_and_measures_from_it
         lambda: _at(tl, 19.0, "Pod", single.name, "terminating", "lab", uid="u9", node="w1"),
     )
     ms = Measurements()
-    phases.subject_terminating(tl, outage, 15.0, ms, PROFILES["fast"])
+    phases.subject_terminating(tl, outage, outage.subjects[0], 15.0, ms, PROFILES["fast"])
     assert ms.items[0]["seconds"] == pytest.approx(10.5)  # from the taint, not the NotReady
 
 
@@ -171,7 +171,9 @@ def test_a_taint_that_never_comes_fails_naming_the_start_it_waited_for() -> None
     with pytest.raises(
         CheckFailed, match=re.escape("node w1 tainted unreachable (where eviction starts) within")
     ):
-        phases.subject_terminating(tl, outage, 15.0, Measurements(), PROFILES["fast"])
+        phases.subject_terminating(
+            tl, outage, outage.subjects[0], 15.0, Measurements(), PROFILES["fast"]
+        )
 
 
 def test_no_pod_on_the_lost_nodes_is_nothing_to_measure_not_a_failure() -> None:

@@ -243,7 +243,7 @@ def test_eviction_waits_for_a_late_taint() -> None:
     _later(tl, 30.0, "Node", "w1", "taint-added", taint=UNREACHABLE)
     _later(tl, 33.0, "Pod", "web-a", "terminating", "lab", uid="u1", node="w1")
     ms = Measurements()
-    phases.subject_terminating(tl, outage, 10.0, ms, PROFILES["fast"])
+    phases.subject_terminating(tl, outage, outage.targets.subjects[0], 10.0, ms, PROFILES["fast"])
     assert ms.items[0]["seconds"] == pytest.approx(3.0)
 
 
