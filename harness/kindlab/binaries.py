@@ -141,6 +141,32 @@ def _build_tool(tool: Tool, say: Say) -> dict[str, Path]:
         shutil.rmtree(out, ignore_errors=True)
 
 
+def csi_tools() -> tuple[Tool, ...]:
+    """The kubernetes-csi sidecars of the kind cluster's attachable storage."""
+    att = "github.com/kubernetes-csi/external-attacher/v4"
+    prov = "github.com/kubernetes-csi/external-provisioner/v6"
+    return (
+        Tool(
+            Group("csi-attacher", v.CSI_ATTACHER, ("csi-attacher",)),
+            att,
+            (f"{att}/cmd/csi-attacher",),
+        ),
+        Tool(
+            Group("csi-provisioner", v.CSI_PROVISIONER, ("csi-provisioner",)),
+            prov,
+            (f"{prov}/cmd/csi-provisioner",),
+        ),
+    )
+
+
+def obtain_csi(say: Say) -> dict[str, Path]:
+    """The CSI sidecars by name, built if the cache lacks them."""
+    paths: dict[str, Path] = {}
+    for tool in csi_tools():
+        paths.update(_obtain_tool(tool, say))
+    return paths
+
+
 def obtain(say: Say) -> dict[str, Path]:
     """Every binary of the node image by name; builds what the cache lacks, one group at a
     time."""
