@@ -267,9 +267,7 @@ class LabSpec:
 
 def _seconds_ok(value: object) -> bool:
     return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and 0 <= value <= MAX_BOOT_S
+        isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= MAX_BOOT_S
     )
 
 

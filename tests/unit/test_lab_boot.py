@@ -204,5 +204,5 @@ def test_bad_boot_times_are_refused_naming_the_option_and_valid_values(
 def test_node_seconds_options_are_parsed_or_refused() -> None:
     assert parse_node_seconds(["w-a1=40", "cp-1=2.5"]) == {"w-a1": 40.0, "cp-1": 2.5}
     for bad in ("w-a1", "=4", "w-a1=soon"):
-        with pytest.raises(ConfigError, match="--node-boot-seconds.*NODE=SECONDS"):
+        with pytest.raises(ConfigError, match=r"--node-boot-seconds.*NODE=SECONDS"):
             parse_node_seconds([bad])
