@@ -16,6 +16,9 @@ RACKS = "abcdefghij"
 # NodePorts of the sample workloads (kindlab/workloads.py), each published on 127.0.0.1 by
 # the first control-plane node at base_port + offset.
 NODE_PORTS = {"web": (30080, 80), "quorum": (30081, 81), "singleton": (30082, 82)}
+#: Where every node sees the shared storage of the CSI driver (harness/kindlab/csi.py): one
+#: host directory (``KindSpec.shared_storage``) bind-mounted into each node container.
+SHARED_STORAGE_PATH = "/var/lib/powercut-csi"
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,12 @@ class KindSpec:
     @property
     def root(self) -> Path:
         return Path(self.state_dir)
+
+    @property
+    def shared_storage(self) -> Path:
+        """The host directory behind every node's ``SHARED_STORAGE_PATH``: the CSI
+        driver's volumes and attachments, reachable from any node, as a SAN or NAS is."""
+        return self.root / "shared-storage"
 
     @property
     def kubeconfig(self) -> Path:
@@ -164,6 +173,9 @@ class KindSpec:
                 "role": n.role,
                 "image": self.node_image,
                 "labels": {"topology.kubernetes.io/zone": n.rack},
+                "extraMounts": [
+                    {"hostPath": str(self.shared_storage), "containerPath": SHARED_STORAGE_PATH}
+                ],
             }
             if i == 0:
                 node["extraPortMappings"] = [

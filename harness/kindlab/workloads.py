@@ -3,9 +3,12 @@ readiness ``/readyz``, liveness ``/healthz``, volume tokens ``/tokens/NAME``):
 
 - ``web``: a Deployment of 3 spread over the racks, a PodDisruptionBudget of minAvailable 2,
   NodePort 30080 (published on 127.0.0.1 at base+80);
-- ``quorum``: a StatefulSet of 3 with a volume each (local-path), PDB minAvailable 2,
-  NodePort 30081;
+- ``quorum``: a StatefulSet of 3 with a volume each, PDB minAvailable 2, NodePort 30081;
 - ``singleton``: a Deployment of 1 with a volume, NodePort 30082;
+
+The volumes are ReadWriteOnce claims of the attachable storage (``kindlab/csi.py``): each
+has a VolumeAttachment, and moves to another node (with its data) once Kubernetes detached
+it from the node that held it.
 - ``node-agent``: a DaemonSet on every worker.
 """
 
@@ -16,6 +19,7 @@ from typing import Any
 
 from harness.errors import PowercutError
 from harness.kindlab import images
+from harness.kindlab.csi import STORAGE_CLASS
 from harness.kindlab.spec import NODE_PORTS, KindSpec
 from harness.lab.build import Say
 
@@ -90,7 +94,7 @@ def _pvc(name: str) -> JSON:
         "metadata": {"name": name, "namespace": NAMESPACE},
         "spec": {
             "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "standard",
+            "storageClassName": STORAGE_CLASS,
             "resources": {"requests": {"storage": "64Mi"}},
         },
     }
@@ -128,7 +132,7 @@ def manifests() -> list[JSON]:
                     "metadata": {"name": "data"},
                     "spec": {
                         "accessModes": ["ReadWriteOnce"],
-                        "storageClassName": "standard",
+                        "storageClassName": STORAGE_CLASS,
                         "resources": {"requests": {"storage": "64Mi"}},
                     },
                 }
