@@ -51,7 +51,7 @@ from harness.scenario import jobs, operator, phases, starts, steady
 from harness.scenario import lost as L
 from harness.scenario import targets as choose
 from harness.scenario.apiprobe import API_PROBE, ETCD_PROBE, ApiProber, longest_outage
-from harness.scenario.data import Tokens, read_back_tokens, write_tokens_of
+from harness.scenario.data import Tokens, moved_off, read_back_tokens, write_tokens_of
 from harness.scenario.errors import MissingStep, NothingToMeasure
 from harness.scenario.report import Measurements
 from harness.scenario.select import Amount, parse_names
@@ -1385,10 +1385,31 @@ def back_to_steady_state(
 
 @then(_p("every token is read back from its volume within {limit:Limit}"))
 def tokens_read_back(
-    limit: Limit, tokens: Tokens, kube: KubeClient, budgets: Budgets, measurements: Measurements
+    limit: Limit,
+    tokens: Tokens,
+    kube: KubeClient,
+    budgets: Budgets,
+    measurements: Measurements,
+    request: pytest.FixtureRequest,
 ) -> None:
     """The data check's second half: each token written before the failure is read back
     from the pod that now holds its volume (the pod mounting the same claim; for an
     emptyDir, the pod of the same name); a lost or different token fails, naming the volume."""
     with _within(limit, budgets, "every token read back from its volume") as seconds:
-        read_back_tokens(kube, tokens, seconds, measurements)
+        read_on = read_back_tokens(kube, tokens, seconds, measurements)
+    _provide(request, "tokens_read_on", read_on)
+
+
+@then("every token of the lost node's volumes was read back on another node")
+def tokens_moved(
+    tokens: Tokens,
+    tokens_read_on: dict[str, str],
+    outage: Outage,
+    measurements: Measurements,
+) -> None:
+    """After ``every token is read back``: each token on a claim written by a pod of the
+    lost node was read by a pod on another node, so the volume moved with its data (the
+    node itself still off, or back). Fails when one was read on the lost node, or when no
+    token was written on the lost node at all."""
+    moved = moved_off(tokens, tokens_read_on, outage.nodes, [p.name for p in outage.targets.pods])
+    measurements.record("data moved to another node", 0.0, None, {"volumes": moved})
