@@ -215,9 +215,7 @@ def test_power_loss_through(lab: LabHandle, protocol: str) -> None:
         bmc.on()
         assert driver.state() is PowerState.ON
         # after its boot (fast timings: 15 s)
-        wait_for(
-            f"{victim} Ready again", lambda: node_ready(lab, victim) == "True", t.boot_s + 30
-        )
+        wait_for(f"{victim} Ready again", lambda: node_ready(lab, victim) == "True", t.boot_s + 30)
 
         def finalised() -> bool:
             names = {p["metadata"]["uid"] for p in pods(lab, "registry") + pods(lab, "quorum")}
