@@ -1383,21 +1383,22 @@ def back_to_steady_state(
     measurements.record("recovery", time.monotonic() - start, seconds)
 
 
-@then(_p("every token is read back from its volume within {limit:Limit}"))
+@then(
+    _p("every token is read back from its volume within {limit:Limit}"),
+    target_fixture="tokens_read_on",
+)
 def tokens_read_back(
     limit: Limit,
     tokens: Tokens,
     kube: KubeClient,
     budgets: Budgets,
     measurements: Measurements,
-    request: pytest.FixtureRequest,
-) -> None:
+) -> dict[str, str]:
     """The data check's second half: each token written before the failure is read back
     from the pod that now holds its volume (the pod mounting the same claim; for an
     emptyDir, the pod of the same name); a lost or different token fails, naming the volume."""
     with _within(limit, budgets, "every token read back from its volume") as seconds:
-        read_on = read_back_tokens(kube, tokens, seconds, measurements)
-    _provide(request, "tokens_read_on", read_on)
+        return read_back_tokens(kube, tokens, seconds, measurements)
 
 
 @then("every token of the lost node's volumes was read back on another node")

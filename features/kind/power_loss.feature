@@ -4,8 +4,7 @@ Feature: Real kubelets: a worker loses power and its stateless pods move
   the kubelet and every pod stop at once. The lease expires, the node goes NotReady, the
   unreachable taint lands, and the pods are evicted once their tolerations run out. The
   stateless pods (web) come back Ready on another node; the StatefulSet member and the
-  singleton wait for the node: their volumes stay attached to it (Multi-Attach) until it is
-  back or declared out of service (singleton_multi_attach.feature).
+  singleton wait for the node, because their local-path volumes live on it.
 
   Background:
     Given the cluster is in steady state

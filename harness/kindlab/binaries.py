@@ -8,7 +8,8 @@ Go source), cached by version in ``~/.cache/powercut/bin`` like the lab's.
   wrapper module each, since their dependency graphs must not be unified;
 - ``pause``, ``probe`` (the HTTP test app) and ``lb`` (the API server load balancer of a
   cluster with several control planes): ``harness/kindlab/go``;
-- the attachable storage: ``pcsi`` (powercut's CSI driver, ``harness/kindlab/csi``) and
+- apart from the node image (``kind up --storage csi`` only, :func:`obtain_csi`): the
+  attachable storage's ``pcsi`` (powercut's CSI driver, ``harness/kindlab/csi``) and
   kubernetes-csi's ``csi-attacher`` and ``csi-provisioner`` sidecars.
 """
 
@@ -195,7 +196,7 @@ def obtain(say: Say) -> dict[str, Path]:
     paths: dict[str, Path] = {}
     lab_bins = build.obtain(say, groups=(*build.GROUPS[:2], NODE_GROUP))
     paths.update(lab_bins.paths)
-    for tool in (*tools(), *csi_tools()):
+    for tool in tools():
         paths.update(_obtain_tool(tool, say))
     return paths
 

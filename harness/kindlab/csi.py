@@ -1,5 +1,6 @@
 """The kind cluster's attachable storage: powercut's CSI driver (``harness/kindlab/csi``)
-with kubernetes-csi's external-provisioner and external-attacher, installed by ``kind up``.
+with kubernetes-csi's external-provisioner and external-attacher, installed by ``kind up
+--storage csi`` (its image built here and loaded into every node's containerd).
 
 Volumes live on shared storage: one host directory (``KindSpec.shared_storage``) that every
 node container has at ``SHARED_STORAGE_PATH``, as every server of a rack reaches a SAN. The
@@ -18,11 +19,17 @@ node-driver-registrar, which the Go module proxy here does not serve).
 
 from __future__ import annotations
 
+import hashlib
+import shutil
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from harness.errors import PowercutError
-from harness.kindlab import images
+from harness.kindlab import binaries, engine, images
+from harness.kindlab import versions as v
 from harness.kindlab.spec import SHARED_STORAGE_PATH, KindSpec
 from harness.lab.build import Say
 
@@ -105,10 +112,58 @@ def _host(name: str, path: str, kind: str) -> JSON:
     return {"name": name, "hostPath": {"path": path, "type": kind}}
 
 
+def ensure_image(say: Say) -> str:
+    """The storage's image (the three static binaries, from ``scratch``), built when its
+    binaries changed; returns its reference."""
+    bins = binaries.obtain_csi(say)
+    key = hashlib.sha256("".join(f"{n}={p}" for n, p in sorted(bins.items())).encode()).hexdigest()[
+        :16
+    ]
+    ref = images.CSI_IMAGE
+    if images.image_key(ref) == key:
+        return ref
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="img-", dir=v.kind_cache()) as d:
+        ctx = Path(d)
+        (ctx / "tmp").mkdir(mode=0o1777)
+        (ctx / "passwd").write_text("root:x:0:0:root:/root:/sbin/nologin\n")
+        (ctx / "group").write_text("root:x:0:\n")
+        for name in ("pcsi", "csi-attacher", "csi-provisioner"):
+            shutil.copy2(bins[name], ctx / name)
+        images._docker_build(
+            ref,
+            ctx,
+            "FROM scratch\nCOPY tmp /tmp\nCOPY passwd group /etc/\n"
+            "COPY pcsi csi-attacher csi-provisioner /usr/local/bin/\n",
+            key,
+        )
+    say(f"  image {ref} in {time.monotonic() - t0:.1f}s")
+    return ref
+
+
+def load_image(spec: KindSpec, say: Say) -> None:
+    """Import the storage's image into every node's containerd (as ``kind load``)."""
+    docker = engine.docker_cli()
+    for node in spec.nodes():
+        save = subprocess.Popen([docker, "save", images.CSI_IMAGE], stdout=subprocess.PIPE)
+        imp = subprocess.run(
+            [docker, "exec", "-i", node.name, "ctr", "--namespace=k8s.io", "images", "import",
+             "--label=io.cri-containerd.pinned=pinned", "--digests", "-"],
+            stdin=save.stdout, capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert save.stdout is not None
+        save.stdout.close()
+        if save.wait() != 0 or imp.returncode != 0:
+            raise PowercutError(
+                f"loading {images.CSI_IMAGE} into {node.name}: {imp.stderr.strip()[-800:]}"
+            )
+    say(f"  {images.CSI_IMAGE} loaded into {len(spec.nodes())} nodes")
+
+
 def _container(name: str, binary: str, args: list[str], mounts: list[JSON]) -> JSON:
     return {
         "name": name,
-        "image": images.image_names()["csi"],
+        "image": images.CSI_IMAGE,
         "imagePullPolicy": "Never",  # in the node's containerd
         "command": [f"/usr/local/bin/{binary}"],
         "args": args,
@@ -306,6 +361,7 @@ def install(spec: KindSpec, say: Say, *, timeout_s: float = 240) -> float:
     from harness.kube.client import KubeClient
 
     t0 = time.monotonic()
+    load_image(spec, say)
     c = KubeClient.from_kubeconfig(spec.kubeconfig, timeout_s=10)
     try:
         for path, obj in manifests():

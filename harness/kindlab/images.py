@@ -4,9 +4,7 @@
    ``powercut.local/debian:<suite>`` (cached as a tarball keyed on suite and packages).
 2. Every image the node runs, built locally with ``docker build`` (no ``FROM`` but that
    Debian base or ``scratch``): the control-plane components, kube-proxy, etcd, pause,
-   CoreDNS, the pod network agent, local-path-provisioner and its helper, the probe app,
-   the attachable storage (powercut's CSI driver with the kubernetes-csi attacher and
-   provisioner).
+   CoreDNS, the pod network agent, local-path-provisioner and its helper, the probe app.
 3. The node: the Debian base plus kind's own base-image files (entrypoint, systemd units,
    containerd config, from the kind module's ``images/base/files``), containerd, crictl,
    kubelet, kubeadm, kubectl; then, in a build container, every image of step 2 imported
@@ -51,8 +49,12 @@ def image_names() -> dict[str, str]:
         "local-path-provisioner": f"{r}/local-path-provisioner:{v.LOCAL_PATH}",
         "local-path-helper": f"{r}/local-path-helper:{v.DEBIAN_SUITE}",
         "probe": f"{r}/probe:v1",
-        "csi": f"{r}/csi:{v.CSI_ATTACHER}-{v.CSI_PROVISIONER}",
     }
+
+
+#: The attachable storage's image (``kind up --storage csi``): built and loaded into the
+#: nodes by ``kindlab/csi.py``, not part of the node image.
+CSI_IMAGE = f"{v.REPO}/csi:{v.CSI_ATTACHER}-{v.CSI_PROVISIONER}"
 
 
 def _kind_module_dir() -> Path:
@@ -208,12 +210,6 @@ def _component_images(bins: dict[str, Path], key: str, say: Say) -> list[str]:
         "probe": (
             ["probe"],
             static + 'COPY probe /probe\nEXPOSE 8080\nENTRYPOINT ["/probe"]\n',
-        ),
-        # One image for the driver and its sidecars: static binaries, each container of the
-        # controller and node pods runs the one it needs.
-        "csi": (
-            ["pcsi", "csi-attacher", "csi-provisioner"],
-            static + "COPY pcsi csi-attacher csi-provisioner /usr/local/bin/\n",
         ),
         "local-path-provisioner": (
             ["local-path-provisioner"],

@@ -19,6 +19,9 @@ NODE_PORTS = {"web": (30080, 80), "quorum": (30081, 81), "singleton": (30082, 82
 #: Where every node sees the shared storage of the CSI driver (harness/kindlab/csi.py): one
 #: host directory (``KindSpec.shared_storage``) bind-mounted into each node container.
 SHARED_STORAGE_PATH = "/var/lib/powercut-csi"
+#: The workloads' volumes: kind's local-path (on the node; nothing to attach), or the
+#: attachable storage (``kind up --storage csi``).
+STORAGE_KINDS = ("local-path", "csi")
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class KindSpec:
     base_port: int = 24000
     workloads: bool = False
     node_image: str = v.NODE_IMAGE
+    storage: str = "local-path"  # one of STORAGE_KINDS
 
     def __post_init__(self) -> None:
         if self.control_planes not in (1, 3):
@@ -81,6 +85,11 @@ class KindSpec:
                 field="--base-port",
             )
         KindTimings.named(self.timings)
+        if self.storage not in STORAGE_KINDS:
+            raise ConfigError(
+                f"--storage {self.storage}: valid values are {', '.join(STORAGE_KINDS)}",
+                field="--storage",
+            )
 
     @property
     def root(self) -> Path:
@@ -173,10 +182,11 @@ class KindSpec:
                 "role": n.role,
                 "image": self.node_image,
                 "labels": {"topology.kubernetes.io/zone": n.rack},
-                "extraMounts": [
-                    {"hostPath": str(self.shared_storage), "containerPath": SHARED_STORAGE_PATH}
-                ],
             }
+            if self.storage == "csi":
+                node["extraMounts"] = [
+                    {"hostPath": str(self.shared_storage), "containerPath": SHARED_STORAGE_PATH}
+                ]
             if i == 0:
                 node["extraPortMappings"] = [
                     {

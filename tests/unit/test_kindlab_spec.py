@@ -78,8 +78,10 @@ def test_inventory_uses_the_kind_driver(tmp_path: Path) -> None:
     assert web["health"]["http"] == "http://127.0.0.1:32080/readyz"
 
 
-def test_every_node_reaches_the_same_shared_storage(tmp_path: Path) -> None:
-    spec = KindSpec(state_dir=str(tmp_path), workers=2, base_port=32000)
+def test_with_csi_storage_every_node_reaches_the_same_shared_storage(tmp_path: Path) -> None:
+    plain = json.loads(KindSpec(state_dir=str(tmp_path), base_port=32000).kind_config())
+    assert not any("extraMounts" in n for n in plain["nodes"])
+    spec = KindSpec(state_dir=str(tmp_path), workers=2, base_port=32000, storage="csi")
     cfg = json.loads(spec.kind_config())
     mounts = [n["extraMounts"] for n in cfg["nodes"]]
     assert (
@@ -123,5 +125,8 @@ def test_the_storage_attaches_and_the_workloads_use_it() -> None:
             ]
         return [c for v in o for c in classes(v)] if isinstance(o, list) else []
 
-    found = classes(workloads.manifests())
+    found = classes(workloads.manifests(workloads.storage_class(KindSpec("x", storage="csi"))))
     assert len(found) == 2 and set(found) == {"powercut-csi"}  # quorum's template, the PVC
+    assert set(classes(workloads.manifests())) == {"standard"}
+    with pytest.raises(ConfigError, match="--storage nfs: valid values are local-path, csi"):
+        KindSpec("x", storage="nfs")

@@ -1,5 +1,5 @@
 @epic:node-failure @story:volumes-move @kind @disruptive @serial
-Feature: Real kubelets and a real attacher: the out-of-service taint moves a StatefulSet member and its volume
+Feature: Real kubelets, real attachments (kind up --storage csi): the out-of-service taint moves a StatefulSet member and its volume
   A quorum member's ReadWriteOnce volume is attached (a real VolumeAttachment) to a node
   that loses power. Once the operator declares the node out of service, Kubernetes
   force-deletes its pods and detaches its volumes at once, and the StatefulSet's member

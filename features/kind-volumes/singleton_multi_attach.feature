@@ -1,5 +1,5 @@
 @epic:node-failure @story:volumes-move @kind @disruptive @serial
-Feature: Real kubelets and a real attacher: the singleton's volume is stuck until the node is declared out of service
+Feature: Real kubelets, real attachments (kind up --storage csi): the singleton's volume is stuck until the node is declared out of service
   The singleton's ReadWriteOnce volume is on the cluster's attachable storage (a CSI driver
   with attachRequired, the real external-attacher): it has a VolumeAttachment to its node.
   The node loses power (`docker kill`); the pod is evicted and its replacement scheduled on
