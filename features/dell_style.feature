@@ -3,8 +3,9 @@ Feature: Fail workers and primaries with any failure kind, as Dell's resiliency 
   One sentence chooses the nodes and the failure: counts as words or digits, fractions
   (one-third, one-half, all) and ranges (1-2, drawn from the run's seed, which the report
   shows and `--seed` replays), the failure kind (power, graceful, reboot, partition,
-  kubelet) and how long it lasts. The nodes come back by themselves (power on, heal,
-  kubelet start) once the time is up; the cluster must then be whole again.
+  kubelet) and how long it lasts (for a reboot: how long the power stays off within the
+  power cycle; the node then boots). The nodes come back (power on, heal, kubelet start)
+  once the time is up; the cluster must then be whole again.
 
   Background:
     Given the cluster is in steady state
@@ -21,3 +22,4 @@ Feature: Fail workers and primaries with any failure kind, as Dell's resiliency 
       | one     | zero    | power     | 20       |
       | 1-2     | zero    | partition | 20       |
       | one     | one     | kubelet   | 20       |
+      | two     | zero    | reboot    | 10       |

@@ -11,28 +11,10 @@ import pytest
 
 from harness import progress
 from harness.inventory import Inventory, load_inventory
+from harness.steps.support.tags import MARKERS
 
 #: The step grammar and its fixtures (steps), visible to every test module.
 pytest_plugins = ("harness.steps.plugin",)
-
-MARKERS = {
-    "lab": "needs the embedded lab cluster",
-    "disruptive": "powers nodes off or otherwise disturbs the cluster",
-    "slow": "takes more than a few seconds",
-    "needs_bmc": "switches power through each node's BMC (IPMI or Redfish; the lab's and "
-    "kind's stand-ins): power loss, graceful shutdown, power-on, reboot",
-    "needs_ssh": "acts on the node itself over SSH (kind: in its container; the lab: its "
-    "simulation): network partition, kubelet stop",
-    "serial": "must not run in parallel with other disruptive tests",
-    "kind": "written for real kubelets in a kind cluster (features/kind)",
-    # Allure severities, written as feature tags (@critical); steps/scenario_steps.py also turns
-    # them into the Allure severity label.
-    "blocker": "severity: the cluster cannot be released if this fails",
-    "critical": "severity: a critical failure case",
-    "normal": "severity: a normal failure case",
-    "minor": "severity: a minor failure case",
-    "trivial": "severity: a trivial failure case",
-}
 
 
 #: The terminal's stderr, kept before pytest captures file descriptors 1 and 2 (this hook

@@ -733,8 +733,13 @@ class Session:
         *,
         protocol: str | None = None,
         synchronized: bool | None = None,
+        off_s: float = 0.0,
     ) -> PowerResult:
         """Power-cycle the nodes in parallel (off, then on again: a reset).
+
+        ``off_s`` > 0: each node's power stays off that long, from its power-off's read-back
+        to its power-on request (the cycle is then always the synchronized off and on, since
+        no BMC's own reset can hold the power off).
 
         Checked against the blast-radius rules like a power-off (the nodes are down
         meanwhile) and journaled with a power-on as its undo, since a cycle that fails
@@ -758,15 +763,16 @@ class Session:
         if self.dry_run:
             for n in names:
                 proto = protocol or self.inventory.node(n).power.driver
+                held = f" (off for {off_s:g}s)" if off_s > 0 else ""
                 self.plan.append(
-                    f"power-cycle {n} through {proto}; undo if it stops midway: power on"
+                    f"power-cycle {n}{held} through {proto}; undo if it stops midway: power on"
                 )
             self.plan.extend(plan.describe())
             return PowerResult(names)
         if synchronized is None:
             synchronized = len(names) > 1
-        if synchronized:
-            return self._synchronized_cycle(names, protocol)
+        if synchronized or off_s > 0:
+            return self._synchronized_cycle(names, protocol, off_s)
         result = PowerResult(names)
 
         def one(node: str) -> None:
@@ -789,7 +795,9 @@ class Session:
         self.say(f"power-cycled {', '.join(names)}")
         return result
 
-    def _synchronized_cycle(self, names: list[str], protocol: str | None) -> PowerResult:
+    def _synchronized_cycle(
+        self, names: list[str], protocol: str | None, off_s: float = 0.0
+    ) -> PowerResult:
         off = PowerResult(names, synchronized=True)
         on = PowerResult(names, synchronized=True)
         cycle = PowerResult(names, synchronized=True, phases={"off": off, "on": on})
@@ -825,6 +833,9 @@ class Session:
                     cycle.sent[node] = time.monotonic()
                     self.timeline.action(node, "power-cycle sent", protocol=protocol or "")
                     self._fire(node, prepared, off, "power-cycle off", protocol)
+                    if off_s > 0:
+                        self.timeline.action(node, "power-cycle held off", seconds=off_s)
+                        time.sleep(max(0.0, off.confirmed[node] + off_s - time.monotonic()))
                 except BaseException:
                     on_barrier.abort()  # the others power on without waiting for this one
                     raise

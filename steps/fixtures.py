@@ -175,6 +175,7 @@ NEEDS = {
     "chaos_run": "a chaos experiment's run",
     "longevity_run": "a longevity run",
     "tokens": "tokens written to the volumes (the data check)",
+    "tokens_read_on": "the tokens read back from their volumes (the data check)",
 }
 
 

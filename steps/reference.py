@@ -428,7 +428,7 @@ def value_tables() -> list[str]:
 
 def tag_table() -> list[str]:
     """powercut's own tags and how a project registers its own."""
-    from harness.pytest_plugin import MARKERS
+    from harness.steps.support.tags import MARKERS
 
     out = [
         "## Tags",

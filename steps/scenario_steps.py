@@ -51,7 +51,7 @@ from harness.scenario import jobs, operator, phases, starts, steady, subjects
 from harness.scenario import lost as L
 from harness.scenario import targets as choose
 from harness.scenario.apiprobe import API_PROBE, ETCD_PROBE, ApiProber, longest_outage
-from harness.scenario.data import Tokens, read_back_tokens, write_tokens_of
+from harness.scenario.data import Tokens, moved_off, read_back_tokens, write_tokens_of
 from harness.scenario.errors import MissingStep, NothingToMeasure
 from harness.scenario.report import Measurements
 from harness.scenario.select import Amount, parse_names
@@ -569,12 +569,14 @@ def reboot_nodes(
     observer: Observer,
     measurements: Measurements,
 ) -> PoweredOn:
-    """Power-cycle every chosen node through its BMC (off, then on again), in parallel;
-    returns once each reads back as on. Provides both the failure (from the request to the
-    acknowledgement) and the return: "Ready within" steps measure from the request."""
-    back = phases.reboot(session, targets, measurements)
-    _provide(request, "outage", phases.outage_of_reboot(session.timeline, targets, back, observer))
-    return back
+    """Power-cycle every chosen node through its power driver (off, then on again at once:
+    for one node the BMC's own reset), in parallel; returns once each reads back as on
+    (a BMC reads On while the server boots; its kubelet comes back later). Provides both
+    the failure ("NotReady within" measures from the power going off) and the return
+    ("Ready within" measures from the power-on request)."""
+    rebooted = phases.reboot(session, targets, observer, measurements)
+    _provide(request, "outage", rebooted.outage)
+    return rebooted.back
 
 
 # -- When: the generic failure step, in the spirit of Dell's resiliency suite ------------------
@@ -611,8 +613,18 @@ def fail_nodes(
     fractions such as ``one-third``, ranges such as ``1-2`` drawn from the seed), fail them
     all at once with ``power``, ``graceful``, ``reboot``, ``partition`` or ``kubelet``,
     hold the failure for the limit, then bring them back (power on, heal, start the
-    kubelet; a reboot comes back by itself). Provides the chosen nodes, the failure and the
-    return, so every later step can follow it."""
+    kubelet). Provides the chosen nodes, the failure and the return, so every later step
+    can follow it.
+
+    What "for N seconds" holds: the power off (``power``, ``graceful``: from the
+    power-off's read-back to the power-on request), the cut (``partition``, ``kubelet``),
+    and for ``reboot`` the power off within one power cycle: each node is powered off, held
+    off N seconds from the read-back, and powered on by the step, through its power driver
+    (a BMC, the kind driver, the lab's BMCs alike; a driver that cannot power on, SSH,
+    fails the step). The node then boots by itself: Kubernetes sees it gone for N seconds
+    plus its boot, and the step does not wait for that. "NotReady within" measures from
+    the power going off, "Ready within" from the power-on request (so it holds the boot;
+    the lab's nodes boot in ``lab up --boot-seconds``)."""
     kind = failure
     seed = seed_of(request.config)
     targets = _chosen(
@@ -641,8 +653,8 @@ def fail_nodes(
         _hold(kind, nodes, hold_s)
         back = phases.power_on(session, targets, budgets, measurements)
     elif kind is FailureKind.REBOOT:
-        back = phases.reboot(session, targets, measurements)
-        outage = phases.outage_of_reboot(session.timeline, targets, back, observer)
+        rebooted = phases.reboot(session, targets, observer, measurements, off_s=hold_s)
+        outage, back = rebooted.outage, rebooted.back
     else:
         outage = phases.cut(
             session, targets, observer, kind, undo_after_s=hold_s + budgets.recovery
@@ -801,7 +813,8 @@ def nodes_not_ready(
     limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
 ) -> None:
     """Each node's Ready condition turns False or Unknown, measured from its BMC's power-off
-    acknowledgement. A node that never goes NotReady fails the scenario."""
+    acknowledgement (a reboot's: its power cycle's power-off, or for a BMC's own reset the
+    cycle's acknowledgement). A node that never goes NotReady fails the scenario."""
     with _within(limit, budgets, "NotReady: " + ", ".join(outage.nodes)) as seconds:
         phases.nodes_not_ready(timeline, outage, seconds, measurements)
 
@@ -1476,12 +1489,34 @@ def back_to_steady_state(
     measurements.record("recovery", time.monotonic() - start, seconds)
 
 
-@then(_p("every token is read back from its volume within {limit:Limit}"))
+@then(
+    _p("every token is read back from its volume within {limit:Limit}"),
+    target_fixture="tokens_read_on",
+)
 def tokens_read_back(
-    limit: Limit, tokens: Tokens, kube: KubeClient, budgets: Budgets, measurements: Measurements
-) -> None:
+    limit: Limit,
+    tokens: Tokens,
+    kube: KubeClient,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> dict[str, str]:
     """The data check's second half: each token written before the failure is read back
     from the pod that now holds its volume (the pod mounting the same claim; for an
     emptyDir, the pod of the same name); a lost or different token fails, naming the volume."""
     with _within(limit, budgets, "every token read back from its volume") as seconds:
-        read_back_tokens(kube, tokens, seconds, measurements)
+        return read_back_tokens(kube, tokens, seconds, measurements)
+
+
+@then("every token of the lost node's volumes was read back on another node")
+def tokens_moved(
+    tokens: Tokens,
+    tokens_read_on: dict[str, str],
+    outage: Outage,
+    measurements: Measurements,
+) -> None:
+    """After ``every token is read back``: each token on a claim written by a pod of the
+    lost node was read by a pod on another node, so the volume moved with its data (the
+    node itself still off, or back). Fails when one was read on the lost node, or when no
+    token was written on the lost node at all."""
+    moved = moved_off(tokens, tokens_read_on, outage.nodes, [p.name for p in outage.targets.pods])
+    measurements.record("data moved to another node", 0.0, None, {"volumes": moved})

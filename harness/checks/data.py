@@ -148,6 +148,7 @@ def verify_tokens(
     deadline = start + timeout_s
     pending = list(tokens)
     held: dict[str, str] = {}
+    held_on: dict[str, str] = {}  # label -> the node of the pod it was read from
     bad: dict[str, str] = {}
     last: dict[str, str] = {}
     while pending:
@@ -171,6 +172,15 @@ def verify_tokens(
                 still.append(t)
                 continue
             held[t.label] = pod
+            held_on[t.label] = next(
+                (
+                    str((p.get("spec") or {}).get("nodeName") or "")
+                    for p in pods
+                    if p["metadata"]["name"] == pod
+                    and p["metadata"].get("namespace", t.namespace) == t.namespace
+                ),
+                "",
+            )
             if seen is None:
                 bad[t.label] = f"token lost (pod {pod} finds none)"
             elif seen != t.token:
@@ -189,9 +199,15 @@ def verify_tokens(
             "; ".join(f"{label}: {why}" for label, why in sorted(bad.items())),
             took,
             check="data kept",
-            detail={"lost": sorted(bad), "held_by": dict(held)},
+            detail={"lost": sorted(bad), "held_by": dict(held), "held_on": dict(held_on)},
         )
-    return Measurement("data kept", start, took, timeout_s, detail={"held_by": dict(held)})
+    return Measurement(
+        "data kept",
+        start,
+        took,
+        timeout_s,
+        detail={"held_by": dict(held), "held_on": dict(held_on)},
+    )
 
 
 def _volume_in(pods: list[JSON], pod: str, t: VolumeToken) -> str:

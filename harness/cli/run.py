@@ -376,9 +376,8 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
         feature_args += ["--seed", str(args.seed)]
     # Every feature parsed and every sentence matched before anything runs: a typo or a
     # syntax error is one harness error naming file and line, never a half-run scenario.
-    from harness.pytest_plugin import MARKERS
     from harness.steps.check import check_features
-    from harness.steps.support.tags import project_tags, pytest_markers
+    from harness.steps.support.tags import MARKERS, project_tags, pytest_markers
 
     own = args.steps is None  # --steps DIR may define steps and tags of its own
     starts = [*args.features, Path.cwd()]

@@ -7,7 +7,10 @@ Go source), cached by version in ``~/.cache/powercut/bin`` like the lab's.
 - kind, containerd (+ ``ctr``, the runc shim), crictl, CoreDNS, local-path-provisioner: one
   wrapper module each, since their dependency graphs must not be unified;
 - ``pause``, ``probe`` (the HTTP test app) and ``lb`` (the API server load balancer of a
-  cluster with several control planes): ``harness/kindlab/go``.
+  cluster with several control planes): ``harness/kindlab/go``;
+- apart from the node image (``kind up --storage csi`` only, :func:`obtain_csi`): the
+  attachable storage's ``pcsi`` (powercut's CSI driver, ``harness/kindlab/csi``) and
+  kubernetes-csi's ``csi-attacher`` and ``csi-provisioner`` sidecars.
 """
 
 from __future__ import annotations
@@ -35,11 +38,25 @@ class Tool:
     module: str
     packages: tuple[str, ...]
     tags: str = ""
+    source: Path | None = None  # with module "": a Go module of this repository
 
 
 #: Commands of harness/kindlab/go built apart (their own cache key), so that a change to
 #: one does not rebuild the node image: the load balancer runs beside the nodes, not in them.
 APART = ("cmd/lb",)
+
+
+#: powercut's CSI driver: a Go module of its own (it needs gRPC and the CSI spec).
+CSI_SOURCE = Path(__file__).parent / "csi"
+
+
+def _tree_key(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(root)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()[:12]
 
 
 def _source_key(only: str | None = None) -> str:
@@ -117,7 +134,7 @@ def _build_tool(tool: Tool, say: Say) -> dict[str, Path]:
         work = v.cache_root() / "build" / f"{group.name}-{group.version}"
         if work.exists():
             shutil.rmtree(work)
-        shutil.copytree(v.GO_SOURCE, work)
+        shutil.copytree(tool.source or v.GO_SOURCE, work)
         env = build._go_env(work)
     out = Path(tempfile.mkdtemp(prefix=f"{group.name}-", dir=lab_versions.bin_cache()))
     try:
@@ -139,6 +156,38 @@ def _build_tool(tool: Tool, say: Say) -> dict[str, Path]:
         return {b: dest / b for b in group.binaries}
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def csi_tools() -> tuple[Tool, ...]:
+    """The kubernetes-csi sidecars of the kind cluster's attachable storage."""
+    att = "github.com/kubernetes-csi/external-attacher/v4"
+    prov = "github.com/kubernetes-csi/external-provisioner/v6"
+    return (
+        Tool(
+            Group("pcsi", _tree_key(CSI_SOURCE), ("pcsi",)),
+            "",
+            ("powercut.local/pcsi",),
+            source=CSI_SOURCE,
+        ),
+        Tool(
+            Group("csi-attacher", v.CSI_ATTACHER, ("csi-attacher",)),
+            att,
+            (f"{att}/cmd/csi-attacher",),
+        ),
+        Tool(
+            Group("csi-provisioner", v.CSI_PROVISIONER, ("csi-provisioner",)),
+            prov,
+            (f"{prov}/cmd/csi-provisioner",),
+        ),
+    )
+
+
+def obtain_csi(say: Say) -> dict[str, Path]:
+    """The CSI sidecars by name, built if the cache lacks them."""
+    paths: dict[str, Path] = {}
+    for tool in csi_tools():
+        paths.update(_obtain_tool(tool, say))
+    return paths
 
 
 def obtain(say: Say) -> dict[str, Path]:

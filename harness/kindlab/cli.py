@@ -32,6 +32,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     up.add_argument("--timings", default="fast", help="fast or upstream (default fast)")
     up.add_argument("--workloads", action="store_true", help="deploy the sample workloads")
     up.add_argument(
+        "--storage",
+        default="local-path",
+        help="the workloads' volumes: local-path (on their node, the default) or csi "
+        "(attachable storage: powercut's CSI driver with the kubernetes-csi attacher and "
+        "provisioner on a host directory every node has; real VolumeAttachments)",
+    )
+    up.add_argument(
         "--base-port",
         type=int,
         default=24000,
@@ -84,6 +91,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         timings=args.timings,
         base_port=args.base_port,
         workloads=args.workloads,
+        storage=args.storage,
     )
     t = cluster.up(spec, cluster.say_stderr)
     from harness.kindlab.inventory_out import write_inventory

@@ -3,7 +3,9 @@
 ``up`` installs what is missing (docker.io, the privileged-container adaptation where
 privileged containers fail, the kind CLI from the Go module proxy), builds or reuses the
 node image (``images.node_image``), runs the real ``kind create cluster`` with a generated
-config, waits for every node Ready and, with ``--workloads``, deploys the sample workloads.
+config, waits for every node Ready, with ``--storage csi`` installs the attachable storage
+(``kindlab/csi.py``: a CSI driver with ``attachRequired`` on a host directory every node
+has) and, with ``--workloads``, deploys the sample workloads.
 ``down`` deletes the cluster and everything ``up`` left: containers, the ``kind`` Docker
 network when nothing else uses it, the dockerd it started, the state directory.
 """
@@ -157,6 +159,11 @@ def up(spec: KindSpec, say: Say, *, rebuild_image: bool = False) -> dict[str, fl
         _warn_inotify(len(spec.nodes()), say)
     timings["image"] = time.monotonic() - t0
     spec.save()
+    if spec.storage == "csi":
+        from harness.kindlab import csi
+
+        csi.ensure_image(say)
+        spec.shared_storage.mkdir(exist_ok=True)  # bind-mounted into every node
     cfg = root / "cluster.yaml"
     cfg.write_text(spec.kind_config())
     t1 = time.monotonic()
@@ -182,6 +189,10 @@ def up(spec: KindSpec, say: Say, *, rebuild_image: bool = False) -> dict[str, fl
         )
         timings["create"] = time.monotonic() - t1
         timings["ready"] = wait_ready(spec, say)
+        if spec.storage == "csi":
+            from harness.kindlab import csi
+
+            timings["storage"] = csi.install(spec, say)
         if spec.workloads:
             from harness.kindlab import workloads
 

@@ -52,6 +52,11 @@ def image_names() -> dict[str, str]:
     }
 
 
+#: The attachable storage's image (``kind up --storage csi``): built and loaded into the
+#: nodes by ``kindlab/csi.py``, not part of the node image.
+CSI_IMAGE = f"{v.REPO}/csi:{v.CSI_ATTACHER}-{v.CSI_PROVISIONER}"
+
+
 def _kind_module_dir() -> Path:
     out = subprocess.run(
         ["go", "mod", "download", "-json", f"sigs.k8s.io/kind@{v.KIND}"],

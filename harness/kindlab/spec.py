@@ -16,6 +16,12 @@ RACKS = "abcdefghij"
 # NodePorts of the sample workloads (kindlab/workloads.py), each published on 127.0.0.1 by
 # the first control-plane node at base_port + offset.
 NODE_PORTS = {"web": (30080, 80), "quorum": (30081, 81), "singleton": (30082, 82)}
+#: Where every node sees the shared storage of the CSI driver (harness/kindlab/csi.py): one
+#: host directory (``KindSpec.shared_storage``) bind-mounted into each node container.
+SHARED_STORAGE_PATH = "/var/lib/powercut-csi"
+#: The workloads' volumes: kind's local-path (on the node; nothing to attach), or the
+#: attachable storage (``kind up --storage csi``).
+STORAGE_KINDS = ("local-path", "csi")
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,7 @@ class KindSpec:
     base_port: int = 24000
     workloads: bool = False
     node_image: str = v.NODE_IMAGE
+    storage: str = "local-path"  # one of STORAGE_KINDS
 
     def __post_init__(self) -> None:
         if self.control_planes not in (1, 3):
@@ -78,10 +85,21 @@ class KindSpec:
                 field="--base-port",
             )
         KindTimings.named(self.timings)
+        if self.storage not in STORAGE_KINDS:
+            raise ConfigError(
+                f"--storage {self.storage}: valid values are {', '.join(STORAGE_KINDS)}",
+                field="--storage",
+            )
 
     @property
     def root(self) -> Path:
         return Path(self.state_dir)
+
+    @property
+    def shared_storage(self) -> Path:
+        """The host directory behind every node's ``SHARED_STORAGE_PATH``: the CSI
+        driver's volumes and attachments, reachable from any node, as a SAN or NAS is."""
+        return self.root / "shared-storage"
 
     @property
     def kubeconfig(self) -> Path:
@@ -165,6 +183,10 @@ class KindSpec:
                 "image": self.node_image,
                 "labels": {"topology.kubernetes.io/zone": n.rack},
             }
+            if self.storage == "csi":
+                node["extraMounts"] = [
+                    {"hostPath": str(self.shared_storage), "containerPath": SHARED_STORAGE_PATH}
+                ]
             if i == 0:
                 node["extraPortMappings"] = [
                     {

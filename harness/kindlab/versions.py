@@ -13,6 +13,11 @@ CONTAINERD = "v2.4.2"
 CRICTL = "v1.37.0"
 COREDNS = "v1.14.7"
 LOCAL_PATH = "v0.0.30"
+# The CSI sidecars of the kind cluster's attachable storage (harness/kindlab/csi.py); the
+# node-driver-registrar is not served by the Go module proxy here, so powercut's own driver
+# (harness/kindlab/go/cmd/pcsi) registers itself with the kubelet.
+CSI_ATTACHER = "v4.13.0"
+CSI_PROVISIONER = "v6.4.0"
 DEBIAN_SUITE = "bookworm"
 
 # Debian packages of the node (and of the images that need a userland: kube-proxy, the CNI

@@ -3,9 +3,13 @@ readiness ``/readyz``, liveness ``/healthz``, volume tokens ``/tokens/NAME``):
 
 - ``web``: a Deployment of 3 spread over the racks, a PodDisruptionBudget of minAvailable 2,
   NodePort 30080 (published on 127.0.0.1 at base+80);
-- ``quorum``: a StatefulSet of 3 with a volume each (local-path), PDB minAvailable 2,
-  NodePort 30081;
+- ``quorum``: a StatefulSet of 3 with a volume each, PDB minAvailable 2, NodePort 30081;
 - ``singleton``: a Deployment of 1 with a volume, NodePort 30082;
+
+The volumes are ReadWriteOnce claims of local-path (class ``standard``: on their node), or
+with ``kind up --storage csi`` of the attachable storage (``kindlab/csi.py``): each then
+has a VolumeAttachment, and moves to another node (with its data) once Kubernetes detached
+it from the node that held it.
 - ``node-agent``: a DaemonSet on every worker.
 """
 
@@ -16,6 +20,7 @@ from typing import Any
 
 from harness.errors import PowercutError
 from harness.kindlab import images
+from harness.kindlab.csi import STORAGE_CLASS
 from harness.kindlab.spec import NODE_PORTS, KindSpec
 from harness.lab.build import Say
 
@@ -83,20 +88,24 @@ def _pdb(app: str, min_available: int) -> JSON:
     }
 
 
-def _pvc(name: str) -> JSON:
+def storage_class(spec: KindSpec | None) -> str:
+    return STORAGE_CLASS if spec is not None and spec.storage == "csi" else "standard"
+
+
+def _pvc(name: str, storage_class: str) -> JSON:
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {"name": name, "namespace": NAMESPACE},
         "spec": {
             "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "standard",
+            "storageClassName": storage_class,
             "resources": {"requests": {"storage": "64Mi"}},
         },
     }
 
 
-def manifests() -> list[JSON]:
+def manifests(storage_class: str = "standard") -> list[JSON]:
     def meta(app: str) -> JSON:
         return {"name": app, "namespace": NAMESPACE, "labels": {"app": app}}
 
@@ -128,7 +137,7 @@ def manifests() -> list[JSON]:
                     "metadata": {"name": "data"},
                     "spec": {
                         "accessModes": ["ReadWriteOnce"],
-                        "storageClassName": "standard",
+                        "storageClassName": storage_class,
                         "resources": {"requests": {"storage": "64Mi"}},
                     },
                 }
@@ -161,7 +170,7 @@ def manifests() -> list[JSON]:
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
         web, _pdb("web", 2), _service("web"),
         quorum, _pdb("quorum", 2), _service("quorum"),
-        _pvc("singleton-data"), singleton, _service("singleton"),
+        _pvc("singleton-data", storage_class), singleton, _service("singleton"),
         agent,
     ]  # fmt: skip
 
@@ -186,7 +195,7 @@ def deploy(spec: KindSpec, say: Say, *, timeout_s: float = 240) -> None:
 
     c = KubeClient.from_kubeconfig(spec.kubeconfig, timeout_s=10)
     try:
-        for obj in manifests():
+        for obj in manifests(storage_class(spec)):
             c.apply(_path(obj), obj)
         t0 = time.monotonic()
         pending: dict[str, str] = {}

@@ -52,6 +52,14 @@ class NodeTarget:
         self.lab.reconnect(self.name, "kubelet")
 
 
+class NodeOs(NodeTarget):
+    """The node as its own OS (its SSH server) sees it: up once booted, so the SSH server
+    answers no connection while the node POSTs and boots, as on a real server."""
+
+    def power_state(self) -> PowerState:
+        return self.lab.os_state(self.name)
+
+
 def start_bmcs(lab: Lab) -> list[Any]:
     # The protocol servers are imported here, in the supervisor only: sushy-tools builds
     # its Flask application at import time, and every other command (and an install
@@ -86,7 +94,7 @@ def start_bmcs(lab: Lab) -> list[Any]:
         lines = []
         for n in lab.nodes:
             ssh = SshServer(
-                targets[n.name],
+                NodeOs(lab, n.name),
                 port=spec.ports.ssh(n.index),
                 host_key_path=creds.ssh_host_key,
                 authorized_keys=[creds.ssh_client_public_key],

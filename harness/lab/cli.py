@@ -46,6 +46,22 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     up.add_argument("--workloads", action="store_true", help="deploy the sample workloads")
     up.add_argument(
+        "--boot-seconds",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds from a node's power-on to its kubelet starting (its POST and boot; the "
+        "BMCs read On meanwhile); default: the timing profile's, 15 (fast) or 60 (upstream), "
+        "longer than the node monitor's grace period so a reboot makes the node NotReady",
+    )
+    up.add_argument(
+        "--node-boot-seconds",
+        action="append",
+        default=[],
+        metavar="NODE=SECONDS",
+        help="the boot time of one node, over --boot-seconds (repeatable), e.g. w-a1=40",
+    )
+    up.add_argument(
         "--inventory-out",
         type=Path,
         default=Path("inventories/lab.yaml"),
@@ -78,6 +94,23 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_node_seconds(items: list[str]) -> dict[str, float]:
+    """``NODE=SECONDS`` options into a mapping (the spec checks names and ranges)."""
+    out: dict[str, float] = {}
+    for item in items:
+        node, sep, value = item.partition("=")
+        try:
+            if not sep or not node.strip():
+                raise ValueError(item)
+            out[node.strip()] = float(value)
+        except ValueError:
+            raise ConfigError(
+                f"invalid value {item!r}; valid: NODE=SECONDS, e.g. w-a1=40",
+                field="--node-boot-seconds",
+            ) from None
+    return out
+
+
 def _running_pid(root: Path) -> int | None:
     return recorded_alive(root / "supervisor.pid")
 
@@ -92,6 +125,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         timings=args.timings,
         base_port=args.base_port,
         workloads=args.workloads,
+        boot_seconds=args.boot_seconds,
+        node_boot_seconds=parse_node_seconds(args.node_boot_seconds),
     )
     if _running_pid(root) is not None:
         print(f"a lab is already running (state in {root}); nothing changed")
@@ -230,10 +265,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"  {name:40} {c_['state']}")
     print("nodes:")
     power = state.get("power") or {}
+    booting = set(state.get("booting") or [])
     for n in spec.nodes():
         print(
             f"  {n.name:8} {n.role:14} {n.rack:8} power {power.get(n.name, '?'):4} "
             f"{nodes_ready.get(n.name, '-')}"
+            + (f" (booting, {spec.boot_s(n.name):g}s)" if n.name in booting else "")
         )
     return 0
 

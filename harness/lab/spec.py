@@ -23,6 +23,7 @@ VOLUME_GATE = "lab.powercut.io/volumes"
 LAB_NAMESPACE = "lab"
 PORT_SPAN = 1000  # a lab uses ports base .. base + 999: labs 1000 apart never collide
 MAX_NODES = 400  # IPMI at base + 200 + i, SSH at base + 600 + i
+MAX_BOOT_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,10 @@ class Timings:
     leader_lease_s: int
     leader_renew_s: int
     leader_retry_s: int
+    #: Default seconds from a power-on to the node's processes (kubelet first) starting:
+    #: a server's POST and boot. Longer than the grace period plus the monitor period, so a
+    #: reboot (off and on again at once) makes the node NotReady, as a real one does.
+    boot_s: int
 
     @staticmethod
     def named(name: str) -> Timings:
@@ -46,11 +51,14 @@ class Timings:
             # in flight wait out etcd's request timeout (~7 s), so healthy nodes' lease
             # renewals stall ~9 s; with 8 s, a rack outage that took the etcd leader marked
             # healthy nodes NotReady for an instant (seen in CI, 2026-11-25).
-            return Timings("fast", 12, 1, 8, 10, 8, 6, 2)
+            # Boot 15 s: NotReady comes at most grace + monitor period (13 s) after the
+            # last heartbeat, so a reboot is seen for about 2 s or more.
+            return Timings("fast", 12, 1, 8, 10, 8, 6, 2, 15)
         if name == "upstream":
             # Kubernetes 1.36 defaults: grace 50 s, monitor period 5 s, lease 40 s,
             # not-ready/unreachable tolerations 300 s, leader election 15/10/2 s.
-            return Timings("upstream", 50, 5, 40, 300, 15, 10, 2)
+            # Boot 60 s, as a small server's POST and boot at the least.
+            return Timings("upstream", 50, 5, 40, 300, 15, 10, 2, 60)
         raise ConfigError(
             f"unknown timing profile {name!r}; valid: {', '.join(TIMING_NAMES)}",
             field="--timings",
@@ -151,6 +159,11 @@ class LabSpec:
     binaries: dict[str, str] = field(default_factory=dict)
     services: list[str] = field(default_factory=list)
     prometheus: str = ""  # the prometheus binary, when the lab runs one
+    #: Seconds from a power-on to the node's processes starting (its POST and boot), for
+    #: every node; None: the timing profile's ``boot_s``.
+    boot_seconds: float | None = None
+    #: The same per node (node name -> seconds), over ``boot_seconds``.
+    node_boot_seconds: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, bool, str]] = [
@@ -185,6 +198,23 @@ class LabSpec:
                 f"at most {MAX_NODES} nodes per lab (racks x workers-per-rack + control planes)",
                 field="--workers-per-rack",
             )
+        valid_s = f"seconds from 0 to {MAX_BOOT_S:g}"
+        if self.boot_seconds is not None and not _seconds_ok(self.boot_seconds):
+            raise ConfigError(
+                f"invalid value {self.boot_seconds!r}; valid: {valid_s}", field="--boot-seconds"
+            )
+        names = [n.name for n in self.nodes()]
+        for node, seconds in self.node_boot_seconds.items():
+            if node not in names:
+                raise ConfigError(
+                    f"no node {node!r} in this lab; valid: {', '.join(names)}",
+                    field="--node-boot-seconds",
+                )
+            if not _seconds_ok(seconds):
+                raise ConfigError(
+                    f"invalid value {seconds!r} for {node}; valid: {valid_s}",
+                    field="--node-boot-seconds",
+                )
 
     @property
     def root(self) -> Path:
@@ -197,6 +227,14 @@ class LabSpec:
     @property
     def timing(self) -> Timings:
         return Timings.named(self.timings)
+
+    def boot_s(self, node: str) -> float:
+        """Seconds from a power-on of ``node`` to its processes starting."""
+        if node in self.node_boot_seconds:
+            return float(self.node_boot_seconds[node])
+        if self.boot_seconds is not None:
+            return float(self.boot_seconds)
+        return float(self.timing.boot_s)
 
     def rack_names(self) -> list[str]:
         return [f"rack-{string.ascii_lowercase[i]}" for i in range(self.racks)]
@@ -244,6 +282,12 @@ class LabSpec:
     def load(state_dir: Path) -> LabSpec:
         data: dict[str, Any] = json.loads((state_dir / "lab.json").read_text())
         return LabSpec(**data)
+
+
+def _seconds_ok(value: object) -> bool:
+    return (
+        isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= MAX_BOOT_S
+    )
 
 
 def ephemeral_port_range() -> tuple[int, int]:

@@ -29,6 +29,7 @@ from harness.errors import PowercutError
 from harness.kube.client import Credentials, KubeClient
 from harness.lab import controlplane as cpl
 from harness.lab import workloads as wl
+from harness.lab.boot import Cancel, Schedule, thread_timer
 from harness.lab.procs import Proc, write_identity
 from harness.lab.prometheus import LabExporter, PrometheusServer, lab_metrics, lab_prometheus
 from harness.lab.resync import Resync
@@ -52,6 +53,17 @@ class LabError(PowercutError):
     pass
 
 
+class _Boot:
+    """One power-on's boot in progress; ``armed`` cancels its timer."""
+
+    def __init__(self) -> None:
+        self.armed: Cancel | None = None
+
+    def cancel(self) -> None:
+        if self.armed is not None:
+            self.armed()
+
+
 def wait_until(what: str, fn: Callable[[], bool], timeout_s: float, every_s: float = 0.25) -> None:
     deadline = time.monotonic() + timeout_s
     last = ""
@@ -68,8 +80,10 @@ def wait_until(what: str, fn: Callable[[], bool], timeout_s: float, every_s: flo
 
 
 class Lab:
-    def __init__(self, spec: LabSpec) -> None:
+    def __init__(self, spec: LabSpec, schedule: Schedule = thread_timer) -> None:
         self.spec = spec
+        #: Arms a node's boot timer (a fake clock in unit tests).
+        self._schedule = schedule
         self.root = spec.root
         self.logs = self.root / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -133,6 +147,9 @@ class Lab:
         #: node happen one at a time, those of different nodes together.
         self._node_locks = {n.name: threading.RLock() for n in self.nodes}
         self._stopping: set[str] = set()  # powered off, processes not yet exited
+        #: Powered on, processes not started yet (POST and boot): node -> its timer's
+        #: cancel. Reads On to its BMCs; its kubelet reports nothing.
+        self._booting: dict[str, _Boot] = {}
         #: What follows a power change once the BMC has its answer: reaping the stopped
         #: processes, the state file, the progress log, the kubelet resync.
         self._after = ThreadPoolExecutor(max_workers=8, thread_name_prefix="power-after")
@@ -169,6 +186,7 @@ class Lab:
                 "status": status,
                 "supervisor_pid": os.getpid(),
                 "power": {n: ("on" if on else "off") for n, on in self.power.items()},
+                "booting": sorted(self._booting),
                 "components": {p.name: {"pid": p.pid, "state": p.exit_info()} for p in procs},
                 **extra,
             }
@@ -388,9 +406,24 @@ class Lab:
             return self.power.get(node, False)
 
     def reporting(self, node: str) -> bool:
-        """On, and its kubelet (kwok) reports: not cut off the network, kubelet running."""
+        """On, booted, and its kubelet (kwok) reports: not cut off the network, kubelet
+        running."""
         with self.power_lock:
-            return self.power.get(node, False) and node not in self.cut
+            return (
+                self.power.get(node, False) and node not in self.cut and node not in self._booting
+            )
+
+    def booting(self, node: str) -> bool:
+        """Powered on, its processes not started yet (POST and boot)."""
+        with self.power_lock:
+            return node in self._booting
+
+    def os_state(self, node: str) -> PowerState:
+        """What the node's own OS answers (its SSH server): up once booted, down while it
+        shuts down."""
+        with self.power_lock:
+            up = self.power.get(node, False) and node not in self._booting
+        return PowerState.ON if up else PowerState.OFF
 
     def power_state(self, node: str) -> PowerState:
         """What the node's BMCs read: on until its processes are stopped."""
@@ -418,6 +451,9 @@ class Lab:
                 # Not to run from here on (keep_alive, which holds power_lock for its whole
                 # pass, no longer restarts what is stopped next).
                 self.power[node] = False
+                boot = self._booting.pop(node, None)
+                if boot is not None:  # off while booting: its processes never start
+                    boot.cancel()
                 self._stopping.add(node)  # reads on until its processes have exited
             procs = [self.kwok[node], *reversed(self.cp_procs.get(node, []))]
             if not graceful:
@@ -446,26 +482,60 @@ class Lab:
                 log.exception("stopping %s's processes failed", node)
 
     def power_on(self, node: str) -> None:
-        """Start the node's processes and return: the node reads on from then on. The
-        kubelet resync, the state file and the progress log follow on another thread."""
+        """Turn the node on and return: it reads on from then on. Its processes start after
+        its boot time (``LabSpec.boot_s``; at once with 0), then the kubelet resync, the
+        state file and the progress log follow on another thread."""
+        boot_s = self.spec.boot_s(node)
         with self._node_locks[node]:
             self._settle(node)
             with self.power_lock:
                 if self.power[node]:
                     return
                 self._forget_cut(node)
+                if boot_s > 0:
+                    # On (its BMCs read On, as a server's during POST), booting: keep_alive
+                    # leaves it alone, its kubelet reports nothing.
+                    self.power[node] = True
+                    boot = _Boot()
+                    self._booting[node] = boot
+                    boot.armed = self._schedule(boot_s, lambda: self._booted(node, boot))
+            if boot_s > 0:
+                self.progress(f"power on {node}: booting for {boot_s:g}s")
+                self._after.submit(self.write_state, "ready").add_done_callback(_log_failure)
+                return
             # Started while the node still reads off, so keep_alive leaves them alone.
-            for proc in [*self.cp_procs.get(node, []), self.kwok[node]]:
-                proc.start()
+            self._start_node(node)
             with self.power_lock:
                 self.power[node] = True
             self._after.submit(self._powered_on, node).add_done_callback(_log_failure)
 
-    def _powered_on(self, node: str) -> None:
+    def _start_node(self, node: str) -> None:
+        for proc in [*self.cp_procs.get(node, []), self.kwok[node]]:
+            proc.start()
+
+    def _booted(self, node: str, boot: _Boot) -> None:
+        """The boot timer of ``node`` fired: start its processes, unless it was powered off
+        (or off and on again: another boot) meanwhile."""
+        with self._node_locks[node]:
+            with self.power_lock:
+                if self._booting.get(node) is not boot:
+                    return
+            # Started while still booting, so keep_alive leaves them alone.
+            try:
+                self._start_node(node)
+            finally:
+                with self.power_lock:
+                    self._booting.pop(node, None)
+        try:
+            self._after.submit(self._powered_on, node, "booted").add_done_callback(_log_failure)
+        except RuntimeError:  # the lab is stopping
+            log.info("%s booted while the lab stops", node)
+
+    def _powered_on(self, node: str, what: str = "power on") -> None:
         """Nothing waits for this one: a failure is logged by :func:`_log_failure`."""
         if self.resync:
             self.resync.powered_on(node)
-        self.progress(f"power on {node}")
+        self.progress(f"{what} {node}")
         self.write_state("ready")
 
     # -- partition and kubelet stop (what the node's SSH server is asked to do) -------------
@@ -479,6 +549,8 @@ class Lab:
             with self.power_lock:
                 if not self.power[node]:
                     raise LabError(f"{node} is off: nothing to cut")
+                if node in self._booting:
+                    raise LabError(f"{node} is booting: its kubelet does not run yet")
                 if node in self.cut:
                     raise LabError(f"{node} is already cut ({self.cut[node][0]})")
                 timer = threading.Timer(undo_after_s, self.reconnect, args=(node, kind))
@@ -496,7 +568,7 @@ class Lab:
                 if self.cut.get(node, ("", None))[0] != kind:
                     return
                 self._forget_cut(node)
-                on = self.power[node]
+                on = self.power[node] and node not in self._booting  # booting: starts later
             if on:
                 self.kwok[node].start()
                 if self.resync:
@@ -526,7 +598,7 @@ class Lab:
             procs = [
                 proc
                 for node, on in self.power.items()
-                if on
+                if on and node not in self._booting
                 for proc in [
                     *self.cp_procs.get(node, []),
                     *([] if node in self.cut else [self.kwok[node]]),
@@ -577,6 +649,9 @@ class Lab:
         with self.power_lock:
             for node in list(self.cut):
                 self._forget_cut(node)
+            for boot in self._booting.values():
+                boot.cancel()
+            self._booting.clear()
         for bmc in reversed(self.bmcs):
             try:
                 bmc.stop()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from harness.checks import CheckFailed
 from harness.checks.data import VolumeToken, tokens_to_json, verify_tokens, write_tokens
 from harness.errors import ConfigError
 from harness.kube.client import KubeClient
@@ -60,8 +61,44 @@ def write_tokens_of(
 
 def read_back_tokens(
     kube: KubeClient, tokens: Tokens, seconds: float, measurements: Measurements
-) -> None:
+) -> dict[str, str]:
     """Every token read back from the pod that now holds its volume, within ``seconds``;
-    raises :class:`~harness.checks.base.CheckFailed` naming each volume lost or changed."""
+    raises :class:`~harness.checks.base.CheckFailed` naming each volume lost or changed.
+    Returns where each was read: token label -> the node of the pod that read it."""
     m = verify_tokens(kube, list(tokens.written), timeout_s=seconds)
     measurements.record("data read back", m.duration_s, seconds, m.detail)
+    return dict(m.detail.get("held_on") or {})
+
+
+def moved_off(
+    tokens: Tokens, read_on: dict[str, str], lost_nodes: Sequence[str], lost_pods: Sequence[str]
+) -> list[str]:
+    """Of the tokens on claims written by pods of the lost nodes (``lost_pods``: their
+    names), the labels of those read back on a node that is not one of ``lost_nodes``.
+    Raises :class:`~harness.checks.base.CheckFailed` when one was read back on a lost node,
+    or when no token was on such a claim (nothing moved to check)."""
+    moved = [t for t in tokens.written if t.claim and t.pod in lost_pods]
+    if not moved:
+        raise CheckFailed(
+            "a token on a volume of a pod of the lost node(s)",
+            f"none of the {len(tokens.written)} token(s) was written by a pod of "
+            + ", ".join(lost_nodes),
+            0.0,
+            check="data moved",
+        )
+    stayed = {
+        t.label: read_on.get(t.label, "?")
+        for t in moved
+        if read_on.get(t.label, "") in ("", *lost_nodes)
+    }
+    if stayed:
+        raise CheckFailed(
+            "each token of the lost node's volumes read back on another node",
+            "; ".join(
+                f"{label}: read on {node or 'an unknown node'}"
+                for label, node in sorted(stayed.items())
+            ),
+            0.0,
+            check="data moved",
+        )
+    return sorted(t.label for t in moved)

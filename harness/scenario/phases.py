@@ -252,37 +252,58 @@ def uncut(session: Session, outage: Outage) -> PoweredOn:
     return PoweredOn(outage.nodes, sent, acks, ())
 
 
-def reboot(session: Session, targets: Targets, measurements: Measurements) -> PoweredOn:
-    """Power-cycle the targets through their BMCs; returns once each reads back as on.
-    Later phases (Ready again) measure from the cycle's request."""
+@dataclass(frozen=True)
+class Rebooted:
+    """What a reboot did: the failure (from the power going off) and the return (from the
+    power-on request; the node then boots)."""
+
+    outage: Outage
+    back: PoweredOn
+
+
+def reboot(
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    measurements: Measurements,
+    *,
+    off_s: float = 0.0,
+) -> Rebooted:
+    """Power-cycle the targets through their power drivers; returns once each reads back
+    as on (a BMC reads On while the server POSTs and boots: its kubelet comes later).
+
+    ``off_s`` = 0: one cycle as the driver does it (for one node the BMC's own reset, for
+    several the synchronized off and on); > 0: the power stays off ``off_s`` seconds
+    between the two. The failure is measured from each node's power-off acknowledgement
+    (the cycle's own for a BMC reset), the return from its power-on request (the cycle's
+    request for a BMC reset)."""
     timeline = session.timeline
+    alive = {p.uid for p in observer.pods()}
     before = len(timeline)
-    with allure.step(f"reboot (power cycle): {', '.join(targets.nodes)}"):
-        result = session.power_cycle(targets.nodes)
+    held = f", off for {off_s:g}s" if off_s > 0 else ""
+    with allure.step(f"reboot (power cycle{held}): {', '.join(targets.nodes)}"):
+        result = session.power_cycle(targets.nodes, off_s=off_s)
     for node in targets.nodes:
         measurements.record(
             f"{node} power cycle confirmed", result.acknowledged[node] - result.sent[node], None
         )
-    sent = _actions_since(timeline, before, "power-cycle sent")
-    acks = _actions_since(timeline, before, "power-cycle acknowledged")
-    return PoweredOn(targets.nodes, sent, acks, ())
-
-
-def outage_of_reboot(
-    timeline: Timeline, targets: Targets, back: PoweredOn, observer: Observer
-) -> Outage:
-    """A reboot as a failure: from the cycle's request to its acknowledgement."""
-    alive = {p.uid for p in observer.pods()}
-    return Outage(
+    cycle_sent = _actions_since(timeline, before, "power-cycle sent")
+    cycle_acks = _actions_since(timeline, before, "power-cycle acknowledged")
+    off_acks = _actions_since(timeline, before, "power-cycle off acknowledged")
+    on_sent = _actions_since(timeline, before, "power-cycle on sent")
+    nodes = targets.nodes
+    outage = Outage(
         targets,
         tuple(p for p in targets.pods if p.uid in alive),
-        back.last_sent if len(back.sent) == 1 else min(back.sent.values(), key=lambda t: t.mono),
-        back.acks,
+        min(cycle_sent.values(), key=lambda t: t.mono),
+        {n: off_acks.get(n, cycle_acks[n]) for n in nodes},
         "",
         False,
         0.0,
         FailureKind.REBOOT,
     )
+    back = PoweredOn(nodes, {n: on_sent.get(n, cycle_sent[n]) for n in nodes}, cycle_acks, ())
+    return Rebooted(outage, back)
 
 
 # -- nodes ---------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Tags a user registers from their own project, without editing the package.
 
 pytest runs with ``--strict-markers``, so every tag of a feature must be registered. Besides
-powercut's own (:data:`harness.pytest_plugin.MARKERS`), a project registers its tags, each
+powercut's own (:data:`MARKERS`), a project registers its tags, each
 with its meaning, in one of (the first found, looking in each ``--features`` directory and
 then its parents, and in the current directory and its parents):
 
@@ -28,6 +28,26 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from harness.errors import ConfigError
+
+#: powercut's own tags (pytest markers) and what each means.
+MARKERS = {
+    "lab": "needs the embedded lab cluster",
+    "disruptive": "powers nodes off or otherwise disturbs the cluster",
+    "slow": "takes more than a few seconds",
+    "needs_bmc": "switches power through each node's BMC (IPMI or Redfish; the lab's and "
+    "kind's stand-ins): power loss, graceful shutdown, power-on, reboot",
+    "needs_ssh": "acts on the node itself over SSH (kind: in its container; the lab: its "
+    "simulation): network partition, kubelet stop",
+    "serial": "must not run in parallel with other disruptive tests",
+    "kind": "written for real kubelets in a kind cluster (features/kind)",
+    # Allure severities, written as feature tags (@critical); steps/scenario_steps.py also turns
+    # them into the Allure severity label.
+    "blocker": "severity: the cluster cannot be released if this fails",
+    "critical": "severity: a critical failure case",
+    "normal": "severity: a normal failure case",
+    "minor": "severity: a minor failure case",
+    "trivial": "severity: a trivial failure case",
+}
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -21,6 +21,9 @@ from harness.power.kind import KindDriver
 
 BASE_PORT = int(os.environ.get("POWERCUT_TEST_KIND_PORT", "26000"))
 NAME = os.environ.get("POWERCUT_TEST_KIND_NAME", "pctest")
+#: The workloads' volumes: local-path (default) or csi (the attachable storage, whose
+#: tests and features run only then).
+STORAGE = os.environ.get("POWERCUT_TEST_KIND_STORAGE", "local-path")
 POWERCUT = [sys.executable, "-m", "harness.cli"]
 
 
@@ -121,7 +124,7 @@ def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindClust
     inv = root / "kind.yaml"
     try:
         out = powercut(
-            "kind", "up", "--workloads", "--name", NAME, "--workers", "2",
+            "kind", "up", "--workloads", "--name", NAME, "--workers", "2", "--storage", STORAGE,
             "--base-port", str(BASE_PORT), "--state-dir", str(state),
             "--inventory-out", str(inv),
         )  # fmt: skip

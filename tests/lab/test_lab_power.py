@@ -215,7 +215,8 @@ def test_power_loss_through(lab: LabHandle, protocol: str) -> None:
                 driver.on()
         bmc.on()
         assert driver.state() is PowerState.ON
-        wait_for(f"{victim} Ready again", lambda: node_ready(lab, victim) == "True", 30)
+        # after its boot (fast timings: 15 s)
+        wait_for(f"{victim} Ready again", lambda: node_ready(lab, victim) == "True", t.boot_s + 30)
 
         def finalised() -> bool:
             names = {p["metadata"]["uid"] for p in pods(lab, "registry") + pods(lab, "quorum")}
@@ -246,36 +247,80 @@ def test_power_loss_through(lab: LabHandle, protocol: str) -> None:
 
 
 def test_state_agrees_across_protocols_and_cycle_works(lab: LabHandle) -> None:
-    """Redfish, IPMI and SSH read the same switch; graceful off, power cycle and reboot act."""
+    """Redfish and IPMI read the same switch; SSH (the node's own OS) answers once the node
+    booted; graceful off, power cycle and reboot act, the node's agent starting after its
+    boot time."""
     node = lab.inventory.node("w-c2")
-    drivers = {p: driver_for(node, p, timeout_s=30) for p in ("ipmi", "redfish", "ssh")}
+    boot_s = Timings.named("fast").boot_s
+    drivers = {p: driver_for(node, p, timeout_s=60) for p in ("ipmi", "redfish", "ssh")}
     try:
         assert {p: d.state() for p, d in drivers.items()} == dict.fromkeys(drivers, PowerState.ON)
         drivers["redfish"].off(graceful=True)
         assert {p: d.state() for p, d in drivers.items()} == dict.fromkeys(drivers, PowerState.OFF)
         drivers["ipmi"].on()
-        assert {p: d.state() for p, d in drivers.items()} == dict.fromkeys(drivers, PowerState.ON)
+        # On at once to both BMCs (a server in POST); its OS answers SSH once booted.
+        assert drivers["redfish"].state() is drivers["ipmi"].state() is PowerState.ON
+        assert drivers["ssh"].state() is PowerState.OFF
+        wait_for(
+            "w-c2 booted (SSH answers)",
+            lambda: drivers["ssh"].state() is PowerState.ON,
+            boot_s + 15,
+        )
         for protocol in ("ipmi", "redfish", "ssh"):
             before = agent_pid(lab, "w-c2")
             drivers[protocol].cycle()
             assert drivers["ipmi"].state() is PowerState.ON
-            # A power cycle restarts the node: its agent is a new process (the state file
-            # follows the BMC's answer by a moment).
+            # A power cycle restarts the node: its agent is a new process once it booted.
             after = wait_for(
                 f"{protocol} cycle to restart w-c2's agent",
                 functools.partial(
                     lambda before: (pid := agent_pid(lab, "w-c2")) not in (None, before) and pid,
                     before,
                 ),
-                timeout_s=5,
+                timeout_s=boot_s + 15,
             )
             assert after is not None and after != before, f"{protocol} cycle did not restart it"
-        wait_for("w-c2 Ready", lambda: node_ready(lab, "w-c2") == "True", 30)
+        wait_for("w-c2 Ready", lambda: node_ready(lab, "w-c2") == "True", 60)
     finally:
         if drivers["ipmi"].state() is not PowerState.ON:
             drivers["ipmi"].on()
         for d in drivers.values():
             d.close()
+
+
+def test_a_reboot_makes_the_node_notready_and_ready_again(lab: LabHandle) -> None:
+    """A BMC reset (off and on again at once) of a lab node: the BMC reads On at once, the
+    node boots (fast timings: 15 s, past the 12 s grace period), so Kubernetes sees it
+    NotReady, then Ready again once its kubelet reports."""
+    node = "w-b3"
+    boot_s = Timings.named("fast").boot_s
+    wait_for(f"{node} Ready", lambda: node_ready(lab, node) == "True", 60)
+    bmc = driver_for(lab.inventory.node(node), "redfish", timeout_s=30)
+    try:
+        t0 = time.monotonic()
+        bmc.cycle()
+        acked = time.monotonic() - t0
+        assert bmc.state() is PowerState.ON
+        wait_for(
+            f"{node} NotReady",
+            lambda: node_ready(lab, node) in ("False", "Unknown"),
+            boot_s + 10,
+            every_s=0.5,
+        )
+        not_ready = time.monotonic() - t0
+        wait_for(
+            f"{node} Ready again", lambda: node_ready(lab, node) == "True", boot_s + 60, every_s=0.5
+        )
+        back = time.monotonic() - t0
+        print(
+            f"reboot of {node}: acknowledged {acked:.1f}s, NotReady {not_ready:.1f}s, "
+            f"Ready {back:.1f}s after the request"
+        )
+        assert back >= boot_s  # not before its kubelet could run
+    finally:
+        if bmc.state() is not PowerState.ON:
+            bmc.on()
+        bmc.close()
 
 
 def test_a_node_agent_that_crashes_while_powered_on_is_restarted(lab: LabHandle) -> None:

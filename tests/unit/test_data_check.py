@@ -98,3 +98,29 @@ def test_a_workload_without_ready_pods_is_a_harness_error() -> None:
     c = FakeClient([pod("single-abc", "single-data", ready=False)])
     with pytest.raises(ConfigError, match="no ready pod in shop matches 'app=single'"):
         write_tokens(c, "shop", "app=single")  # type: ignore[arg-type]
+
+
+def test_a_token_that_moved_is_read_on_the_replacement_node_and_checked_so() -> None:
+    from harness.scenario.data import Tokens, moved_off
+
+    c = FakeClient(
+        [
+            dict(
+                pod("single-abc", "single-data"),
+                spec={**pod("x", "single-data")["spec"], "nodeName": "w1"},
+            )
+        ]
+    )
+    tokens = write_tokens(c, "shop", "app=single")  # type: ignore[arg-type]
+    replacement = pod("single-xyz", "single-data")
+    replacement["spec"]["nodeName"] = "w2"
+    c.pods = [replacement]
+    m = verify_tokens(c, tokens, timeout_s=5, sleep=lambda s: None)  # type: ignore[arg-type]
+    label = "volume data (claim shop/single-data)"
+    assert m.detail["held_on"] == {label: "w2"}
+    written = Tokens(("Deployment/shop/single",), tuple(tokens))
+    assert moved_off(written, {label: "w2"}, ["w1"], ["single-abc"]) == [label]
+    with pytest.raises(CheckFailed, match="read on w1"):
+        moved_off(written, {label: "w1"}, ["w1"], ["single-abc"])
+    with pytest.raises(CheckFailed, match="none of the 1 token"):
+        moved_off(written, {label: "w2"}, ["w3"], ["web-1"])

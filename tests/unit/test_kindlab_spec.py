@@ -76,3 +76,57 @@ def test_inventory_uses_the_kind_driver(tmp_path: Path) -> None:
     assert {n["power"]["driver"] for n in doc["nodes"]} == {"kind"}
     web = next(w for w in doc["workloads"] if w["name"] == "web")
     assert web["health"]["http"] == "http://127.0.0.1:32080/readyz"
+
+
+def test_with_csi_storage_every_node_reaches_the_same_shared_storage(tmp_path: Path) -> None:
+    plain = json.loads(KindSpec(state_dir=str(tmp_path), base_port=32000).kind_config())
+    assert not any("extraMounts" in n for n in plain["nodes"])
+    spec = KindSpec(state_dir=str(tmp_path), workers=2, base_port=32000, storage="csi")
+    cfg = json.loads(spec.kind_config())
+    mounts = [n["extraMounts"] for n in cfg["nodes"]]
+    assert (
+        mounts
+        == [
+            [
+                {
+                    "hostPath": str(tmp_path / "shared-storage"),
+                    "containerPath": "/var/lib/powercut-csi",
+                }
+            ]
+        ]
+        * 3
+    )
+
+
+def test_the_storage_attaches_and_the_workloads_use_it() -> None:
+    from harness.kindlab import csi
+
+    objs = {obj["kind"] + "/" + obj["metadata"]["name"]: obj for _p, obj in csi.manifests()}
+    driver = objs["CSIDriver/csi.powercut.io"]
+    assert driver["spec"]["attachRequired"] is True
+    assert objs["StorageClass/powercut-csi"]["provisioner"] == "csi.powercut.io"
+    ctl = objs["Deployment/pcsi-controller"]["spec"]["template"]["spec"]
+    assert [c["name"] for c in ctl["containers"]] == ["driver", "csi-provisioner", "csi-attacher"]
+    assert ctl["nodeSelector"] == {"node-role.kubernetes.io/control-plane": ""}
+    node = objs["DaemonSet/pcsi-node"]["spec"]["template"]["spec"]["containers"][0]
+    assert node["securityContext"] == {"privileged": True}
+    kubelet = next(m for m in node["volumeMounts"] if m["name"] == "kubelet-dir")
+    assert kubelet["mountPropagation"] == "Bidirectional"
+    assert "--kubelet-endpoint=/var/lib/kubelet/plugins/csi.powercut.io/csi.sock" in node["args"]
+    attacher = objs["ClusterRole/pcsi-attacher"]["rules"]
+    assert any("volumeattachments/status" in r["resources"] for r in attacher)
+    for path, obj in csi.manifests():  # each at its own path, named as the object
+        assert path.endswith("/" + obj["metadata"]["name"])
+
+    def classes(o: object) -> list[str]:
+        if isinstance(o, dict):
+            return [v for k, v in o.items() if k == "storageClassName"] + [
+                c for v in o.values() for c in classes(v)
+            ]
+        return [c for v in o for c in classes(v)] if isinstance(o, list) else []
+
+    found = classes(workloads.manifests(workloads.storage_class(KindSpec("x", storage="csi"))))
+    assert len(found) == 2 and set(found) == {"powercut-csi"}  # quorum's template, the PVC
+    assert set(classes(workloads.manifests())) == {"standard"}
+    with pytest.raises(ConfigError, match="--storage nfs: valid values are local-path, csi"):
+        KindSpec("x", storage="nfs")

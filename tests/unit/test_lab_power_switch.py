@@ -47,6 +47,7 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
         control_planes=1,
         base_port=20000,
         binaries=fake,
+        boot_seconds=0,  # processes start at the power-on (test_lab_boot.py: with a boot)
     )
     lab = Lab(spec)
     # Real child processes in place of the node's components (never started here).

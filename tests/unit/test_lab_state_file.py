@@ -20,6 +20,7 @@ def test_concurrent_state_writes_neither_fail_nor_tear(tmp_path: Path) -> None:
         haproxy=None,
         prometheus=None,
         power={f"w{i}": True for i in range(20)},
+        _booting={},
         _state_lock=threading.Lock(),
     )
     errors: list[BaseException] = []

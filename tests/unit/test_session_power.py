@@ -269,6 +269,27 @@ def test_a_synchronized_power_cycle_never_leaves_a_node_off_when_another_fails(
     assert "w2" in bmcs.ops("on")
 
 
+def test_a_power_cycle_held_off_keeps_each_node_off_that_long_even_alone(
+    inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs, said: list[str]
+) -> None:
+    """A reboot "for N seconds": the power stays off N seconds from its read-back to the
+    power-on request, for one node too (no BMC reset can hold the power off)."""
+    with Session(inventory, client=api.client(), undo_on_exit=False, say=said.append) as s:
+        result = s.power_cycle(["w1"], off_s=0.4)
+        timeline = s.timeline
+    assert bmcs.ops("cycle") == [] and bmcs.ops("off") == bmcs.ops("on") == ["w1"]
+    off, on = result.phases["off"], result.phases["on"]
+    assert on.sent["w1"] - off.confirmed["w1"] >= 0.4
+    (held,) = timeline.all(transition="power-cycle held off")
+    assert held.name == "w1" and held.detail["seconds"] == 0.4
+    assert bmcs.power["w1"] is PowerState.ON
+    with Session(inventory, dry_run=True) as s:
+        s.power_cycle(["w2"], off_s=30)
+    assert s.plan[0] == (
+        "power-cycle w2 (off for 30s) through ipmi; undo if it stops midway: power on"
+    )
+
+
 def test_a_power_cycle_is_refused_beyond_the_blast_radius(
     inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs
 ) -> None:

@@ -283,3 +283,67 @@ def test_a_power_on_after_a_power_off_waits_for_ready() -> None:
     ms = Measurements()
     phases.nodes_ready(tl, PoweredOn(("w1",), {"w1": sent}, {"w1": ack}, ()), 30.0, ms)
     assert ms.items[0]["seconds"] == pytest.approx(1.5)
+
+
+class _CyclingSession:
+    """Stands in for a Session's power cycle: writes the actions a cycle writes, at the
+    times given, on a fake-clock timeline (synchronized: off and on phases; else one
+    reset)."""
+
+    def __init__(self, tl: Timeline, held: bool) -> None:
+        self.timeline = tl
+        self.held = held
+        self.off_s: list[float] = []
+
+    def power_cycle(self, nodes: tuple[str, ...], *, off_s: float = 0.0) -> Any:
+        from harness.session import PowerResult
+
+        self.off_s.append(off_s)
+        result = PowerResult(list(nodes))
+        for n in nodes:
+            result.sent[n] = _at(self.timeline, 0.0, ACTION, n, "power-cycle sent").mono
+            if self.held:
+                _at(self.timeline, 0.0, ACTION, n, "power-cycle off sent")
+                _at(self.timeline, 0.1, ACTION, n, "power-cycle off acknowledged")
+                _at(self.timeline, 10.2, ACTION, n, "power-cycle on sent")
+                ack = _at(self.timeline, 10.3, ACTION, n, "power-cycle acknowledged")
+            else:
+                ack = _at(self.timeline, 0.2, ACTION, n, "power-cycle acknowledged")
+            result.acknowledged[n] = ack.mono
+        return result
+
+
+class _NoPods:
+    def pods(self) -> list[PodInfo]:
+        return []
+
+
+@pytest.mark.parametrize("held", [True, False])
+def test_a_reboot_is_measured_from_the_power_going_off_and_the_power_on_request(
+    held: bool,
+) -> None:
+    """A reboot held off 10 s (power-cycle off at 0.1 s, on requested at 10.2 s) and a BMC
+    reset (one cycle, read back on at 0.2 s); the node then boots 15 s: NotReady 12 s after
+    the power went, Ready after its boot, measured from the power-on request."""
+    tl = _tl()
+    _at(tl, -5, "Node", "w1", "observed", ready="True", unschedulable=False, taints=[])
+    session = _CyclingSession(tl, held)
+    targets = Targets(("w1",), (), racks={"w1": "rack-a"})
+    rebooted = phases.reboot(
+        session,  # type: ignore[arg-type]
+        targets,
+        _NoPods(),  # type: ignore[arg-type]
+        Measurements(),
+        off_s=10.0 if held else 0.0,
+    )
+    assert session.off_s == [10.0 if held else 0.0]
+    start = 10.2 if held else 0.0
+    _at(tl, 12.1, "Node", "w1", "not-ready", status="Unknown")
+    _at(tl, start + 16.0, "Node", "w1", "ready", status="True")
+    ms = Measurements()
+    phases.nodes_not_ready(tl, rebooted.outage, 30.0, ms)
+    phases.nodes_ready(tl, rebooted.back, 60.0, ms)
+    not_ready, ready = ms.items
+    assert not_ready["seconds"] == pytest.approx(12.1 - (0.1 if held else 0.2))
+    assert ready["seconds"] == pytest.approx(16.0)
+    assert rebooted.outage.kind.value == "reboot"

@@ -91,6 +91,7 @@ WINDOW = {
     "every_slo_held",
     "slo_held",
     "tokens_read_back",  # waits, within its limit, for a pod holding each volume to read it
+    "tokens_moved",  # judges where tokens_read_back read each token: no wait
 }
 
 
