@@ -37,6 +37,7 @@ from harness.journal import (
 from harness.kube import actions
 from harness.kube.actions import Fence, FencingRequired
 from harness.kube.client import JSON, KubeClient, NotFound, Unreachable
+from harness.kube.ledger import BMC
 from harness.kube.lock import ClusterLock
 from harness.kube.timeline import ACTION, Timeline
 from harness.power.base import (
@@ -644,10 +645,11 @@ class Session:
             self.plan.extend(plan.describe())
             return PowerResult(names)
         result = PowerResult(names, synchronized=synchronized)
-        if synchronized:
-            self._volley_off(names, graceful, protocol, result)
-        else:
-            self._unsynchronized_off(names, graceful, protocol, result)
+        with self.timeline.ledger.waiting(BMC):
+            if synchronized:
+                self._volley_off(names, graceful, protocol, result)
+            else:
+                self._unsynchronized_off(names, graceful, protocol, result)
         self.last_power = result
         if len(names) > 1:
             self.timeline.action(
@@ -964,7 +966,8 @@ class Session:
         pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(names))))
         futures = {n: pool.submit(run, n) for n in names}
         try:
-            wait(futures.values())
+            with self.timeline.ledger.waiting(BMC):  # the BMCs' answers and read-backs
+                wait(futures.values())
         except BaseException:
             # Interrupted (Ctrl-C, SIGTERM): let the BMC calls in flight finish first, so
             # the undos that run next act after them, not in between.
