@@ -43,6 +43,7 @@ from harness.errors import ConfigError
 from harness.inventory import Inventory
 from harness.kube.actions import DrainResult
 from harness.kube.client import KubeClient
+from harness.kube.ledger import HOLD
 from harness.kube.observer import Observer
 from harness.kube.timeline import ACTION, Timeline, Transition, match
 from harness.power.base import FailureKind
@@ -599,7 +600,7 @@ def fail_nodes(
             measurements,
             graceful=kind is FailureKind.GRACEFUL,
         )
-        _hold(kind, nodes, hold_s)
+        _hold(kind, nodes, hold_s, session)
         back = phases.power_on(session, targets, budgets, measurements)
     elif kind is FailureKind.REBOOT:
         back = phases.reboot(session, targets, measurements)
@@ -608,7 +609,7 @@ def fail_nodes(
         outage = phases.cut(
             session, targets, observer, kind, undo_after_s=hold_s + budgets.recovery
         )
-        _hold(kind, nodes, hold_s)
+        _hold(kind, nodes, hold_s, session)
         back = phases.uncut(session, outage)
     _provide(request, "targets", targets)
     _provide(request, "powered_on", back)
@@ -622,8 +623,11 @@ def _failure_kind(text: str) -> FailureKind:
         raise ConfigError(str(exc), field="failure") from None
 
 
-def _hold(kind: FailureKind, nodes: Sequence[str], seconds: float) -> None:
-    with allure.step(f"hold the {kind.value} failure of {', '.join(nodes)} for {seconds:g}s"):
+def _hold(kind: FailureKind, nodes: Sequence[str], seconds: float, session: Session) -> None:
+    with (
+        allure.step(f"hold the {kind.value} failure of {', '.join(nodes)} for {seconds:g}s"),
+        session.timeline.ledger.waiting(HOLD),
+    ):
         time.sleep(seconds)
 
 

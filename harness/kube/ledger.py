@@ -60,19 +60,28 @@ class Ledger:
     def part(self, name: str) -> Iterator[None]:
         """The harness's time in this section (its wall time less its waits) goes to
         ``name``; a part inside another counts for the inner one only."""
-        if not self.owned():
-            yield
-            return
-        t0, w0 = self._clock(), self.waited_s
-        self._part.append(name)
+        opened = self.begin(name)
         try:
             yield
         finally:
-            self._part.pop()
-            own = (self._clock() - t0) - (self.waited_s - w0)
-            self._parts[name] = self._parts.get(name, 0.0) + own
-            for outer in self._part:  # not counted twice by an enclosing part
-                self._parts[outer] = self._parts.get(outer, 0.0) - own
+            self.end(opened)
+
+    def begin(self, name: str) -> tuple[str, float, float] | None:
+        """Open a part (for hooks that cannot hold a ``with``); give the result to :meth:`end`."""
+        if not self.owned():
+            return None
+        self._part.append(name)
+        return name, self._clock(), self.waited_s
+
+    def end(self, opened: tuple[str, float, float] | None) -> None:
+        if opened is None or not self._part or self._part[-1] != opened[0]:
+            return  # another thread's, or already closed
+        name, t0, w0 = opened
+        self._part.pop()
+        own = (self._clock() - t0) - (self.waited_s - w0)
+        self._parts[name] = self._parts.get(name, 0.0) + own
+        for outer in self._part:  # not counted twice by an enclosing part
+            self._parts[outer] = self._parts.get(outer, 0.0) - own
 
     @property
     def waited_s(self) -> float:

@@ -29,6 +29,7 @@ from harness.checks import Measurement
 from harness.errors import PowercutError
 from harness.inventory import Inventory
 from harness.kube.client import KubeClient
+from harness.kube.ledger import Ledger
 from harness.kube.observer import gaps
 from harness.kube.timeline import Timeline
 from harness.report.allure_env import attach_timeline as attach_timeline_svg
@@ -125,6 +126,32 @@ def attach_timeline(timeline: Timeline, *, title: str) -> None:
     )
     records = [t.to_json(timeline.start_mono) for t in timeline.snapshot()]
     attach_timeline_svg(records, name="timeline", title=title)
+
+
+#: The harness's own time per scenario that the built-in features aim at (issue #26); shown
+#: beside the measurement, not a budget that fails a scenario.
+HARNESS_TIME_TARGET_S = 1.0
+
+
+def record_harness_time(measurements: Measurements, timeline: Timeline) -> None:
+    """The scenario's time not spent waiting for Kubernetes, a BMC or a hold, as the
+    measurement "harness time" (its detail: the waits and the parts, slowest first), and on
+    the timeline as the action ``harness time``."""
+    summary = timeline.ledger.summary()
+    detail = {**summary, "target_s": HARNESS_TIME_TARGET_S}
+    measurements.record("harness time", summary["harness_s"], None, detail)
+    for part, seconds in list(summary["parts_s"].items())[:5]:
+        allure.dynamic.parameter(f"harness time: {part} (s)", seconds, excluded=True)
+    timeline.action("harness", "harness time", **summary)
+
+
+def harness_time_written(ledger: Ledger) -> None:
+    """After the report is written: its own time, which the measurement could not hold."""
+    parts = ledger.parts()
+    if "report writing" in parts:
+        allure.dynamic.parameter(
+            "harness time: report writing (s)", round(parts["report writing"], 3), excluded=True
+        )
 
 
 def attach_measurements(measurements: Measurements) -> None:
