@@ -8,8 +8,9 @@ Run: ``.venv/bin/python bench/scale_bench.py [--racks 11 --workers-per-rack 48]
 
 Each lab is brought up with ``powercut lab up`` (the baseline's with PYTHONPATH and cwd its
 checkout), timed to "ready" (every node Ready, its not-ready taint lifted), its memory read
-(the resident set of the supervisor and every process it started, from /proc: kwok, etcd,
-API servers, controllers, HAProxy, Prometheus), then 10,000 pods are created as one
+(the proportional set, PSS, of the supervisor and every process it started, from /proc:
+kwok, etcd, API servers, controllers, HAProxy, Prometheus; their resident sets added up
+count the kwok binary's shared pages once per node), then 10,000 pods are created as one
 Deployment and timed until every replica is Ready, the memory read again, and the lab taken
 down and timed. With ``--baseline``, the baseline's lab and this tree's lab of the same
 size are brought up one after the other in the same run (the load is printed with each),
@@ -60,9 +61,11 @@ def lab(tree: Path, *args: str) -> tuple[float, str]:
     return took, out.stdout
 
 
-def rss_mb(state: Path) -> tuple[float, int]:
-    """The resident memory of the lab's supervisor and every process under it, and how
-    many processes that is."""
+def memory_mb(state: Path) -> tuple[float, float, int]:
+    """The memory of the lab's supervisor and every process under it: the sum of their
+    resident sets (pages shared between the kwok processes, their binary, counted once per
+    process), the sum of their proportional sets (each shared page split between its
+    sharers: what the lab really holds), and how many processes that is."""
     pid = int(json.loads((state / "state.json").read_text())["supervisor_pid"])
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
@@ -78,15 +81,17 @@ def rss_mb(state: Path) -> tuple[float, int]:
         p = todo.pop()
         seen.append(p)
         todo.extend(children.get(p, []))
-    total = 0
+    rss = pss = 0
     for p in seen:
         try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Rss:"):
+                    rss += int(line.split()[1])
+                elif line.startswith("Pss:"):
+                    pss += int(line.split()[1])
         except OSError:
             pass
-    return total / 1024, len(seen)
+    return rss / 1024, pss / 1024, len(seen)
 
 
 def pods(state: Path, count: int, tree: Path) -> float:
@@ -143,16 +148,19 @@ def one_lab(
             "--workers-per-rack", str(workers), "--base-port", str(base_port),
             "--state-dir", str(state), "--inventory-out", str(state.parent / f"{name}.yaml"),
         )  # fmt: skip
-        row["rss_mb"], row["processes"] = rss_mb(state)
+        row["rss_mb"], row["pss_mb"], row["processes"] = memory_mb(state)
         row["mem_used_mb"] = avail - mem_available_mb()
-        print(f"[{name}]   up in {row['up_s']:.1f} s, {row['rss_mb']:.0f} MB (load {load()})")
+        print(
+            f"[{name}]   up in {row['up_s']:.1f} s, RSS {row['rss_mb']:.0f} MB, PSS "
+            f"{row['pss_mb']:.0f} MB, {row['processes']} processes (load {load()})"
+        )
         if pod_count:
             row["pods"] = pod_count
             row["pods_ready_s"] = pods(state, pod_count, tree)
-            row["rss_pods_mb"], _ = rss_mb(state)
+            _, row["pss_pods_mb"], _ = memory_mb(state)
             print(
-                f"[{name}]   {pod_count} pods Ready in {row['pods_ready_s']:.1f} s, "
-                f"{row['rss_pods_mb']:.0f} MB"
+                f"[{name}]   {pod_count} pods Ready in {row['pods_ready_s']:.1f} s, PSS "
+                f"{row['pss_pods_mb']:.0f} MB"
             )
     except Exception as exc:  # noqa: BLE001 (reported in the table; the lab still goes down)
         row["error"] = str(exc)[-500:]
@@ -189,15 +197,15 @@ def main() -> int:
         one_lab("new", HERE, state, args.base_port, args.racks, args.workers_per_rack, args.pods)
     )
     print(
-        f"\n{'code':4} {'nodes':>5} {'up s':>6} {'RSS MB':>7} {'used MB':>8} {'pods':>6} "
-        f"{'pods s':>7} {'RSS+pods':>9} {'down s':>7}  load before/after"
+        f"\n{'code':4} {'nodes':>5} {'up s':>6} {'PSS MB':>7} {'used MB':>8} {'pods':>6} "
+        f"{'pods s':>7} {'PSS+pods':>9} {'down s':>7}  load before/after"
     )
     for r in rows:
         print(
             f"{r['code']:4} {r['nodes']:>5} {r.get('up_s', float('nan')):>6.1f} "
-            f"{r.get('rss_mb', float('nan')):>7.0f} {r.get('mem_used_mb', float('nan')):>8.0f} "
+            f"{r.get('pss_mb', float('nan')):>7.0f} {r.get('mem_used_mb', float('nan')):>8.0f} "
             f"{r.get('pods', 0):>6} {r.get('pods_ready_s', float('nan')):>7.1f} "
-            f"{r.get('rss_pods_mb', float('nan')):>9.0f} {r.get('down_s', float('nan')):>7.1f}  "
+            f"{r.get('pss_pods_mb', float('nan')):>9.0f} {r.get('down_s', float('nan')):>7.1f}  "
             f"{r['load_before']} / {r['load_after']}  {r.get('error', '')}"
         )
     big = rows[-1]
