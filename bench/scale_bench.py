@@ -136,16 +136,26 @@ def pods(state: Path, count: int, tree: Path) -> float:
 
 
 def one_lab(
-    name: str, tree: Path, state: Path, base_port: int, racks: int, workers: int, pod_count: int
+    name: str,
+    tree: Path,
+    state: Path,
+    base_port: int,
+    racks: int,
+    workers: int,
+    pod_count: int,
+    timings: str = "fast",
 ) -> dict[str, Any]:
     nodes = 3 + racks * workers
-    row: dict[str, Any] = {"code": name, "nodes": nodes, "load_before": load()}
+    row: dict[str, Any] = {
+        "code": name, "nodes": nodes, "timings": timings, "load_before": load()
+    }  # fmt: skip
     avail = mem_available_mb()
     print(f"[{name}] lab up: {nodes} nodes (3 control planes, {racks} racks x {workers})...")
     try:
         row["up_s"], _ = lab(
             tree, "up", "--control-planes", "3", "--racks", str(racks),
             "--workers-per-rack", str(workers), "--base-port", str(base_port),
+            "--timings", timings,
             "--state-dir", str(state), "--inventory-out", str(state.parent / f"{name}.yaml"),
         )  # fmt: skip
         row["rss_mb"], row["pss_mb"], row["processes"] = memory_mb(state)
@@ -184,6 +194,12 @@ def main() -> int:
     ap.add_argument("--base-port", type=int, default=40000)
     ap.add_argument("--state-dir", type=Path, default=Path("/tmp/powercut-scale-bench"))
     ap.add_argument("--json", default="")
+    ap.add_argument(
+        "--timings",
+        default="fast",
+        help="the large lab's timing profile (fast: 8 s leases, renewed every 2 s by every "
+        "node; upstream: 40 s, every 10 s)",
+    )
     args = ap.parse_args()
     rows: list[dict[str, Any]] = []
     args.state_dir.mkdir(parents=True, exist_ok=True)
@@ -206,7 +222,7 @@ def main() -> int:
             f"{r.get('pss_mb', float('nan')):>7.0f} {r.get('mem_used_mb', float('nan')):>8.0f} "
             f"{r.get('pods', 0):>6} {r.get('pods_ready_s', float('nan')):>7.1f} "
             f"{r.get('pss_pods_mb', float('nan')):>9.0f} {r.get('down_s', float('nan')):>7.1f}  "
-            f"{r['load_before']} / {r['load_after']}  {r.get('error', '')}"
+            f"{r['load_before']} / {r['load_after']}  {r['timings']}  {r.get('error', '')}"
         )
     big = rows[-1]
     ok = big.get("up_s", 1e9) <= UP_TARGET_S and big.get("down_s", 1e9) <= DOWN_TARGET_S
