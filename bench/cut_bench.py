@@ -145,6 +145,57 @@ def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+def profile(inventory_path: Path, log: Path, count: int, protocols: list[str]) -> None:
+    """One synchronized cut of ``count`` nodes per protocol with this tree's code, in this
+    process, its client-side stamps set beside the lab's: when each BMC emulator began to
+    handle each request (the supervisor log's ``redfish: NODE ResetType=`` and ``ipmi:
+    NODE: power down`` lines, wall clock to the millisecond)."""
+    inventory = roomy(load_inventory(inventory_path), count)
+    nodes = [n.name for n in inventory.nodes_by_role("worker")][:count]
+    print(f"\nprofile: one synchronized cut of {count} nodes per protocol (ms from the first send)")
+    for proto in protocols:
+        protocol = None if proto == "mixed" else proto
+        offset = time.time() - time.monotonic()
+        mark = log.stat().st_size
+        result = cut(inventory, nodes, protocol, True)
+        with log.open() as f:
+            f.seek(mark)
+            lines = f.read().splitlines()
+        handled: dict[str, float] = {}
+        for line in lines:
+            parts = line.split()
+            if len(parts) < 5 or not (parts[3].startswith(("redfish:", "ipmi:"))):
+                continue
+            node = parts[4].rstrip(":")
+            if node in handled or node not in result.sent:
+                continue
+            if "ResetType=Off" not in line and "power down" not in line and "ForceOff" not in line:
+                continue
+            stamp = time.mktime(time.strptime(parts[0] + " " + parts[1][:8], "%Y-%m-%d %H:%M:%S"))
+            handled[node] = stamp + int(parts[1][9:12]) / 1000 - offset
+        t0 = min(result.sent.values())
+        sent = sorted(v - t0 for v in result.sent.values())
+        acks = sorted(v - t0 for v in result.acknowledged.values())
+        seen = sorted(v - t0 for v in handled.values())
+        print(
+            f"  {proto:8} sent {ms(sent[0]).strip()}..{ms(sent[-1]).strip()}; lab handled "
+            f"{len(seen)} from {ms(seen[0]).strip() if seen else '-'} to "
+            f"{ms(seen[-1]).strip() if seen else '-'}; acknowledged "
+            f"{ms(acks[0]).strip()}..{ms(acks[-1]).strip()} (skew {ms(result.skew_s).strip()})"
+        )
+        by_protocol: dict[str, list[float]] = {}
+        for node, at in handled.items():
+            kind = inventory.node(node).power.driver if protocol is None else proto
+            by_protocol.setdefault(kind, []).append(at - t0)
+        for kind, stamps in sorted(by_protocol.items()):
+            stamps.sort()
+            print(
+                f"           {kind:8} handled {len(stamps)}: first {ms(stamps[0]).strip()}, "
+                f"p50 {ms(pct(stamps, 0.5)).strip()}, last {ms(stamps[-1]).strip()}"
+            )
+        time.sleep(0.5)
+
+
 def sizes_run(args: argparse.Namespace, inventory_path: Path) -> int:
     """``--sizes``: the synchronized cut at each size, each protocol, this tree against the
     baseline's (``--baseline``), alternating cut by cut on the same lab."""
@@ -241,6 +292,13 @@ def main() -> int:
         "--detach DIR main` of the commit before), cut alternately in the same run",
     )
     ap.add_argument("--json", default="", help="with --sizes: also write the rows here")
+    ap.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        help="with --sizes (and the bench's own lab): then one cut of this many nodes per "
+        "protocol, its stamps beside the lab's log of when each BMC handled its request",
+    )
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument(
         "--base-port",
@@ -279,7 +337,15 @@ def main() -> int:
                 started = True
                 print(f"  up in {time.monotonic() - t0:.1f} s")
             if sizes:
-                return sizes_run(args, inventory_path)
+                status = sizes_run(args, inventory_path) if args.rounds else 0
+                if args.profile and started:
+                    profile(
+                        inventory_path,
+                        state / "logs" / "supervisor.log",
+                        args.profile,
+                        args.protocols.split(","),
+                    )
+                return status
             inventory = load_inventory(inventory_path)
             nodes = [n for n in args.nodes.split(",") if n] or [
                 n.name for n in inventory.nodes_by_role("worker")
