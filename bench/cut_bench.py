@@ -27,6 +27,17 @@ does not change the exit status).
 Run: ``.venv/bin/python bench/cut_bench.py [--inventory INV --nodes w1,w2,...] [--rounds 5]``
 (or ``make bench``). Without ``--inventory`` it brings a lab up on ``--base-port`` (default
 ``$POWERCUT_BENCH_PORT`` or 25000) and takes it down at the end.
+
+At rack scale: ``--sizes 10,24,48,96 [--baseline DIR] [--profile 48]`` brings up one rack of
+the largest size (one control plane) and cuts the first N workers of it, synchronized, for
+each size and protocol (mixed, redfish, ipmi), ``--rounds`` times, printing the p50 / p95
+of the acknowledgement skew and of request to acknowledgement per size, protocol and code.
+Each code version cuts from a process of its own (``--worker``, PYTHONPATH and cwd its
+tree): this tree's, and with ``--baseline`` a checkout of the code to compare with (``git
+worktree add --detach DIR <commit>``), alternating cut by cut on the same lab; ratios
+old/new are printed. Targets at 48 nodes: skew <= 50 ms, request to acknowledgement <=
+100 ms (p50). ``--profile N`` then cuts N nodes once per protocol with this tree's code and
+sets its stamps beside the lab log's (when each BMC emulator began to handle its request).
 """
 
 from __future__ import annotations

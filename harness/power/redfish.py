@@ -464,9 +464,9 @@ class _SplitReset(_PreparedReset):
 
     def send(self) -> None:
         self._sock.sendall(self._request)
-        self._sock.setblocking(False)
 
     def answer_fd(self) -> int:
+        self._sock.setblocking(False)  # feed() reads what has arrived, never waits
         return self._sock.fileno()
 
     def feed(self) -> bool:

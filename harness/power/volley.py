@@ -50,7 +50,7 @@ class SplitPower(Protocol):
         ...
 
     def answer_fd(self) -> int:
-        """The file descriptor the answer arrives on."""
+        """The file descriptor the answer arrives on (asked once every request is sent)."""
         ...
 
     def feed(self) -> bool:
@@ -134,14 +134,18 @@ class Volley:
         futures: list[Future[None]] = []
         sel = selectors.DefaultSelector()
         try:
+            written: list[Shot] = []
             for s in split:  # back to back: nothing between two writes but a stamp
                 assert isinstance(s.prepared, SplitPower)
                 s.sent = time.monotonic()
                 try:
                     s.prepared.send()
-                    sel.register(s.prepared.answer_fd(), selectors.EVENT_READ, s)
+                    written.append(s)
                 except OSError:
                     futures.append(pool.submit(self._whole, s, retried=True))
+            for s in written:  # on a busy machine a short loop above loses the CPU less
+                assert isinstance(s.prepared, SplitPower)
+                sel.register(s.prepared.answer_fd(), selectors.EVENT_READ, s)
             futures.extend(pool.submit(self._whole, s) for s in whole)
             deadline = time.monotonic() + self.answer_timeout_s
             while sel.get_map() and (left := deadline - time.monotonic()) > 0:
