@@ -37,7 +37,7 @@ from harness.journal import (
 from harness.kube import actions
 from harness.kube.actions import Fence, FencingRequired
 from harness.kube.client import JSON, KubeClient, NotFound, Unreachable
-from harness.kube.ledger import BMC
+from harness.kube.ledger import BMC, UNDO
 from harness.kube.lock import ClusterLock
 from harness.kube.timeline import ACTION, Timeline
 from harness.power.base import (
@@ -498,7 +498,8 @@ class Session:
             if self.undo is not None and self.undo_on_exit:
                 if self.stopped_by is not None:
                     self.undo.keep_on_failure = False  # stopped: put everything back now
-                self.undo.__exit__(exc_type, exc, tb)
+                with self.timeline.ledger.waiting(UNDO):  # BMC and API calls
+                    self.undo.__exit__(exc_type, exc, tb)
         finally:
             self._close()
 

@@ -577,20 +577,37 @@ def fail_nodes(
     return, so every later step can follow it."""
     kind = _failure_kind(failure)
     seed = seed_of(request.config)
-    targets = _chosen(
-        choose.select_by_role(
-            inventory,
-            observer,
-            kube,
-            workloads,
-            rng=rng,
-            seed=seed,
-            amounts={"worker": workers, "control-plane": primary},
-            nothing=f"{workers.text} workers and {primary.text} primaries",
+    with session.timeline.ledger.part("target choice"):
+        targets = _chosen(
+            choose.select_by_role(
+                inventory,
+                observer,
+                kube,
+                workloads,
+                rng=rng,
+                seed=seed,
+                amounts={"worker": workers, "control-plane": primary},
+                nothing=f"{workers.text} workers and {primary.text} primaries",
+            )
         )
-    )
-    nodes = targets.nodes
     hold_s = limit.seconds(budgets)
+    with session.timeline.ledger.part(f"{kind.value} failure and return"):
+        return _fail_and_return(
+            request, session, targets, observer, budgets, measurements, kind, hold_s
+        )
+
+
+def _fail_and_return(
+    request: pytest.FixtureRequest,
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    budgets: Budgets,
+    measurements: Measurements,
+    kind: FailureKind,
+    hold_s: float,
+) -> Outage:
+    nodes = targets.nodes
     if kind in (FailureKind.POWER_OFF, FailureKind.GRACEFUL):
         outage = phases.power_off(
             session,

@@ -24,6 +24,7 @@ from typing import Any
 KUBERNETES = "kubernetes"
 BMC = "bmc"
 HOLD = "hold"  # a pause the scenario asks for
+UNDO = "undo"  # the session's undo at its end: power-ons, heals, uncordons (BMC and API)
 
 
 class Ledger:
