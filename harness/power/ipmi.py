@@ -528,7 +528,7 @@ _CHASSIS_CONTROL: Final = {"power down": 0x00, "power up": 0x01, "power cycle": 
 class _SplitControl(_PreparedControl):
     """The chassis control command written straight to the session's ``ipmitool shell``,
     its answer (up to the next prompt) read apart: a synchronized cut
-    (:mod:`harness.power.volley`) writes every node's command from one thread and stamps
+    (:mod:`harness.power.volley`) writes every node's command from a few threads and stamps
     every answer from one selector. An answer other than completion code 0, or none, is
     retried by :meth:`_PreparedControl.fire` (a new session if need be, the driver's
     retries and errors)."""

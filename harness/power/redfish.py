@@ -427,7 +427,7 @@ class _PreparedReset:
 class _SplitReset(_PreparedReset):
     """The ResetType POST as bytes on a TLS connection of its own, opened and written ahead
     at the prepare: a synchronized cut (:mod:`harness.power.volley`) writes every node's
-    request from one thread and stamps every answer from one selector. An answer that is
+    request from a few threads and stamps every answer from one selector. An answer that is
     not a 2xx, or none, is retried by :meth:`_PreparedReset.fire` (sushy's whole POST, its
     retries and its errors)."""
 

@@ -913,7 +913,7 @@ def test_a_volley_writes_every_request_before_reading_any_answer_and_stamps_each
         assert shot.sent is not None and shot.acknowledged is not None
         assert shot.confirmed is not None
         assert shot.sent < shot.acknowledged <= shot.confirmed
-    # Every request was written before any answer was read: one thread sends them all.
+    # Every request was written before any answer was read: the senders finish first.
     assert max(s.sent for s in shots.values() if s.sent) < min(
         s.acknowledged for s in shots.values() if s.acknowledged
     )
