@@ -209,9 +209,8 @@ def main() -> int:
         size = (args.baseline_racks, args.baseline_workers)
         rows.append(one_lab("old", base, state, args.base_port, *size, 0))
         rows.append(one_lab("new", HERE, state, args.base_port, *size, 0))
-    rows.append(
-        one_lab("new", HERE, state, args.base_port, args.racks, args.workers_per_rack, args.pods)
-    )
+    large = (args.racks, args.workers_per_rack, args.pods, args.timings)
+    rows.append(one_lab("new", HERE, state, args.base_port, *large))
     print(
         f"\n{'code':4} {'nodes':>5} {'up s':>6} {'PSS MB':>7} {'used MB':>8} {'pods':>6} "
         f"{'pods s':>7} {'PSS+pods':>9} {'down s':>7}  load before/after"
