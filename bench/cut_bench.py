@@ -165,9 +165,9 @@ def load() -> str:
 
 def profile(inventory_path: Path, log: Path, count: int, protocols: list[str]) -> None:
     """One synchronized cut of ``count`` nodes per protocol with this tree's code, in this
-    process, its client-side stamps set beside the lab's: when each BMC emulator began to
-    handle each request (the supervisor log's ``redfish: NODE ResetType=`` and ``ipmi:
-    NODE: power down`` lines, wall clock to the millisecond)."""
+    process, its client-side stamps set beside the lab's: when the lab's power switch began
+    each node's power-off, called by its BMC emulator (the supervisor log's ``power off
+    NODE`` lines, wall clock to the millisecond)."""
     inventory = roomy(load_inventory(inventory_path), count)
     nodes = [n.name for n in inventory.nodes_by_role("worker")][:count]
     print(f"\nprofile: one synchronized cut of {count} nodes per protocol (ms from the first send)")
@@ -180,14 +180,12 @@ def profile(inventory_path: Path, log: Path, count: int, protocols: list[str]) -
             f.seek(mark)
             lines = f.read().splitlines()
         handled: dict[str, float] = {}
-        for line in lines:
+        for line in lines:  # "2026-11-26 16:24:12,283 INFO powercut.lab: power off w-a9 (forced)"
             parts = line.split()
-            if len(parts) < 5 or not (parts[3].startswith(("redfish:", "ipmi:"))):
+            if parts[3:6] != ["powercut.lab:", "power", "off"] or len(parts) < 7:
                 continue
-            node = parts[4].rstrip(":")
+            node = parts[6]
             if node in handled or node not in result.sent:
-                continue
-            if "ResetType=Off" not in line and "power down" not in line and "ForceOff" not in line:
                 continue
             stamp = time.mktime(time.strptime(parts[0] + " " + parts[1][:8], "%Y-%m-%d %H:%M:%S"))
             handled[node] = stamp + int(parts[1][9:12]) / 1000 - offset
