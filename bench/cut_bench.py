@@ -165,9 +165,9 @@ def load() -> str:
 
 def profile(inventory_path: Path, log: Path, count: int, protocols: list[str]) -> None:
     """One synchronized cut of ``count`` nodes per protocol with this tree's code, in this
-    process, its client-side stamps set beside the lab's: when the lab's power switch began
-    each node's power-off, called by its BMC emulator (the supervisor log's ``power off
-    NODE`` lines, wall clock to the millisecond)."""
+    process, its client-side stamps set beside the lab's: when each BMC emulator's handler
+    began each node's request (the supervisor log's ``redfish: NODE ResetType=ForceOff`` and
+    ``ipmi: NODE: power off`` lines, wall clock to the millisecond)."""
     inventory = roomy(load_inventory(inventory_path), count)
     nodes = [n.name for n in inventory.nodes_by_role("worker")][:count]
     print(f"\nprofile: one synchronized cut of {count} nodes per protocol (ms from the first send)")
@@ -180,11 +180,16 @@ def profile(inventory_path: Path, log: Path, count: int, protocols: list[str]) -
             f.seek(mark)
             lines = f.read().splitlines()
         handled: dict[str, float] = {}
-        for line in lines:  # "2026-11-26 16:24:12,283 INFO powercut.lab: power off w-a9 (forced)"
+        for line in lines:
+            # "... harness.lab.bmc.redfish: redfish: w-a2 ResetType=ForceOff",
+            # "... harness.lab.bmc.ipmi: ipmi: w-a3: power off (forced)": logged by each
+            # emulator's handler as it begins, before the power switch.
             parts = line.split()
-            if parts[3:6] != ["powercut.lab:", "power", "off"] or len(parts) < 7:
+            if len(parts) < 7 or parts[4] not in ("redfish:", "ipmi:"):
                 continue
-            node = parts[6]
+            if "ResetType=ForceOff" not in line and "power off" not in line:
+                continue
+            node = parts[5].rstrip(":")
             if node in handled or node not in result.sent:
                 continue
             stamp = time.mktime(time.strptime(parts[0] + " " + parts[1][:8], "%Y-%m-%d %H:%M:%S"))
