@@ -37,8 +37,9 @@ from harness.journal import (
 from harness.kube import actions
 from harness.kube.actions import Fence, FencingRequired
 from harness.kube.client import JSON, KubeClient, NotFound, Unreachable
+from harness.kube.ledger import BMC, UNDO
 from harness.kube.lock import ClusterLock
-from harness.kube.timeline import Timeline
+from harness.kube.timeline import ACTION, Timeline
 from harness.power.base import (
     FailureKind,
     PowerDriver,
@@ -53,6 +54,7 @@ from harness.power.base import (
     supports,
 )
 from harness.power.factory import available_protocols, driver_for, power_timeout_s
+from harness.power.volley import Volley
 from harness.safety import Plan, plan_disruption
 from harness.slo.watch import watcher_for
 
@@ -496,7 +498,8 @@ class Session:
             if self.undo is not None and self.undo_on_exit:
                 if self.stopped_by is not None:
                     self.undo.keep_on_failure = False  # stopped: put everything back now
-                self.undo.__exit__(exc_type, exc, tb)
+                with self.timeline.ledger.waiting(UNDO):  # BMC and API calls
+                    self.undo.__exit__(exc_type, exc, tb)
         finally:
             self._close()
 
@@ -643,29 +646,99 @@ class Session:
             self.plan.extend(plan.describe())
             return PowerResult(names)
         result = PowerResult(names, synchronized=synchronized)
-        barrier = threading.Barrier(len(names))
+        with self.timeline.ledger.waiting(BMC):
+            if synchronized:
+                self._volley_off(names, graceful, protocol, result)
+            else:
+                self._unsynchronized_off(names, graceful, protocol, result)
+        self.last_power = result
+        if len(names) > 1:
+            self.timeline.action(
+                names[0],
+                "power-off ack skew",
+                skew_ms=round(result.skew_s * 1000, 1),
+                sent_spread_ms=round(result.sent_spread_s * 1000, 1),
+                nodes=",".join(names),
+                synchronized=synchronized,
+            )
+        self.say(f"powered off {', '.join(names)} ({how}); ack skew {result.skew_s * 1000:.0f} ms")
+        return result
+
+    def _volley_off(
+        self, names: list[str], graceful: bool, protocol: str | None, result: PowerResult
+    ) -> None:
+        """The synchronized power-off on bounded threads (:class:`harness.power.volley.Volley`):
+        each node journaled before its request, every request released together, each
+        stamp put on the timeline, failures raised as :meth:`_parallel` does."""
+        assert self.undo is not None
+        undo = self.undo
+        entries: dict[str, contextlib.AbstractContextManager[Any]] = {}
+        entries_lock = threading.Lock()
+
+        def before(node: str) -> None:
+            self.check_stop()
+            entry = undo.disruption("power_off", f"node/{node}", undo=UndoSpec.power_on(node))
+            self._entries[("power_off", f"node/{node}")] = entry.__enter__().id
+            with entries_lock:
+                entries[node] = entry
+
+        volley = Volley(before=before)
+        shots = volley.run(
+            names, lambda node: prepare_off(self.driver(node, protocol), graceful=graceful)
+        )
+        for node, shot in shots.items():
+            stamps: tuple[tuple[str, float | None, dict[str, Any]], ...] = (
+                ("sent", shot.sent, {"graceful": graceful, "protocol": protocol or ""}),
+                ("acknowledged", shot.acknowledged, {}),
+                ("confirmed", shot.confirmed, {}),
+            )
+            for what, mono, detail in stamps:
+                if mono is not None:
+                    self.timeline.record(
+                        ACTION, node, f"power-off {what}", detail=detail, mono=mono
+                    )
+            if shot.sent is not None:
+                result.sent[node] = shot.sent
+            if shot.acknowledged is not None and shot.error is None:
+                result.acknowledged[node] = shot.acknowledged
+            if shot.confirmed is not None:
+                result.confirmed[node] = shot.confirmed
+            entry = entries.get(node)
+            error = shot.error
+            if entry is not None:
+                try:
+                    if error is None:
+                        entry.__exit__(None, None, None)
+                    else:
+                        entry.__exit__(type(error), error, error.__traceback__)
+                except BaseException as exc:  # noqa: BLE001 (the journal re-raises the error)
+                    error = exc
+            if error is None:
+                self.down.add(node)
+                self._told(result, node, "power-off", PowerState.OFF)
+            else:
+                result.errors[node] = str(error)
+                with self._say_lock:
+                    self.say(f"{node}: power off FAILED: {error}")
+        if result.errors:
+            failed = "; ".join(f"{n}: {e}" for n, e in result.errors.items())
+            first = next(shots[n].error for n in result.errors)
+            if isinstance(first, PowercutError):
+                raise _with_message(
+                    first, f"power off failed for {len(result.errors)} node(s): {failed}"
+                ) from first
+            raise PermanentError(f"power off failed: {failed}") from first
+
+    def _unsynchronized_off(
+        self, names: list[str], graceful: bool, protocol: str | None, result: PowerResult
+    ) -> None:
+        """The earlier way: each node's whole power-off started in parallel."""
 
         def one(node: str) -> None:
             driver = self.driver(node, protocol)
 
             def act() -> None:
-                if synchronized:
-                    try:
-                        prepared = prepare_off(driver, graceful=graceful)
-                    except BaseException:
-                        barrier.abort()  # no node of this cut is sent its request
-                        raise
-                    try:
-                        barrier.wait()
-                    except threading.BrokenBarrierError:
-                        raise not_acted(
-                            PermanentError(
-                                f"{node}: power-off not sent: another node of the same cut "
-                                "could not be prepared"
-                            )
-                        ) from None
-                else:
-                    prepared = Unprepared(driver, graceful)
+                prepared = Unprepared(driver, graceful)
                 result.sent[node] = time.monotonic()
                 self.timeline.action(
                     node, "power-off sent", graceful=graceful, protocol=protocol or ""
@@ -682,18 +755,6 @@ class Session:
             self._told(result, node, "power-off", PowerState.OFF)
 
         self._parallel(names, one, result, "power off", workers=len(names))
-        self.last_power = result
-        if len(names) > 1:
-            self.timeline.action(
-                names[0],
-                "power-off ack skew",
-                skew_ms=round(result.skew_s * 1000, 1),
-                sent_spread_ms=round(result.sent_spread_s * 1000, 1),
-                nodes=",".join(names),
-                synchronized=synchronized,
-            )
-        self.say(f"powered off {', '.join(names)} ({how}); ack skew {result.skew_s * 1000:.0f} ms")
-        return result
 
     def power_on(self, nodes: Iterable[str], *, protocol: str | None = None) -> PowerResult:
         names = list(nodes)
@@ -917,7 +978,8 @@ class Session:
         pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(names))))
         futures = {n: pool.submit(run, n) for n in names}
         try:
-            wait(futures.values())
+            with self.timeline.ledger.waiting(BMC):  # the BMCs' answers and read-backs
+                wait(futures.values())
         except BaseException:
             # Interrupted (Ctrl-C, SIGTERM): let the BMC calls in flight finish first, so
             # the undos that run next act after them, not in between.

@@ -36,6 +36,7 @@ from harness.budgets import Budgets
 from harness.checks import Prober
 from harness.inventory import Inventory
 from harness.kube.client import KubeClient
+from harness.kube.ledger import Ledger
 from harness.kube.observer import Observer
 from harness.kube.timeline import Timeline
 from harness.report.allure_env import (
@@ -102,6 +103,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
 
 
 _STEP = pytest.StashKey[str]()
+LEDGER = pytest.StashKey[Ledger]()
+_STEP_PART = pytest.StashKey[tuple[str, float, float] | None]()
 _FIELD = re.compile(r"\{(\w+)(?::[^}]*)?\}")
 
 
@@ -132,6 +135,10 @@ def pytest_bdd_before_step(
     expectation with no failure before it) is a harness error naming the steps that would
     provide it, raised before anything waits or acts."""
     request.node.stash[_STEP] = f"{step.keyword} {step.name}"
+    ledger = request.node.stash.get(LEDGER, None)
+    if ledger is not None:
+        ledger.end(request.node.stash.get(_STEP_PART, None))  # a step that raised
+        request.node.stash[_STEP_PART] = ledger.begin(f"{step.keyword} {step.name}")
     provided = request.node.stash.setdefault(PROVIDED, set())
     parsed = {  # a sentence's own fields (``{outage:Limit}``) are not fixtures
         m.group(1)
@@ -157,6 +164,10 @@ def pytest_bdd_after_step(
     step_func: Any,
     step_func_args: object,
 ) -> None:
+    ledger = request.node.stash.get(LEDGER, None)
+    if ledger is not None:
+        ledger.end(request.node.stash.get(_STEP_PART, None))
+        request.node.stash[_STEP_PART] = None
     provided = request.node.stash.setdefault(PROVIDED, set())
     for ctx in step_function_context_registry.values():
         if ctx.step_func is step_func:
@@ -270,13 +281,16 @@ def rng(request: pytest.FixtureRequest) -> random.Random:
 
 
 @pytest.fixture
-def timeline() -> Timeline:
-    return Timeline()
+def timeline(request: pytest.FixtureRequest) -> Timeline:
+    tl = Timeline()
+    request.node.stash[LEDGER] = tl.ledger  # the harness's own time, step by step
+    return tl
 
 
 @pytest.fixture
 def observer(kube: KubeClient, namespaces: list[str], timeline: Timeline) -> Iterator[Observer]:
-    obs = Observer(kube, namespaces or None, timeline=timeline).start()
+    with timeline.ledger.part("observer start (list and watch)"):
+        obs = Observer(kube, namespaces or None, timeline=timeline).start()
     yield obs
     obs.stop()
 
@@ -323,15 +337,18 @@ def baseline(
     run_environment: None,
 ) -> Baseline:
     """Wait (at most the recovery budget) until the cluster is healthy; record it as found."""
-    with allure.step(f"wait up to {budgets.recovery:g}s for the cluster to be healthy"):
+    with (
+        allure.step(f"wait up to {budgets.recovery:g}s for the cluster to be healthy"),
+        observer.timeline.ledger.part("steady-state check before"),
+    ):
         settled = steady.wait_steady(inventory, observer, workloads, timeout_s=budgets.recovery)
-    return Baseline(
-        steady.nodes_found(inventory, observer),
-        workloads,
-        settled,
-        steady.snapshot(observer),
-        at_mono=time.monotonic(),
-    )
+        return Baseline(
+            steady.nodes_found(inventory, observer),
+            workloads,
+            settled,
+            steady.snapshot(observer),
+            at_mono=time.monotonic(),
+        )
 
 
 class _ScenarioFailed(Exception):
@@ -367,13 +384,17 @@ def session(
                 kube, namespaces, timeline, baseline.snapshot, steady.snapshot(observer)
             )
         exc = _ScenarioFailed() if failed else None
+        ledger = timeline.ledger
         try:
-            with allure.step("undo what the scenario left disrupted"):
+            with allure.step("undo what the scenario left disrupted"), ledger.part("undo"):
                 s.__exit__(type(exc) if exc else None, exc, None)
             if exc is not None and getattr(exc, "__notes__", None):
                 raise UndoIncomplete("; ".join(exc.__notes__))
             if not (failed and keep):
-                with allure.step(f"wait up to {budgets.recovery:g}s for the cluster as found"):
+                with (
+                    allure.step(f"wait up to {budgets.recovery:g}s for the cluster as found"),
+                    ledger.part("steady-state check after"),
+                ):
                     steady.wait_steady(
                         inventory,
                         observer,
@@ -383,8 +404,11 @@ def session(
                         description="the cluster as the scenario found it (teardown)",
                     )
         finally:
-            report.attach_measurements(measurements)
-            attach_scenario_timeline(timeline, title=_scenario_title(request.node))
+            with ledger.part("report writing"):
+                report.record_harness_time(measurements, timeline)
+                report.attach_measurements(measurements)
+                attach_scenario_timeline(timeline, title=_scenario_title(request.node))
+            report.harness_time_written(ledger)
 
 
 # -- helpers ---------------------------------------------------------------------------------

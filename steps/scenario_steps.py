@@ -43,6 +43,7 @@ from harness.errors import ConfigError
 from harness.inventory import Inventory
 from harness.kube.actions import DrainResult
 from harness.kube.client import KubeClient
+from harness.kube.ledger import HOLD
 from harness.kube.observer import Observer
 from harness.kube.timeline import ACTION, Timeline, Transition, match
 from harness.power.base import FailureKind
@@ -627,20 +628,37 @@ def fail_nodes(
     the lab's nodes boot in ``lab up --boot-seconds``)."""
     kind = failure
     seed = seed_of(request.config)
-    targets = _chosen(
-        choose.select_by_role(
-            inventory,
-            observer,
-            kube,
-            workloads,
-            rng=rng,
-            seed=seed,
-            amounts={"worker": workers, "control-plane": primary},
-            nothing=f"{workers.text} workers and {primary.text} primaries",
+    with session.timeline.ledger.part("target choice"):
+        targets = _chosen(
+            choose.select_by_role(
+                inventory,
+                observer,
+                kube,
+                workloads,
+                rng=rng,
+                seed=seed,
+                amounts={"worker": workers, "control-plane": primary},
+                nothing=f"{workers.text} workers and {primary.text} primaries",
+            )
         )
-    )
-    nodes = targets.nodes
     hold_s = limit.seconds(budgets)
+    with session.timeline.ledger.part(f"{kind.value} failure and return"):
+        return _fail_and_return(
+            request, session, targets, observer, budgets, measurements, kind, hold_s
+        )
+
+
+def _fail_and_return(
+    request: pytest.FixtureRequest,
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    budgets: Budgets,
+    measurements: Measurements,
+    kind: FailureKind,
+    hold_s: float,
+) -> Outage:
+    nodes = targets.nodes
     if kind in (FailureKind.POWER_OFF, FailureKind.GRACEFUL):
         outage = phases.power_off(
             session,
@@ -650,7 +668,7 @@ def fail_nodes(
             measurements,
             graceful=kind is FailureKind.GRACEFUL,
         )
-        _hold(kind, nodes, hold_s)
+        _hold(kind, nodes, hold_s, session)
         back = phases.power_on(session, targets, budgets, measurements)
     elif kind is FailureKind.REBOOT:
         rebooted = phases.reboot(session, targets, observer, measurements, off_s=hold_s)
@@ -659,15 +677,18 @@ def fail_nodes(
         outage = phases.cut(
             session, targets, observer, kind, undo_after_s=hold_s + budgets.recovery
         )
-        _hold(kind, nodes, hold_s)
+        _hold(kind, nodes, hold_s, session)
         back = phases.uncut(session, outage)
     _provide(request, "targets", targets)
     _provide(request, "powered_on", back)
     return outage
 
 
-def _hold(kind: FailureKind, nodes: Sequence[str], seconds: float) -> None:
-    with allure.step(f"hold the {kind.value} failure of {', '.join(nodes)} for {seconds:g}s"):
+def _hold(kind: FailureKind, nodes: Sequence[str], seconds: float, session: Session) -> None:
+    with (
+        allure.step(f"hold the {kind.value} failure of {', '.join(nodes)} for {seconds:g}s"),
+        session.timeline.ledger.waiting(HOLD),
+    ):
         time.sleep(seconds)
 
 

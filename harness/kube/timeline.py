@@ -27,6 +27,7 @@ import orjson
 
 from harness import progress
 from harness.errors import PermanentError, WaitTimeout
+from harness.kube.ledger import KUBERNETES, Ledger
 
 T = TypeVar("T")
 Predicate = Callable[["Transition"], bool]
@@ -230,6 +231,8 @@ class Timeline:
         self._items: list[Transition] = []
         self._by_kind: dict[str, list[Transition]] = {}
         self._cond = threading.Condition(threading.RLock())
+        #: The creating thread's waits and the harness's own time (see harness.kube.ledger).
+        self.ledger = Ledger(self.clock.monotonic)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -417,7 +420,8 @@ class Timeline:
                 if now >= deadline:
                     seen = last_seen() if last_seen else f"no match among {scanned} transitions"
                     raise WaitTimeout(description, seen, now - started)
-                self.clock.wait(self._cond, deadline - now)
+                with self.ledger.waiting(KUBERNETES):
+                    self.clock.wait(self._cond, deadline - now)
 
     def wait_until(
         self,
@@ -464,7 +468,8 @@ class Timeline:
                 now = self.clock.monotonic()
                 if now >= deadline:
                     raise WaitTimeout(description, last_seen(), now - started)
-                self.clock.wait(self._cond, deadline - now)
+                with self.ledger.waiting(KUBERNETES):
+                    self.clock.wait(self._cond, deadline - now)
 
     # -- export ----------------------------------------------------------------------------
 

@@ -35,7 +35,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     b.set_defaults(func=cmd_build)
     up = lsub.add_parser("up", help="start a lab (reports and changes nothing if one runs)")
     up.add_argument("--racks", type=int, default=3, help="number of racks (default 3)")
-    up.add_argument("--workers-per-rack", type=int, default=3, help="workers per rack (default 3)")
+    up.add_argument(
+        "--workers-per-rack",
+        type=int,
+        default=3,
+        help="workers per rack (default 3; at most 1,000 nodes in all)",
+    )
     up.add_argument(
         "--control-planes", type=int, default=3, help="control-plane nodes: 1, 3 or 5 (default 3)"
     )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.lab.spec import LabSpec, NodeSpec
+from harness.lab.spec import CLUSTER_CIDR, NODE_CIDR_MASK, LabSpec, NodeSpec
 
 
 def write_kubeconfig(
@@ -110,7 +110,11 @@ def controller_manager_argv(
         f"--root-ca-file={pki / 'ca.crt'}",
         f"--service-account-private-key-file={pki / 'sa.key'}",
         "--use-service-account-credentials=false",
+        # The lab writes each node's spec.podCIDR itself (a /24 of the cluster CIDR, by
+        # index); the controller-manager is told the same plan but does not allocate.
         "--allocate-node-cidrs=false",
+        f"--cluster-cidr={CLUSTER_CIDR}",
+        f"--node-cidr-mask-size={NODE_CIDR_MASK}",
         f"--node-monitor-period={t.node_monitor_period_s}s",
         f"--node-monitor-grace-period={t.node_monitor_grace_s}s",
         *_leader_flags(spec),

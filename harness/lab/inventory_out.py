@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 from harness.lab.bmc.creds import BMC_USER
+from harness.lab.bmc.target import system_uuid
 from harness.lab.prometheus import lab_slo_sections
 from harness.lab.spec import LAB_NAMESPACE, LabSpec, NodeSpec
 from harness.lab.workloads import SERVICES
@@ -28,6 +29,9 @@ def node_entry(spec: LabSpec, n: NodeSpec) -> dict[str, Any]:
         "password_file": str(creds / "bmc-password"),
         "verify_tls": str(creds / "bmc-ca.crt"),
         "auth": "basic",
+        # One emulator serves every node's system: without the id the driver would read
+        # every system to find the one named after its node (96 GETs per node at 96 nodes).
+        "system_id": system_uuid(n.name),
     }
     ipmi = {
         "driver": "ipmi",

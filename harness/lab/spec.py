@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import ipaddress
 import json
 import os
 import socket
@@ -21,8 +22,12 @@ CSI_DRIVER = "lab.csi.powercut.io"
 # their node (harness/lab/storage.py releases them; the pod-ready stage checks it).
 VOLUME_GATE = "lab.powercut.io/volumes"
 LAB_NAMESPACE = "lab"
-PORT_SPAN = 1000  # a lab uses ports base .. base + 999: labs 1000 apart never collide
-MAX_NODES = 400  # IPMI at base + 200 + i, SSH at base + 600 + i
+PORT_SLOTS = 400  # IPMI at base + 200 + i, SSH at base + 200 + slots + i (slots >= 400)
+# Every node's pod CIDR is a /24 of the cluster's: 1,024 of them (10.244.0.0/24 ..
+# 10.247.255.0/24), so node 256 gets 10.245.0.0/24 where a /16 ran out.
+CLUSTER_CIDR = "10.244.0.0/14"
+NODE_CIDR_MASK = 24
+MAX_NODES = 1000  # within the 1,024 node CIDRs
 MAX_BOOT_S = 3600.0
 
 
@@ -75,7 +80,7 @@ class NodeSpec:
 
     @property
     def pod_cidr(self) -> str:
-        return f"10.244.{self.index}.0/24"
+        return node_pod_cidr(self.index)
 
     @property
     def node_ip(self) -> str:
@@ -83,9 +88,26 @@ class NodeSpec:
         return f"127.10.{self.index // 250}.{self.index % 250 + 1}"
 
 
+def node_pod_cidr(index: int) -> str:
+    """The ``index``-th /24 of the cluster CIDR (node 0: 10.244.0.0/24, node 256: 10.245.0.0/24)."""
+    net = ipaddress.ip_network(CLUSTER_CIDR)
+    size = 2 ** (32 - NODE_CIDR_MASK)
+    if not 0 <= index < net.num_addresses // size:
+        raise ValueError(f"node index {index} outside {CLUSTER_CIDR} in /{NODE_CIDR_MASK}s")
+    return f"{net.network_address + index * size}/{NODE_CIDR_MASK}"
+
+
+def port_span(nodes: int) -> int:
+    """Ports a lab of ``nodes`` nodes takes from its base: 1000 up to 400 nodes (the plan
+    labs always had), then 200 + two per node, rounded up to a thousand."""
+    slots = max(PORT_SLOTS, nodes)
+    return -(-(200 + 2 * slots) // 1000) * 1000
+
+
 @dataclass(frozen=True)
 class Ports:
     base: int
+    slots: int = PORT_SLOTS  # IPMI and SSH ports per lab: max(400, nodes)
 
     @property
     def cluster(self) -> int:  # HAProxy front end (or the single API server)
@@ -125,7 +147,7 @@ class Ports:
         return self.base + 200 + node
 
     def ssh(self, node: int) -> int:
-        return self.base + 600 + node
+        return self.base + 200 + self.slots + node
 
 
 def node_labels_and_taints(n: NodeSpec) -> tuple[dict[str, str], list[dict[str, str]]]:
@@ -174,28 +196,17 @@ class LabSpec:
                 f"an integer 0-{MAX_NODES}",
             ),
             ("--control-planes", self.control_planes in (1, 3, 5), "1, 3 or 5"),
-            (
-                "--base-port",
-                1024 <= self.base_port <= 65535 - PORT_SPAN,
-                f"a port from 1024 to {65535 - PORT_SPAN}",
-            ),
         ]
         for flag, ok, valid in checks:
             if not ok:
                 value = getattr(self, flag.lstrip("-").replace("-", "_"))
                 raise ConfigError(f"invalid value {value!r}; valid: {valid}", field=flag)
         Timings.named(self.timings)
-        low, high = ephemeral_port_range()
-        if self.base_port <= high and self.base_port + PORT_SPAN >= low:
+        if self.node_count > MAX_NODES:
             raise ConfigError(
-                f"ports {self.base_port}-{self.base_port + PORT_SPAN} overlap the kernel's "
-                f"ephemeral range {low}-{high}, where outgoing connections would take lab "
-                f"ports; valid: a base port from 1024 to {low - PORT_SPAN - 1}",
-                field="--base-port",
-            )
-        if self.racks * self.workers_per_rack + self.control_planes > MAX_NODES:
-            raise ConfigError(
-                f"at most {MAX_NODES} nodes per lab (racks x workers-per-rack + control planes)",
+                f"{self.node_count} nodes; valid: at most {MAX_NODES} nodes per lab (racks x "
+                f"workers-per-rack + control planes; each gets a /{NODE_CIDR_MASK} of "
+                f"{CLUSTER_CIDR})",
                 field="--workers-per-rack",
             )
         valid_s = f"seconds from 0 to {MAX_BOOT_S:g}"
@@ -215,6 +226,30 @@ class LabSpec:
                     f"invalid value {seconds!r} for {node}; valid: {valid_s}",
                     field="--node-boot-seconds",
                 )
+        span = self.port_span
+        if not 1024 <= self.base_port <= 65535 - span:
+            raise ConfigError(
+                f"invalid value {self.base_port!r}; valid: a port from 1024 to {65535 - span} "
+                f"(a lab of {self.node_count} nodes takes {span} ports)",
+                field="--base-port",
+            )
+        low, high = ephemeral_port_range()
+        if self.base_port <= high and self.base_port + span >= low:
+            raise ConfigError(
+                f"ports {self.base_port}-{self.base_port + span - 1} overlap the kernel's "
+                f"ephemeral range {low}-{high}, where outgoing connections would take lab "
+                f"ports; valid: a base port from 1024 to {low - span - 1}",
+                field="--base-port",
+            )
+
+    @property
+    def node_count(self) -> int:
+        return self.racks * self.workers_per_rack + self.control_planes
+
+    @property
+    def port_span(self) -> int:
+        """The ports this lab takes: base .. base + span - 1."""
+        return port_span(self.node_count)
 
     @property
     def root(self) -> Path:
@@ -222,7 +257,7 @@ class LabSpec:
 
     @property
     def ports(self) -> Ports:
-        return Ports(self.base_port)
+        return Ports(self.base_port, max(PORT_SLOTS, self.node_count))
 
     @property
     def timing(self) -> Timings:

@@ -30,6 +30,7 @@ from harness.kube.client import Credentials, KubeClient
 from harness.lab import controlplane as cpl
 from harness.lab import workloads as wl
 from harness.lab.boot import Cancel, Schedule, thread_timer
+from harness.lab.informer import Informer
 from harness.lab.procs import Proc, write_identity
 from harness.lab.prometheus import LabExporter, PrometheusServer, lab_metrics, lab_prometheus
 from harness.lab.resync import Resync
@@ -40,6 +41,8 @@ from harness.power.base import PowerState
 
 log = logging.getLogger("powercut.lab")
 STAGES = Path(__file__).parent / "data" / "kwok-stages.yaml"
+REGISTER_THREADS = 8  # Node objects created side by side at `lab up`
+KWOK_STARTING = 64  # kwok processes started and not yet Ready, at most, at `lab up`
 
 
 def _log_failure(done: Future[None]) -> None:
@@ -62,6 +65,23 @@ class _Boot:
     def cancel(self) -> None:
         if self.armed is not None:
             self.armed()
+
+
+def _reports_ready(node: dict[str, Any]) -> bool:
+    """Its Ready condition is True (its kwok process reported it)."""
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (node.get("status") or {}).get("conditions") or []
+    )
+
+
+def _node_ready(node: dict[str, Any]) -> bool:
+    """Ready, and the node lifecycle controller has lifted its not-ready taint: until then
+    the scheduler treats the node as unusable and spreads workloads badly."""
+    return _reports_ready(node) and not any(
+        t.get("key") in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+        for t in (node.get("spec") or {}).get("taints") or []
+    )
 
 
 def wait_until(what: str, fn: Callable[[], bool], timeout_s: float, every_s: float = 0.25) -> None:
@@ -274,13 +294,12 @@ class Lab:
             for cp in self.cps:
                 self.power[cp.name] = True
         self.progress(f"registering {len(self.nodes)} nodes")
-        for n in self.nodes:
-            self._create_node(n)
+        # Side by side: one POST after another took ~10 ms each, 5 s for 500 nodes.
+        with ThreadPoolExecutor(max_workers=REGISTER_THREADS) as pool:
+            for done in [pool.submit(self._create_node, n) for n in self.nodes]:
+                done.result()
         self.progress(f"starting {len(self.nodes)} kwok node agents")
-        for n in self.nodes:
-            self.kwok[n.name].start()
-            self.power[n.name] = True
-        wait_until("all nodes Ready", self._all_nodes_ready, 120, 0.5)
+        self._start_kwoks()
         self.progress("all nodes Ready; starting storage (CSI driver, volumes, attacher)")
         for path, obj in wl.storage_objects():
             self._create(path, obj)
@@ -350,25 +369,61 @@ class Lab:
         }
         self._create("/api/v1/nodes", body)
 
-    def _all_nodes_ready(self) -> bool:
+    def _start_kwoks(self) -> None:
+        """Start every node's kwok process, at most ``KWOK_STARTING`` not yet reporting Ready at a
+        time, and return once every node is Ready with its not-ready taint lifted.
+
+        All at once, 253 kwok processes starting on 2 busy cores (each connects, lists and
+        watches its node and pods) overwhelmed the API servers: requests hit their 60 s
+        handler timeout and the lab never got Ready. Readiness is followed with one watch
+        of the nodes, not by listing them every half second (1 MB a list at 250 nodes).
+        """
         assert self.client is not None
-        self._check_alive(list(self.kwok.values()))
-        items, _ = self.client.list("/api/v1/nodes")
-        # Ready, and the node lifecycle controller has lifted its not-ready taint: until then
-        # the scheduler treats the node as unusable and spreads workloads badly.
-        ready = {
-            i["metadata"]["name"]
-            for i in items
-            if any(
-                c.get("type") == "Ready" and c.get("status") == "True"
-                for c in (i.get("status") or {}).get("conditions") or []
-            )
-            and not any(
-                t.get("key") in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
-                for t in (i.get("spec") or {}).get("taints") or []
-            )
-        }
-        return all(n.name in ready for n in self.nodes)
+        ready: set[str] = set()  # Ready, the not-ready taint lifted
+        reporting: set[str] = set()  # its kwok process has reported it Ready
+        changed = threading.Condition()
+
+        def on_node(kind: str, obj: dict[str, Any]) -> None:
+            name = str((obj.get("metadata") or {}).get("name"))
+            with changed:
+                for seen, now in ((ready, _node_ready(obj)), (reporting, _reports_ready(obj))):
+                    if kind != "DELETED" and now:
+                        seen.add(name)
+                    else:
+                        seen.discard(name)
+                changed.notify_all()
+
+        nodes = Informer(self.client, "/api/v1/nodes", on_node, project=lambda _o: None)
+        nodes.start()
+        pending = list(self.nodes)
+        started: list[str] = []
+        # 500 kwok processes starting on 2 cores take their time: 120 s, more past 300 nodes.
+        deadline = time.monotonic() + max(120.0, 0.4 * len(self.nodes))
+        try:
+            with changed:
+                while True:
+                    self._check_alive([self.kwok[n] for n in started])
+                    # Paced on kwok's own report, not on the taint's lifting: the node
+                    # lifecycle controller lifts it a monitor period or more later (35 s at
+                    # load 45), and waiting for that held 64 nodes back to 1.8 a second.
+                    starting = sum(1 for n in started if n not in reporting)
+                    while pending and starting < KWOK_STARTING:
+                        n = pending.pop(0)
+                        self.kwok[n.name].start()
+                        self.power[n.name] = True
+                        started.append(n.name)
+                        starting += 1
+                    if not pending and all(n.name in ready for n in self.nodes):
+                        return
+                    if time.monotonic() > deadline:
+                        raise LabError(
+                            f"timed out waiting for all nodes Ready: {len(ready)} of "
+                            f"{len(self.nodes)} Ready, {len(pending)} kwok processes not "
+                            "started yet"
+                        )
+                    changed.wait(0.5)
+        finally:
+            nodes.stop()
 
     def _workloads_ready(self) -> bool:
         assert self.client is not None

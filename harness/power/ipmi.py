@@ -182,6 +182,32 @@ class _IpmitoolShell(Ipmitool):  # type: ignore[misc]  # untyped pyipmi
             return bytes([completion_code])
         return bytes([0]) + (bytes(response) if response is not None else b"")
 
+    def ready(self) -> bool:
+        process = self._process
+        return process is not None and process.poll() is None and process.stdin is not None
+
+    def write_raw(self, netfn: int, raw_bytes: bytes) -> str:
+        """Write one ``raw`` request line; returns the line (its answer is read apart)."""
+        process = self._process
+        assert process is not None and process.stdin is not None
+        line = "raw " + " ".join(f"0x{b:02x}" for b in (netfn, *raw_bytes))
+        process.stdin.write(line.encode() + b"\n")
+        process.stdin.flush()
+        return line
+
+    def answer_fd(self) -> int:
+        assert self._process is not None and self._process.stdout is not None
+        return self._process.stdout.fileno()
+
+    def completion_code(self, line: str, output: bytes) -> int:
+        """The completion code in ``output`` (the answer to ``line``, prompt removed)."""
+        text = output.decode(errors="replace")
+        echoed, _, answer = text.partition("\n")
+        if echoed.strip() != line:
+            answer = text
+        completion_code, _response = self._parse_output(answer.encode())
+        return 0 if completion_code is None else int(completion_code)
+
     # process ---------------------------------------------------------------------------
 
     def _read_answer(self, timeout_s: float) -> tuple[bytes, str]:
@@ -298,7 +324,7 @@ class IpmiDriver:
                     PowerState.OFF
                 ):
                     return NothingToDo()
-        return _PreparedControl(self, what, PowerState.OFF, deadline)
+            return self._prepared(what, PowerState.OFF, deadline)
 
     def prepare_on(self) -> PreparedPower:
         """Like :meth:`prepare_off`, for a power up."""
@@ -309,7 +335,15 @@ class IpmiDriver:
                     PowerState.ON
                 ):
                     return NothingToDo()
-        return _PreparedControl(self, "power up", PowerState.ON, deadline)
+            return self._prepared("power up", PowerState.ON, deadline)
+
+    def _prepared(self, what: str, want: PowerState, deadline: Deadline) -> PreparedPower:
+        """The prepared command: split (written and answered through the session's
+        ``ipmitool shell`` directly) where the session is one; else whole."""
+        interface = getattr(self._ipmi, "interface", None)
+        if isinstance(interface, _IpmitoolShell) and interface.ready():
+            return _SplitControl(self, interface, what, want, deadline)
+        return _PreparedControl(self, what, want, deadline)
 
     def on(self) -> None:
         with self._lock:
@@ -484,6 +518,59 @@ class _PreparedControl:
     def confirm(self) -> None:
         with self.driver._lock:
             self.driver._wait_for(self.want, self.what, self.deadline)
+
+
+#: Chassis Control (NetFn chassis 0x00, command 0x02): its data byte per request.
+_CHASSIS_CONTROL: Final = {"power down": 0x00, "power up": 0x01, "power cycle": 0x02,
+                           "soft shutdown": 0x05}  # fmt: skip
+
+
+class _SplitControl(_PreparedControl):
+    """The chassis control command written straight to the session's ``ipmitool shell``,
+    its answer (up to the next prompt) read apart: a synchronized cut
+    (:mod:`harness.power.volley`) writes every node's command from a few threads and stamps
+    every answer from one selector. An answer other than completion code 0, or none, is
+    retried by :meth:`_PreparedControl.fire` (a new session if need be, the driver's
+    retries and errors)."""
+
+    def __init__(
+        self,
+        driver: IpmiDriver,
+        shell: _IpmitoolShell,
+        what: str,
+        want: PowerState,
+        deadline: Deadline,
+    ) -> None:
+        super().__init__(driver, what, want, deadline)
+        self._shell = shell
+        self._line = ""
+        self._answer = b""
+        self._ended = False
+
+    def send(self) -> None:
+        self._line = self._shell.write_raw(0x00, bytes([0x02, _CHASSIS_CONTROL[self.what]]))
+
+    def answer_fd(self) -> int:
+        return self._shell.answer_fd()
+
+    def feed(self) -> bool:
+        chunk = os.read(self.answer_fd(), 65536)
+        self._answer += chunk
+        self._ended = not chunk
+        return self._ended or self._answer.endswith(_PROMPT)
+
+    def accepted(self) -> bool:
+        if self._ended or not self._answer.endswith(_PROMPT):
+            with self.driver._lock:
+                self.driver._disconnect()  # the shell's state is unknown: a new session
+            return False
+        code = self._shell.completion_code(self._line, self._answer[: -len(_PROMPT)])
+        if code == 0:
+            log.info("%s: IPMI accepted chassis %s", self.driver.node, self.what)
+        return code == 0
+
+    def close(self) -> None:
+        return None
 
 
 def _quietly(action: Callable[[], object]) -> None:

@@ -31,14 +31,22 @@ from harness.lab.bmc.creds import (
     known_hosts_line,
 )
 from harness.lab.bmc.ipmi import IpmiServer
-from harness.lab.bmc.redfish import RedfishServer, system_uuid
+from harness.lab.bmc.redfish import RedfishServer
 from harness.lab.bmc.ssh import SshServer
-from harness.lab.bmc.target import MemoryTarget, PowerCall
+from harness.lab.bmc.target import MemoryTarget, PowerCall, system_uuid
 from harness.lab.supervisor import LabError
-from harness.power.base import FailureKind, NothingToDo, PowerDriver, PowerState, supports
+from harness.power.base import (
+    FailureKind,
+    NothingToDo,
+    PowerDriver,
+    PowerState,
+    prepare_off,
+    supports,
+)
 from harness.power.ipmi import IpmiDriver
 from harness.power.redfish import RedfishDriver
 from harness.power.ssh import SshDriver
+from harness.power.volley import SplitPower, Volley
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -870,3 +878,79 @@ def test_redfish_prepare_with_a_wrong_password_acted_on_nothing(
         driver.prepare_off()
     assert caught.value.acted is False
     assert node_a.calls() == []
+
+
+# -- the volley: a synchronized cut on bounded threads ------------------------------------
+
+
+def test_a_volley_writes_every_request_before_reading_any_answer_and_stamps_each(
+    creds: LabCredentials,
+    redfish_factory: Callable[..., RedfishServer],
+    open_redfish: Callable[..., RedfishDriver],
+    open_ipmi: Callable[..., IpmiDriver],
+) -> None:
+    redfish_nodes = [MemoryTarget(f"rf-{i}", PowerState.ON) for i in range(4)]
+    ipmi_nodes = [MemoryTarget(f"ip-{i}", PowerState.ON) for i in range(3)]
+    server = redfish_factory(redfish_nodes)
+    drivers: dict[str, PowerDriver] = {
+        t.name: open_redfish(server, node=t.name) for t in redfish_nodes
+    }
+    with IpmiServer(ipmi_nodes, "127.0.0.1", creds.username, creds.password) as ipmi:
+        drivers.update({t.name: open_ipmi(ipmi, "ipmitool", node=t.name) for t in ipmi_nodes})
+        prepared: dict[str, object] = {}
+
+        def prepare(node: str) -> Any:
+            prepared[node] = prepare_off(drivers[node])
+            return prepared[node]
+
+        shots = Volley(workers=3).run(sorted(drivers), prepare)
+    assert all(isinstance(p, SplitPower) for p in prepared.values()), prepared
+    for target in redfish_nodes + ipmi_nodes:
+        assert target.calls() == [OFF_FORCED], target
+        assert target.power_state() is PowerState.OFF
+    for shot in shots.values():
+        assert shot.error is None and not shot.retried, shot
+        assert shot.sent is not None and shot.acknowledged is not None
+        assert shot.confirmed is not None
+        assert shot.sent < shot.acknowledged <= shot.confirmed
+    # Every request was written before any answer was read: the senders finish first.
+    assert max(s.sent for s in shots.values() if s.sent) < min(
+        s.acknowledged for s in shots.values() if s.acknowledged
+    )
+
+
+def test_a_volley_retries_an_answer_that_is_no_acceptance_the_whole_way(
+    redfish_factory: Callable[..., RedfishServer],
+    open_redfish: Callable[..., RedfishDriver],
+) -> None:
+    good, bad = MemoryTarget("good", PowerState.ON), MemoryTarget("bad", PowerState.ON)
+    server = redfish_factory([good, bad])
+    drivers = {t.name: open_redfish(server, node=t.name, timeout_s=1.0) for t in (good, bad)}
+
+    def prepare(node: str) -> Any:
+        p = prepare_off(drivers[node])
+        if node == "bad":
+            bad.fail_with = RuntimeError("the node's power supply is stuck")
+        return p
+
+    shots = Volley().run(["good", "bad"], prepare)
+    assert shots["good"].error is None and good.power_state() is PowerState.OFF
+    assert shots["bad"].retried and shots["bad"].error is not None
+    assert shots["bad"].acknowledged is None
+    assert "bad" in str(shots["bad"].error)
+
+
+def test_a_volley_sends_nothing_when_one_node_cannot_be_prepared(
+    redfish_factory: Callable[..., RedfishServer],
+    open_redfish: Callable[..., RedfishDriver],
+) -> None:
+    a, b = MemoryTarget("a", PowerState.ON), MemoryTarget("b", PowerState.ON)
+    server = redfish_factory([a, b])
+    drivers = {
+        "a": open_redfish(server, node="a"),
+        "b": open_redfish(server, node="b", password="Wr0ng-Passw0rd-XYZ"),
+    }
+    shots = Volley().run(["a", "b"], lambda n: prepare_off(drivers[n]))
+    assert a.calls() == [] and b.calls() == []
+    assert isinstance(shots["b"].error, PermanentError)
+    assert "not sent" in str(shots["a"].error) and shots["a"].sent is None

@@ -43,7 +43,6 @@ import ssl
 import tempfile
 import threading
 import types
-import uuid
 from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Final
@@ -57,7 +56,7 @@ from sushy_tools import error as _fishy
 from sushy_tools.emulator import auth_basic as _auth_basic
 from sushy_tools.emulator.resources.systems import fakedriver as _fakedriver
 
-from harness.lab.bmc.target import PowerTarget
+from harness.lab.bmc.target import PowerTarget, system_uuid
 from harness.power.base import PowerState, ResetType
 
 log = logging.getLogger(__name__)
@@ -65,7 +64,6 @@ log = logging.getLogger(__name__)
 #: What the lab's systems accept, in the order they are advertised.
 SUPPORTED_RESET_TYPES: Final[tuple[str, ...]] = tuple(rt.value for rt in ResetType)
 
-_NODE_UUID_NAMESPACE: Final = uuid.UUID("6f1f3a52-5c6e-4a53-9a7e-2a4f7f1f6b10")
 
 #: An idle keep-alive connection is closed after this long (clients reconnect).
 KEEP_ALIVE_S: Final = 60
@@ -76,11 +74,6 @@ MAX_THREADS: Final = 64
 # Guards the singleton application: which server (if any) owns it right now.
 _APP_LOCK = threading.Lock()
 _owner: RedfishServer | None = None
-
-
-def system_uuid(node: str) -> str:
-    """The stable Redfish system Id/UUID of a lab node."""
-    return str(uuid.uuid5(_NODE_UUID_NAMESPACE, node))
 
 
 class _InstantFakeDriver(_fakedriver.FakeDriver):  # type: ignore[misc]  # untyped sushy-tools

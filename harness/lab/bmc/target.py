@@ -13,10 +13,18 @@ share one loop thread, and a slow call delays every IPMI answer in the process.
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Final, NamedTuple, Protocol, runtime_checkable
 
 from harness.power.base import PowerState
+
+_NODE_UUID_NAMESPACE: Final = uuid.UUID("6f1f3a52-5c6e-4a53-9a7e-2a4f7f1f6b10")
+
+
+def system_uuid(node: str) -> str:
+    """The stable Redfish system Id/UUID of a lab node (its inventory's ``system_id``)."""
+    return str(uuid.uuid5(_NODE_UUID_NAMESPACE, node))
 
 
 @runtime_checkable
