@@ -47,6 +47,33 @@ def default_steps_dir() -> Path:
     return PACKAGE_DIR
 
 
+#: powercut run's own pytest configuration (see the file).
+PYTEST_INI = Path(__file__).with_name("pytest-run.ini")
+
+
+def pytest_command(steps: Path) -> list[str]:
+    """The pytest child's command up to the run's own options: the test modules in ``steps``,
+    with powercut's configuration file and ``steps`` as the rootdir, whatever pytest
+    configuration lies above the working directory, the inventory or the features (their
+    files then need not be under the rootdir: :mod:`harness.report.title_path`). Node ids are
+    ``test_features.py::test_...`` wherever the package is installed; no ``.pytest_cache``
+    is written (the package may be read-only)."""
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(steps),
+        "-c",
+        str(PYTEST_INI),
+        "--rootdir",
+        str(steps),
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:allure_pytest",
+    ]
+
+
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = sub.add_parser(
         "run",
@@ -393,16 +420,11 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     if args.dry_run:
         out = subprocess.run(
             [
-                sys.executable,
-                "-m",
-                "pytest",
-                str(steps),
-                "-p",
-                "no:allure_pytest",
+                *pytest_command(steps),
                 "--collect-only",
                 "-q",
                 "--inventory",
-                str(args.inventory),
+                str(args.inventory.resolve()),
                 *pytest_args,
             ],
             check=False,
@@ -427,19 +449,12 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     results = out_dir / "allure-results"
     results.mkdir(parents=True, exist_ok=True)
     cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(steps),
-        "-p",
-        "no:allure_pytest",
+        *pytest_command(steps),
         "--inventory",
         str(args.inventory.resolve()),
         "--alluredir",
-        str(results),
-        f"--junitxml={out_dir / 'junit.xml'}",
-        "-o",
-        "junit_family=xunit2",
+        str(results.resolve()),
+        f"--junitxml={(out_dir / 'junit.xml').resolve()}",
         "-q",
     ]
     if args.keep_on_failure:
