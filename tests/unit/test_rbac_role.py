@@ -108,9 +108,12 @@ def _templates(mod: Module, expr: ast.expr, depth: int = 0) -> list[str]:
         raise Unresolved(ast.unparse(expr))
     if isinstance(expr, ast.Name):
         return _name(mod, expr, depth)
-    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
-        if expr.value.id == "self":
-            return _self_attribute(mod, expr, depth)
+    if (
+        isinstance(expr, ast.Attribute)
+        and isinstance(expr.value, ast.Name)
+        and expr.value.id == "self"
+    ):
+        return _self_attribute(mod, expr, depth)
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name):
         return _helper(mod, expr.func.id, depth)
     raise Unresolved(ast.unparse(expr))
@@ -227,9 +230,12 @@ def _assigned(mod: Module, func: ast.AST, name: str, depth: int) -> Iterator[str
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             if node.target.id == name and node.value is not None:
                 yield from _templates(mod, node.value, depth + 1)
-        elif isinstance(node, ast.For) and isinstance(node.target, ast.Name):
-            if node.target.id == name:
-                yield from _elements(mod, node.iter, depth + 1)
+        elif (
+            isinstance(node, ast.For)
+            and isinstance(node.target, ast.Name)
+            and node.target.id == name
+        ):
+            yield from _elements(mod, node.iter, depth + 1)
 
 
 def _elements(mod: Module, expr: ast.expr, depth: int) -> list[str]:
