@@ -80,7 +80,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="run the failure features against a cluster and write the HTML report",
         description="Run the Gherkin failure features with pytest, write DIR/allure-results, "
         "DIR/junit.xml and DIR/index.html, print a summary and the report's path. Extra "
-        "arguments go to pytest (e.g. -k rack, -m 'not slow').",
+        "arguments go to pytest (e.g. -k rack, -m 'not slow'). pytest runs with powercut's own "
+        "configuration: no pytest.ini, tox.ini, setup.cfg or pyproject.toml around the working "
+        "directory, the inventory or the features is read, so the features, the inventory "
+        "and the working directory may be anywhere.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
