@@ -208,6 +208,7 @@ def test_a_missing_verb_is_one_clear_error_not_a_cluster_failure(
     message = result["statusDetails"]["message"]
     assert "Forbidden" in message
     assert "lack the permission create on 'pods/eviction' in the core API group" in message
+    assert message.count("403 Forbidden") == 1, message  # said once, not once per retry
     # the summary: one harness error, no failure of the cluster
     assert "1 scenario: 1 broken" in said, said
     cases = list(ET.parse(out / "junit.xml").getroot().iter("testcase"))  # noqa: S314 (ours)
