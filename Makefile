@@ -69,7 +69,9 @@ fault-test: lab-bin
 	$(PY) bench/fault_bench.py --short
 
 ## wheel-test: the built wheel in a fresh virtualenv outside the repo, run from an empty
-## directory: one built-in scenario and a `powercut init` project's feature, report checked
+## directory: one built-in scenario and a `powercut init` project's feature, from a project
+## with its own pyproject.toml pytest settings and the features in another tree; the same
+## feature with plain pytest under a pytest.ini; reports checked
 wheel-test: lab-bin report-tools
 	bash scripts/wheel-test.sh
 

@@ -54,6 +54,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
+    from harness.report.title_path import install
+
+    # A feature file outside pytest's rootdir must not break its scenarios in
+    # allure-pytest-bdd (a shared feature directory, the built-in features of `powercut run`).
+    install()
     _start_progress(config)
 
 

@@ -61,13 +61,43 @@ def selected_features(dirs: list[Path], *, builtin: bool) -> list[Path]:
     return paths
 
 
+#: powercut run's own pytest configuration (see the file).
+PYTEST_INI = Path(__file__).with_name("pytest-run.ini")
+
+
+def pytest_command(steps: Path) -> list[str]:
+    """The pytest child's command up to the run's own options: the test modules in ``steps``,
+    with powercut's configuration file and ``steps`` as the rootdir, whatever pytest
+    configuration lies above the working directory, the inventory or the features (their
+    files then need not be under the rootdir: :mod:`harness.report.title_path`). Node ids are
+    ``test_features.py::test_...`` wherever the package is installed; no ``.pytest_cache``
+    is written (the package may be read-only)."""
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(steps),
+        "-c",
+        str(PYTEST_INI),
+        "--rootdir",
+        str(steps),
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:allure_pytest",
+    ]
+
+
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = sub.add_parser(
         "run",
         help="run the failure features against a cluster and write the HTML report",
         description="Run the Gherkin failure features with pytest, write DIR/allure-results, "
         "DIR/junit.xml and DIR/index.html, print a summary and the report's path. Extra "
-        "arguments go to pytest (e.g. -k rack, -m 'not slow').",
+        "arguments go to pytest (e.g. -k rack, -m 'not slow'). pytest runs with powercut's own "
+        "configuration: no pytest.ini, tox.ini, setup.cfg or pyproject.toml around the working "
+        "directory, the inventory or the features is read, so the features, the inventory "
+        "and the working directory may be anywhere.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -419,16 +449,11 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     if args.dry_run:
         out = subprocess.run(
             [
-                sys.executable,
-                "-m",
-                "pytest",
-                str(steps),
-                "-p",
-                "no:allure_pytest",
+                *pytest_command(steps),
                 "--collect-only",
                 "-q",
                 "--inventory",
-                str(args.inventory),
+                str(args.inventory.resolve()),
                 *pytest_args,
             ],
             check=False,
@@ -457,19 +482,12 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     results = out_dir / "allure-results"
     results.mkdir(parents=True, exist_ok=True)
     cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(steps),
-        "-p",
-        "no:allure_pytest",
+        *pytest_command(steps),
         "--inventory",
         str(args.inventory.resolve()),
         "--alluredir",
-        str(results),
-        f"--junitxml={out_dir / 'junit.xml'}",
-        "-o",
-        "junit_family=xunit2",
+        str(results.resolve()),
+        f"--junitxml={(out_dir / 'junit.xml').resolve()}",
         "-q",
     ]
     if args.keep_on_failure:

@@ -40,6 +40,7 @@ import urllib3
 import yaml
 
 from harness.errors import ConfigError, PermanentError, TemporaryError
+from harness.kube.access import access_of
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,20 @@ class ApiError(PermanentError):
 
 class NotFound(ApiError):
     """404."""
+
+
+class Forbidden(ApiError):
+    """403: the credentials lack a permission. Permanent: no retry makes it appear, and the
+    cluster did nothing wrong; the message names the verb and resource to grant."""
+
+    def __init__(self, status: int, reason: str, message: str, method: str, path: str) -> None:
+        self.access = access_of(method, path)
+        super().__init__(status, reason, message, method, path)
+        self.args = (
+            f"{method} {path}: 403 Forbidden: powercut's credentials lack the permission "
+            f"{self.access} (grant it: deploy/rbac/target-clusterrole.yaml, docs/rbac.md); "
+            f"the API server said: {message}",
+        )
 
 
 class Conflict(ApiError):
@@ -113,6 +128,8 @@ def list_meta(raw: bytes) -> JSON:
 
 
 def _error_for(status: int) -> type[ApiError]:
+    if status == 403:
+        return Forbidden
     if status == 404:
         return NotFound
     if status == 409:

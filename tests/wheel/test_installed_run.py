@@ -68,3 +68,30 @@ def test_the_html_report_holds_both_with_their_steps(out: Path) -> None:
 def test_the_run_kept_its_log(out: Path) -> None:
     log = (out / "run.log").read_text()
     assert "2 passed" in log
+
+
+def test_outside_pytests_rootdir_the_users_feature_is_grouped_by_its_directory(
+    out: Path,
+) -> None:
+    """Run from a project with its own pyproject.toml, the features in another tree: the
+    feature's title path is its directory and name, not a ValueError."""
+    paths = {
+        r["name"]: r.get("titlePath")
+        for r in (json.loads(p.read_text()) for p in (out / "allure-results").glob("*-result.json"))
+    }
+    mine = "A worker with a stateful pod loses power and comes back"
+    assert paths[mine] == ["features", "A worker survives losing its power"], paths
+
+
+def test_plain_pytest_under_a_pytest_ini_ran_the_shared_feature() -> None:
+    value = os.environ.get("POWERCUT_WHEEL_PLAIN")
+    if not value:
+        pytest.skip("run by scripts/wheel-test.sh (POWERCUT_WHEEL_PLAIN unset)")
+    plain = Path(value)
+    cases = list(ET.parse(plain / "junit.xml").getroot().iter("testcase"))  # noqa: S314 (ours)
+    assert len(cases) == 1 and not list(cases[0]), [c.get("name") for c in cases]
+    (result,) = [
+        json.loads(p.read_text()) for p in (plain / "allure-results").glob("*-result.json")
+    ]
+    assert result["status"] == "passed", result.get("statusDetails")
+    assert result["titlePath"] == ["features", "A worker survives losing its power"]
