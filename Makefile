@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_FLAGS ?=
 
-.PHONY: venv report-tools lint types layers unit integration check lab-bin lab-test kind-image kind-test report-test features wheel-test fault-test test demo bench clean
+.PHONY: venv report-tools chart lint types layers unit integration check lab-bin lab-test kind-image kind-test report-test features wheel-test fault-test test demo bench clean
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -11,9 +11,13 @@ venv:
 report-tools:
 	@bash scripts/install-report-tools.sh >/dev/null
 
-lint: venv
+lint: venv chart
 	$(PY) -m ruff check harness steps tests bench scripts examples
 	$(PY) -m ruff format --check harness steps tests bench scripts examples
+
+## chart: helm (built from the Go module proxy once, cached) lints deploy/chart and renders it
+chart: venv
+	@bash scripts/chart-check.sh
 
 ## types: harness/ under mypy strict; tests/ and bench/ type-checked too, with the
 ## relaxations pyproject.toml gives them (every body checked, annotations not required)

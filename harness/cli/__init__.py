@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.kindlab.cli import add_parser as add_kind
 
     add_kind(sub)
+    from harness.kindlab.image_cli import add_parser as add_image
+
+    add_image(sub)
     from harness.cli.power import add_parsers as add_power
 
     add_power(sub)
@@ -60,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.cli.steps import add_parsers as add_steps
 
     add_steps(sub)
+    from harness.cli.store import add_parsers as add_store
+
+    add_store(sub)
     return ap
 
 

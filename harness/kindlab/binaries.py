@@ -117,6 +117,12 @@ def lb_tool() -> Tool:
     )
 
 
+def helm_tool() -> Tool:
+    """helm, apart from :func:`tools` too: the management cluster's installer of
+    ``deploy/chart``, not part of a node."""
+    return Tool(Group("helm", v.HELM, ("helm",)), "helm.sh/helm/v3", ("helm.sh/helm/v3/cmd/helm",))
+
+
 def _build_tool(tool: Tool, say: Say) -> dict[str, Path]:
     group = tool.group
     if tool.module:
@@ -204,6 +210,12 @@ def obtain(say: Say) -> dict[str, Path]:
 def obtain_lb(say: Say) -> Path:
     """The load balancer's binary (``lb``), built if the cache lacks it."""
     return _obtain_tool(lb_tool(), say)["lb"]
+
+
+def obtain_helm(say: Say) -> Path:
+    """helm's binary, built from the Go module proxy if the cache lacks it
+    (``~/.cache/powercut/bin/helm-<version>/helm``)."""
+    return _obtain_tool(helm_tool(), say)["helm"]
 
 
 def _obtain_tool(tool: Tool, say: Say) -> dict[str, Path]:

@@ -117,8 +117,12 @@ def image_key(ref: str) -> str | None:
     return str(key) if key else None
 
 
-def _rootfs_tar(say: Say) -> Path:
-    pk = hashlib.sha256(" ".join(v.NODE_PACKAGES).encode()).hexdigest()[:10]
+def rootfs_tar(say: Say, packages: tuple[str, ...] = v.NODE_PACKAGES) -> Path:
+    """A Debian root filesystem (``debootstrap --variant=minbase`` of the suite with
+    ``packages``) as a tarball in the kind cache, keyed on the suite and the packages: made
+    once, reused by every build. The node image's base, and the runner image's
+    (``runner_image.py``) with packages of its own."""
+    pk = hashlib.sha256(" ".join(packages).encode()).hexdigest()[:10]
     tar = v.kind_cache() / f"debian-{v.DEBIAN_SUITE}-{pk}.tar"
     if tar.is_file():
         return tar
@@ -137,13 +141,13 @@ def _rootfs_tar(say: Say) -> Path:
     v.kind_cache().mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="rootfs-", dir=v.kind_cache()))
     t0 = time.monotonic()
-    say(f"debootstrap {v.DEBIAN_SUITE} ({len(v.NODE_PACKAGES)} packages) from {_debian_mirror()}")
+    say(f"debootstrap {v.DEBIAN_SUITE} ({len(packages)} packages) from {_debian_mirror()}")
     try:
         r = subprocess.run(
             [
                 "debootstrap",
                 "--variant=minbase",
-                "--include=" + ",".join(v.NODE_PACKAGES),
+                "--include=" + ",".join(packages),
                 v.DEBIAN_SUITE,
                 str(root),
                 _debian_mirror(),
@@ -170,16 +174,18 @@ def _rootfs_tar(say: Say) -> Path:
     return tar
 
 
-def _base_image(say: Say) -> str:
-    tar = _rootfs_tar(say)
+def base_image(
+    say: Say, ref: str = v.BASE_IMAGE, packages: tuple[str, ...] = v.NODE_PACKAGES
+) -> str:
+    """:func:`rootfs_tar` imported as the image ``ref`` (labelled with the tarball's name, so
+    that an image of the same inputs is reused)."""
+    tar = rootfs_tar(say, packages)
     key = tar.name
-    if image_key(v.BASE_IMAGE) == key:
-        return v.BASE_IMAGE
-    say(f"docker import {tar.name} -> {v.BASE_IMAGE}")
-    engine.run(
-        ["import", "--change", f"LABEL {KEY_LABEL}={key}", str(tar), v.BASE_IMAGE], timeout=600
-    )
-    return v.BASE_IMAGE
+    if image_key(ref) == key:
+        return ref
+    say(f"docker import {tar.name} -> {ref}")
+    engine.run(["import", "--change", f"LABEL {KEY_LABEL}={key}", str(tar), ref], timeout=600)
+    return ref
 
 
 def _docker_build(ref: str, ctx: Path, dockerfile: str, key: str) -> None:
@@ -419,7 +425,7 @@ def node_image(say: Say, *, rebuild: bool = False) -> str:
         return v.NODE_IMAGE
     say(f"building node image {v.NODE_IMAGE} (key {key}) with no registry")
     kind_dir = _kind_module_dir()
-    _base_image(say)
+    base_image(say)
     images = _component_images(bins, key, say)
     stage = _stage_image(bins, key, kind_dir)
     _preload(stage, images, key, say)

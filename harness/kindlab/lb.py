@@ -42,7 +42,7 @@ def ensure_image(say: Say) -> str:
         say(f"load balancer image {ref}: present and not powercut's; used as it is")
         return ref
     t0 = time.monotonic()
-    base = images._base_image(say)
+    base = images.base_image(say)
     with tempfile.TemporaryDirectory(prefix="lb-", dir=v.kind_cache()) as d:
         ctx = Path(d)
         shutil.copy2(binary, ctx / "lb")

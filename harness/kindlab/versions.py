@@ -19,6 +19,7 @@ LOCAL_PATH = "v0.0.30"
 CSI_ATTACHER = "v4.13.0"
 CSI_PROVISIONER = "v6.4.0"
 DEBIAN_SUITE = "bookworm"
+HELM = "v3.22.0"  # the chart's linter and installer (deploy/chart), from the Go module proxy
 
 # Debian packages of the node (and of the images that need a userland: kube-proxy, the CNI
 # agent, the storage helper): kind's base image list, minus what a registry-free build

@@ -1,0 +1,72 @@
+{{/* The image reference: repository:tag (tag defaults to the chart's appVersion). */}}
+{{- define "powercut.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{- define "powercut.labels" -}}
+app.kubernetes.io/name: powercut
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+{{- end -}}
+
+{{- define "powercut.storeClaim" -}}
+{{ .Values.store.existingClaim | default (printf "%s-store" .Release.Name) }}
+{{- end -}}
+
+{{/*
+A target with the defaults under it, checked: returns it as YAML (fromYaml it).
+Every error names the target (by index) and the field, with what is allowed.
+*/}}
+{{- define "powercut.target" -}}
+{{- $root := index . 0 -}}{{- $i := index . 1 -}}{{- $raw := index . 2 -}}
+{{- $t := mergeOverwrite (deepCopy $root.Values.defaults) (deepCopy $raw) -}}
+{{- $where := printf "values targets[%d]" $i -}}
+{{- if not $t.name -}}{{- fail (printf "%s: name is missing (1-40 lowercase letters, digits, '-')" $where) -}}{{- end -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$" (toString $t.name)) -}}
+{{- fail (printf "%s.name %q: must be 1-40 lowercase letters, digits or '-', starting and ending with a letter or digit" $where (toString $t.name)) -}}
+{{- end -}}
+{{- if not (has $t.mode (list "features" "longevity")) -}}
+{{- fail (printf "%s.mode %q: must be features or longevity" $where (toString $t.mode)) -}}
+{{- end -}}
+{{- if and $t.inventory.configMap $t.inventory.secret -}}
+{{- fail (printf "%s.inventory: give configMap or secret, not both" $where) -}}
+{{- end -}}
+{{- if not (or $t.inventory.configMap $t.inventory.secret) -}}
+{{- fail (printf "%s.inventory: configMap or secret is required (the inventory YAML's ConfigMap or Secret)" $where) -}}
+{{- end -}}
+{{- if not $t.kubeconfigSecret -}}
+{{- fail (printf "%s.kubeconfigSecret: required (a Secret with key kubeconfig: the target cluster's kubeconfig)" $where) -}}
+{{- end -}}
+{{- if and (eq $t.mode "features") (not $t.features.builtin) (not $t.features.configMaps) -}}
+{{- fail (printf "%s.features: builtin is false and no configMaps are given: nothing to run" $where) -}}
+{{- end -}}
+{{- toYaml $t -}}
+{{- end -}}
+
+{{/* env, envFrom, volumeMounts and securityContext of a runner's containers. */}}
+{{- define "powercut.runnerEnv" -}}
+{{- $root := index . 0 -}}{{- $t := index . 1 -}}
+env:
+  - name: POWERCUT_STATE_DIR
+    value: /var/lib/powercut/state
+  - name: POWERCUT_TARGET
+    value: {{ $t.name }}
+{{- with $t.credentialsSecret }}
+envFrom:
+  - secretRef: {name: {{ . }}}
+{{- end }}
+volumeMounts:
+  - {name: state, mountPath: /var/lib/powercut}
+  - {name: store, mountPath: /store}
+  - {name: inventory, mountPath: /etc/powercut/inventory, readOnly: true}
+  - {name: target, mountPath: /etc/powercut/target, readOnly: true}
+{{- range $t.features.configMaps }}
+  - {name: features-{{ . }}, mountPath: /etc/powercut/features/{{ . }}, readOnly: true}
+{{- end }}
+  - {name: tmp, mountPath: /tmp}
+securityContext:
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  capabilities: {drop: [ALL]}
+{{- end -}}

@@ -1,0 +1,297 @@
+"""The runner image (``powercut image build``), built with no registry the way the kind node
+image is (``images.py``):
+
+1. A Debian root filesystem from ``debootstrap`` with Python, ipmitool, an SSH client and
+   tini (``images.rootfs_tar``: a tarball in the kind cache keyed on suite and packages),
+   imported as ``powercut.local/runner-base:<suite>``.
+2. The powercut wheel, built from this checkout (the files git tracks or would track, copied
+   aside as ``make wheel-test`` does), and the wheels of its dependencies from the wheelhouse
+   (``~/.cache/powercut/wheelhouse/<key>``, keyed on the Python version and
+   ``requirements/lock.txt``, shared with ``make wheel-test``).
+3. ``docker build``: a build stage installs the wheel into ``/opt/powercut/venv`` from the
+   wheelhouse with the lock file as constraints (so exactly the locked versions of what the
+   wheel needs, nothing of the development tools); the final stage copies the venv onto the
+   base, adds the non-root user 10001 and the volumes' mount points. Tagged
+   ``powercut.local/powercut:<version>``, labelled with the key of its inputs, so that a
+   warm build reuses it.
+
+The image runs with a read-only root filesystem: everything it writes goes to ``/tmp``
+(an emptyDir: HOME, matplotlib's cache) and ``/var/lib/powercut`` (the state volume:
+journal, runs, results store). ``load_into_kind`` imports it into every node of a kind
+cluster (``docker save | ctr import``, as the node image's build imports its images).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import __version__
+from harness.kindlab import engine, images
+from harness.kindlab import versions as v
+from harness.lab.build import BuildError, Say
+
+REPO = f"{v.REPO}/powercut"
+BASE = f"{v.REPO}/runner-base:{v.DEBIAN_SUITE}"
+UID = 10001
+
+#: Debian packages of the runner: the interpreter (bookworm's Python 3.11, what the
+#: wheelhouse is built for), ipmitool (IPMI lanplus), the SSH client (the ssh power driver),
+#: CA certificates, tini (PID 1: forwards SIGTERM so the cycle in progress can finish).
+RUNNER_PACKAGES = (
+    "python3",
+    "python3-venv",
+    "ipmitool",
+    "openssh-client",
+    "ca-certificates",
+    "tini",
+)
+
+DOCKERFILE = """\
+FROM {base} AS build
+COPY wheels/ /wheels/
+COPY lock.txt {wheel} /src/
+RUN python3 -m venv /opt/powercut/venv \\
+ && /opt/powercut/venv/bin/pip install -q --no-index --disable-pip-version-check \\
+      --no-cache-dir --find-links /wheels -c /src/lock.txt /src/{wheel} \\
+ && /opt/powercut/venv/bin/pip uninstall -q -y pip \\
+ && rm -rf /opt/powercut/venv/share
+
+FROM {base}
+COPY --from=build /opt/powercut /opt/powercut
+RUN echo "powercut:x:{uid}:{uid}:powercut:/tmp:/usr/sbin/nologin" >> /etc/passwd \\
+ && echo "powercut:x:{uid}:" >> /etc/group \\
+ && mkdir -p /var/lib/powercut && chown {uid}:{uid} /var/lib/powercut \\
+ && /opt/powercut/venv/bin/powercut --version
+ENV PATH=/opt/powercut/venv/bin:/usr/local/bin:/usr/bin:/bin \\
+    PYTHONDONTWRITEBYTECODE=1 \\
+    PYTHONUNBUFFERED=1 \\
+    HOME=/tmp \\
+    MPLBACKEND=Agg \\
+    MPLCONFIGDIR=/tmp/matplotlib \\
+    POWERCUT_STATE_DIR=/var/lib/powercut/state
+USER {uid}:{uid}
+WORKDIR /tmp
+VOLUME ["/tmp", "/var/lib/powercut"]
+ENTRYPOINT ["/usr/bin/tini", "--", "powercut"]
+CMD ["--help"]
+"""
+
+
+@dataclass(frozen=True)
+class Built:
+    ref: str
+    key: str
+    cached: bool
+    seconds: float
+    size_bytes: int
+
+
+def ref(version: str = __version__) -> str:
+    """The image reference: tagged by powercut's version."""
+    return f"{REPO}:{version}"
+
+
+def checkout() -> Path:
+    """The source checkout this powercut runs from (the wheel is built from it)."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "pyproject.toml").is_file() or not (root / ".git").exists():
+        raise BuildError(
+            f"powercut image build needs a powercut checkout (a git work tree with "
+            f"pyproject.toml); {root} is not one: run it from a clone"
+        )
+    return root
+
+
+def source_files(root: Path) -> list[str]:
+    """The files a wheel is built from: what git tracks or would track (as wheel-test)."""
+    out = subprocess.run(
+        ["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "-z"],
+        capture_output=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise BuildError(f"git ls-files in {root}: {out.stderr.decode().strip()}")
+    return sorted(f for f in out.stdout.decode().split("\0") if f)
+
+
+def inputs_key(root: Path, files: list[str], base_key: str) -> str:
+    """Key of everything the image is made of: the base tarball, the sources, the lock
+    file, this module (its Dockerfile), the wheelhouse's key."""
+    h = hashlib.sha256()
+    h.update(base_key.encode())
+    h.update(wheelhouse_key().encode())
+    h.update(DOCKERFILE.encode())
+    for f in files:
+        p = root / f
+        h.update(f.encode() + b"\0")
+        if p.is_symlink():
+            h.update(b"->" + os.readlink(p).encode())
+        elif p.is_file():
+            h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def wheelhouse_key() -> str:
+    """sha256 of the Python version and the lock file: ``make wheel-test``'s key."""
+    lock = checkout() / "requirements" / "lock.txt"
+    return hashlib.sha256(sys.version.encode() + b"\n" + lock.read_bytes()).hexdigest()[:16]
+
+
+def wheelhouse(say: Say) -> Path:
+    """Wheels of every locked dependency, made once per Python version and lock file."""
+    d = v.cache_root() / "wheelhouse" / wheelhouse_key()
+    if (d / ".complete").is_file():
+        return d
+    lock = checkout() / "requirements" / "lock.txt"
+    say(f"filling the wheelhouse {d} from {lock} (once per lock file)")
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--disable-pip-version-check",
+            "-r",
+            str(lock),
+            "-w",
+            str(d),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if r.returncode != 0:
+        raise BuildError(f"pip wheel -r {lock}: {r.stderr.strip()[-1500:]}")
+    (d / ".complete").touch()
+    return d
+
+
+def _wheel(root: Path, files: list[str], dest: Path) -> Path:
+    """The powercut wheel, built from a copy of the checkout's files."""
+    src = dest / "src"
+    src.mkdir()
+    for f in files:
+        p = root / f
+        if not (p.is_file() or p.is_symlink()):
+            continue  # deleted but not yet staged
+        (src / f).parent.mkdir(parents=True, exist_ok=True)
+        if p.is_symlink():
+            os.symlink(os.readlink(p), src / f)
+        else:
+            shutil.copy2(p, src / f)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(dest / "dist"),
+            ".",
+        ],
+        cwd=src,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if r.returncode != 0:
+        raise BuildError(f"building the powercut wheel: {r.stderr.strip()[-1500:]}")
+    wheels = list((dest / "dist").glob("powercut-*.whl"))
+    if len(wheels) != 1:
+        raise BuildError(f"building the powercut wheel made {wheels}")
+    return wheels[0]
+
+
+def size(image: str) -> int:
+    return int(engine.run(["image", "inspect", "--format", "{{.Size}}", image]).strip())
+
+
+def build(say: Say, *, rebuild: bool = False) -> Built:
+    """The runner image, built if its inputs changed."""
+    t0 = time.monotonic()
+    root = checkout()
+    files = source_files(root)
+    base_tar = images.rootfs_tar(say, RUNNER_PACKAGES)
+    key = inputs_key(root, files, base_tar.name)
+    target = ref()
+    if not rebuild and images.image_key(target) == key:
+        return Built(target, key, True, time.monotonic() - t0, size(target))
+    say(f"building the runner image {target} (key {key}) with no registry")
+    base = images.base_image(say, BASE, RUNNER_PACKAGES)
+    house = wheelhouse(say)
+    v.kind_cache().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="runner-", dir=v.kind_cache()) as d:
+        ctx = Path(d)
+        work = ctx / "work"
+        work.mkdir()
+        wheel = _wheel(root, files, work)
+        say(f"  wheel {wheel.name} built")
+        (ctx / "wheels").mkdir()
+        for w in house.glob("*.whl"):
+            os.link(w, ctx / "wheels" / w.name)
+        shutil.copy2(wheel, ctx / wheel.name)
+        shutil.copy2(root / "requirements" / "lock.txt", ctx / "lock.txt")
+        shutil.rmtree(work)
+        dockerfile = DOCKERFILE.format(base=base, wheel=wheel.name, uid=UID)
+        images._docker_build(target, ctx, dockerfile, key)
+    seconds = time.monotonic() - t0
+    say(f"runner image {target} built in {seconds:.0f}s")
+    return Built(target, key, False, seconds, size(target))
+
+
+def save(image: str, out: Path) -> None:
+    """``docker save`` to a tarball (``kind load image-archive`` and ``ctr import`` read it)."""
+    engine.run(["save", "-o", str(out), image], timeout=600)
+
+
+def load_into_kind(cluster_name: str, image: str, say: Say) -> list[str]:
+    """Import the image into the containerd of every node of the kind cluster (what
+    ``kind load docker-image`` does); returns the nodes."""
+    from harness.kindlab import cluster
+
+    nodes = [c for c in cluster.containers(cluster_name) if not c.endswith("-lb")]
+    if not nodes:
+        raise BuildError(f"no kind cluster named {cluster_name} (no node containers)")
+    docker = engine.docker_cli()
+    for node in nodes:
+        save_p = subprocess.Popen([docker, "save", image], stdout=subprocess.PIPE)
+        imp = subprocess.run(
+            [
+                docker,
+                "exec",
+                "-i",
+                node,
+                "ctr",
+                "--namespace=k8s.io",
+                "images",
+                "import",
+                "--all-platforms",
+                "--digests",
+                "-",
+            ],
+            stdin=save_p.stdout,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert save_p.stdout is not None
+        save_p.stdout.close()
+        if save_p.wait() != 0 or imp.returncode != 0:
+            raise BuildError(f"importing {image} into {node}'s containerd: {imp.stderr[-1500:]}")
+        say(f"  {image} imported into {node}")
+    return nodes
