@@ -69,7 +69,9 @@ def start_bmcs(lab: Lab) -> list[Any]:
     from harness.lab.bmc.ssh import SshServer
 
     spec = lab.spec
-    creds = ensure_lab_credentials(lab.root / "creds", username=BMC_USER)
+    creds = ensure_lab_credentials(
+        lab.root / "creds", username=BMC_USER, tls_hosts=spec.tls_hosts()
+    )
     targets = {n.name: NodeTarget(lab, n.name) for n in lab.nodes}
     started: list[Any] = []
     try:
@@ -101,9 +103,10 @@ def start_bmcs(lab: Lab) -> list[Any]:
             )
             ssh.start()
             started.append(ssh)
-            lines.append(
-                known_hosts_line("127.0.0.1", spec.ports.ssh(n.index), creds.ssh_host_public_key)
-            )
+            for host in ("127.0.0.1", *((spec.expose,) if spec.expose else ())):
+                lines.append(
+                    known_hosts_line(host, spec.ports.ssh(n.index), creds.ssh_host_public_key)
+                )
         (creds.directory / "known_hosts").write_text("\n".join(lines) + "\n")
     except BaseException:
         for s in reversed(started):

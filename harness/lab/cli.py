@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.errors import ConfigError, PowercutError
 from harness.lab import build
+from harness.lab.expose import check_address
 from harness.lab.inventory_out import write_inventory
 from harness.lab.pki import LabPKI
 from harness.lab.procs import group_is_ours, pid_alive, recorded_alive, write_identity
@@ -75,6 +76,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     up.add_argument(
         "--base-port", type=int, default=21000, help="first loopback port (default 21000)"
     )
+    up.add_argument(
+        "--expose",
+        default="",
+        metavar="ADDR",
+        help="also serve the API servers, BMCs, SSH, health endpoints and Prometheus on this "
+        "address of the machine (e.g. a Docker network's gateway, for a runner in a "
+        "container); certificates and known_hosts name it too",
+    )
     up.add_argument("--state-dir", type=Path, default=None, help=argparse.SUPPRESS)
     up.set_defaults(func=cmd_up)
     st = lsub.add_parser("status", help="components, nodes, racks and power states")
@@ -132,6 +141,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         workloads=args.workloads,
         boot_seconds=args.boot_seconds,
         node_boot_seconds=parse_node_seconds(args.node_boot_seconds),
+        expose=check_address(args.expose) if args.expose else "",
     )
     if _running_pid(root) is not None:
         print(f"a lab is already running (state in {root}); nothing changed")
@@ -166,8 +176,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         "apiserver",
         common_name="kube-apiserver",
         server_names=(
-            "127.0.0.1",
-            "localhost",
+            *spec.tls_hosts(),
             "kubernetes",
             "kubernetes.default",
             "kubernetes.default.svc",

@@ -186,6 +186,7 @@ class LabSpec:
     boot_seconds: float | None = None
     #: The same per node (node name -> seconds), over ``boot_seconds``.
     node_boot_seconds: dict[str, float] = field(default_factory=dict)
+    expose: str = ""  # one more address serving the runner-facing endpoints (expose.py)
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, bool, str]] = [
@@ -309,6 +310,21 @@ class LabSpec:
         out[p.metrics] = "lab metrics exporter"
         out[p.prometheus] = "Prometheus"
         return out
+
+    def exposed_ports(self) -> tuple[list[int], list[int]]:
+        """The TCP and UDP ports a runner uses: API servers, BMCs, SSH, services' health
+        endpoints, Prometheus (what ``--expose`` forwards)."""
+        p = self.ports
+        tcp = [p.cluster, p.redfish, *(p.apiserver(c) for c in range(self.control_planes))]
+        tcp += [p.ssh(n.index) for n in self.nodes()]
+        tcp += [p.health(i) for i in range(len(self.services))]
+        if self.prometheus:
+            tcp.append(p.prometheus)
+        return tcp, [p.ipmi(n.index) for n in self.nodes()]
+
+    def tls_hosts(self) -> tuple[str, ...]:
+        """The names the lab's server certificates carry."""
+        return ("127.0.0.1", "localhost", *((self.expose,) if self.expose else ()))
 
     def save(self) -> None:
         (self.root / "lab.json").write_text(json.dumps(asdict(self), indent=2))

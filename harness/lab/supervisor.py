@@ -30,6 +30,7 @@ from harness.kube.client import Credentials, KubeClient
 from harness.lab import controlplane as cpl
 from harness.lab import workloads as wl
 from harness.lab.boot import Cancel, Schedule, thread_timer
+from harness.lab.expose import Exposer
 from harness.lab.informer import Informer
 from harness.lab.procs import Proc, write_identity
 from harness.lab.prometheus import LabExporter, PrometheusServer, lab_metrics, lab_prometheus
@@ -182,6 +183,7 @@ class Lab:
         self.health: HealthEndpoints | None = None
         self.bmcs: list[Any] = []
         self.exporter: LabExporter | None = None
+        self.exposer: Exposer | None = None
         self.prometheus: PrometheusServer | None = None
         self.started_mono = time.monotonic()
 
@@ -321,6 +323,10 @@ class Lab:
         if spec.prometheus:
             self.progress("starting Prometheus (API servers, service probes, power)")
             self._start_prometheus()
+        if spec.expose:
+            tcp, udp = spec.exposed_ports()
+            self.progress(f"serving the API servers, BMCs and services on {spec.expose} too")
+            self.exposer = Exposer(spec.expose, tcp, udp).start()
         self.write_state("ready")
 
     def _start_prometheus(self) -> None:
@@ -701,6 +707,8 @@ class Lab:
     # -- stop -------------------------------------------------------------------------------
 
     def stop(self) -> None:
+        if self.exposer:
+            self.exposer.stop()
         with self.power_lock:
             for node in list(self.cut):
                 self._forget_cut(node)
