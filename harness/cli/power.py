@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from harness.errors import PowercutError
 from harness.inventory import Inventory, load_inventory
 from harness.journal import Journal, UndoResult, recover, run_alive
 from harness.kube.client import KubeClient
+from harness.kube.lock import ClusterLock, ClusterLocked
 from harness.power.factory import driver_for
 from harness.preflight import PreflightFailed, preflight
 from harness.session import ClusterExecutor, Session, journal_path_for, recent_power_actions
@@ -86,7 +88,34 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     rec.add_argument("--inventory", "-i", required=True, type=Path, help="inventory YAML")
     rec.add_argument("--journal", type=Path, default=None, help="journal file (default: derived)")
+    rec.add_argument(
+        "--lock",
+        nargs="?",
+        const=0.0,
+        default=None,
+        type=_seconds,
+        metavar="WAIT",
+        help="hold the target's cluster lock while recovering, as a run does: a run alive "
+        "elsewhere (another pod or machine, whose journal entries this one cannot judge) "
+        "holds it, and then nothing is undone (exit 5). WAIT (e.g. 90s): how long to wait "
+        "for the lock, such as a killed runner's lease running out. If the API server does "
+        "not answer, the power undos go ahead without the lock",
+    )
     rec.set_defaults(func=cmd_recover)
+
+
+def _seconds(text: str) -> float:
+    t = text.strip().lower()
+    scale = {"s": 1, "m": 60, "h": 3600}.get(t[-1:], 0)
+    try:
+        value = float(t[:-1] if scale else t) * (scale or 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration (seconds, or with s/m/h: 90s, 2m)"
+        ) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration cannot be negative")
+    return value
 
 
 def cmd_power(args: argparse.Namespace) -> int:
@@ -224,6 +253,57 @@ def cmd_recover(args: argparse.Namespace) -> int:
     """
     inv = load_inventory(args.inventory)
     path = args.journal or journal_path_for(inv)
+    c = inv.cluster
+    held: ClusterLock | None = None
+    if getattr(args, "lock", None) is not None:
+        try:
+            held = _take_lock(
+                lambda: KubeClient.from_kubeconfig(c.kubeconfig, c.context), args.lock
+            )
+        except ClusterLocked as exc:
+            print(f"not recovering: {exc}", file=sys.stderr)
+            return 5
+    try:
+        return _recover(inv, path)
+    finally:
+        if held is not None:
+            held.release()
+            held.client.close()
+
+
+def _take_lock(client_of: Callable[[], KubeClient], wait_s: float) -> ClusterLock | None:
+    """The cluster lock, waiting up to ``wait_s`` for another holder's lease to run out;
+    None when the API server does not answer (power undos need only the BMCs)."""
+    deadline = time.monotonic() + wait_s
+    said = False
+    while True:
+        try:
+            client = client_of()
+        except PowercutError as exc:
+            print(f"the API server does not answer ({exc}): recovering without the lock")
+            return None
+        lock = ClusterLock(client)
+        try:
+            lock.acquire()
+        except ClusterLocked as exc:
+            client.close()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            if not said:
+                print(f"waiting up to {left:.0f} s for the cluster lock: {exc}", flush=True)
+                said = True
+            time.sleep(min(5.0, left))
+            continue
+        except PowercutError as exc:
+            client.close()
+            print(f"the API server does not answer ({exc}): recovering without the lock")
+            return None
+        print(f"holding the cluster lock while recovering ({lock.holder})", flush=True)
+        return lock
+
+
+def _recover(inv: Inventory, path: Path) -> int:
     if not path.exists():
         print(f"nothing to recover: no journal at {path}")
         return 0

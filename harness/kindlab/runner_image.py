@@ -122,20 +122,34 @@ def source_files(root: Path) -> list[str]:
     return sorted(f for f in out.stdout.decode().split("\0") if f)
 
 
-def inputs_key(root: Path, files: list[str], base_key: str) -> str:
-    """Key of everything the image is made of: the base tarball, the sources, the lock
-    file, this module (its Dockerfile), the wheelhouse's key."""
+def copy_sources(root: Path, files: list[str], dest: Path) -> None:
+    """The files into ``dest`` (symlinks as symlinks): the wheel is built from this copy
+    (setuptools writes build/ beside the sources) and the key is taken of it, so that what
+    is keyed is what is built even if the checkout changes meanwhile."""
+    for f in files:
+        p = root / f
+        if not (p.is_file() or p.is_symlink()):
+            continue  # deleted but not yet staged
+        (dest / f).parent.mkdir(parents=True, exist_ok=True)
+        if p.is_symlink():
+            os.symlink(os.readlink(p), dest / f)
+        else:
+            shutil.copy2(p, dest / f)
+
+
+def inputs_key(src: Path, files: list[str], base_key: str) -> str:
+    """Key of everything the image is made of: the base tarball, the sources (as copied),
+    the wheelhouse's key (Python version and lock file), the Dockerfile."""
     h = hashlib.sha256()
     h.update(base_key.encode())
     h.update(wheelhouse_key().encode())
     h.update(DOCKERFILE.encode())
     for f in files:
-        p = root / f
-        h.update(f.encode() + b"\0")
+        p = src / f
         if p.is_symlink():
-            h.update(b"->" + os.readlink(p).encode())
+            h.update(f.encode() + b"\0->" + os.readlink(p).encode())
         elif p.is_file():
-            h.update(p.read_bytes())
+            h.update(f.encode() + b"\0" + p.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -177,19 +191,8 @@ def wheelhouse(say: Say) -> Path:
     return d
 
 
-def _wheel(root: Path, files: list[str], dest: Path) -> Path:
-    """The powercut wheel, built from a copy of the checkout's files."""
-    src = dest / "src"
-    src.mkdir()
-    for f in files:
-        p = root / f
-        if not (p.is_file() or p.is_symlink()):
-            continue  # deleted but not yet staged
-        (src / f).parent.mkdir(parents=True, exist_ok=True)
-        if p.is_symlink():
-            os.symlink(os.readlink(p), src / f)
-        else:
-            shutil.copy2(p, src / f)
+def _wheel(src: Path, dest: Path) -> Path:
+    """The powercut wheel, built from the copy of the checkout's files."""
     r = subprocess.run(
         [
             sys.executable,
@@ -201,7 +204,7 @@ def _wheel(root: Path, files: list[str], dest: Path) -> Path:
             "--no-deps",
             "--no-build-isolation",
             "-w",
-            str(dest / "dist"),
+            str(dest),
             ".",
         ],
         cwd=src,
@@ -211,7 +214,7 @@ def _wheel(root: Path, files: list[str], dest: Path) -> Path:
     )
     if r.returncode != 0:
         raise BuildError(f"building the powercut wheel: {r.stderr.strip()[-1500:]}")
-    wheels = list((dest / "dist").glob("powercut-*.whl"))
+    wheels = list(dest.glob("powercut-*.whl"))
     if len(wheels) != 1:
         raise BuildError(f"building the powercut wheel made {wheels}")
     return wheels[0]
@@ -227,26 +230,25 @@ def build(say: Say, *, rebuild: bool = False) -> Built:
     root = checkout()
     files = source_files(root)
     base_tar = images.rootfs_tar(say, RUNNER_PACKAGES)
-    key = inputs_key(root, files, base_tar.name)
     target = ref()
-    if not rebuild and images.image_key(target) == key:
-        return Built(target, key, True, time.monotonic() - t0, size(target))
-    say(f"building the runner image {target} (key {key}) with no registry")
-    base = images.base_image(say, BASE, RUNNER_PACKAGES)
-    house = wheelhouse(say)
     v.kind_cache().mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="runner-", dir=v.kind_cache()) as d:
-        ctx = Path(d)
-        work = ctx / "work"
-        work.mkdir()
-        wheel = _wheel(root, files, work)
+        work = Path(d)
+        src = work / "src"
+        copy_sources(root, files, src)
+        key = inputs_key(src, files, base_tar.name)
+        if not rebuild and images.image_key(target) == key:
+            return Built(target, key, True, time.monotonic() - t0, size(target))
+        say(f"building the runner image {target} (key {key}) with no registry")
+        base = images.base_image(say, BASE, RUNNER_PACKAGES)
+        house = wheelhouse(say)
+        ctx = work / "ctx"
+        (ctx / "wheels").mkdir(parents=True)
+        wheel = _wheel(src, ctx)
         say(f"  wheel {wheel.name} built")
-        (ctx / "wheels").mkdir()
         for w in house.glob("*.whl"):
             os.link(w, ctx / "wheels" / w.name)
-        shutil.copy2(wheel, ctx / wheel.name)
         shutil.copy2(root / "requirements" / "lock.txt", ctx / "lock.txt")
-        shutil.rmtree(work)
         dockerfile = DOCKERFILE.format(base=base, wheel=wheel.name, uid=UID)
         images._docker_build(target, ctx, dockerfile, key)
     seconds = time.monotonic() - t0
