@@ -580,7 +580,12 @@ class _Handler(BaseHTTPRequestHandler):
                 if want and want != current["metadata"]["resourceVersion"]:
                     self._send(409, _status(409, "Conflict", "the object has been modified"))
                     return
-                self._send(200, api._commit(resource, "MODIFIED", copy.deepcopy(body)))
+                new = copy.deepcopy(body)
+                # as a real API server: a replacement keeps the object's identity
+                for k in ("uid", "creationTimestamp"):
+                    if k in current["metadata"]:
+                        new.setdefault("metadata", {})[k] = current["metadata"][k]
+                self._send(200, api._commit(resource, "MODIFIED", new))
             elif method == "DELETE":
                 opts = body or {}
                 uid = (opts.get("preconditions") or {}).get("uid")

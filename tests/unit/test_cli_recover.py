@@ -172,3 +172,67 @@ def test_the_stale_lock_of_a_dead_run_is_released(
     out, _ = capsys.readouterr()
     assert f"released the cluster lock of a run that is gone ({holder})" in out
     assert api.get("leases", "kube-system", "powercut-lock") is None
+
+
+def _lease(api: FakeApiServer, holder: str, renewed: str) -> None:
+    api.add(
+        "leases",
+        {
+            "metadata": {"name": "powercut-lock", "namespace": "kube-system", "uid": "u-1"},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 60, "renewTime": renewed},
+        },
+    )
+
+
+def test_with_lock_a_run_alive_elsewhere_keeps_its_disruptions(
+    inventory_path: Path,
+    journal_path: Path,
+    api: FakeApiServer,
+    bmcs: FakeBmcs,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A second runner's init container (another pod: it cannot judge the first's process)
+    while the first runs and renews its lease: nothing is undone, exit 5."""
+    import datetime as dt
+
+    write_kubeconfig(inventory_path.parent / "kubeconfig", api.url)
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    _lease(api, "runner-pod-1/pid-7/abcd", now)
+    assert main(["recover", "-i", str(inventory_path), "--lock", "1s"]) == 5
+    _, err = capsys.readouterr()
+    assert "not recovering: another powercut run holds the cluster lock" in err
+    assert "runner-pod-1/pid-7/abcd" in err
+    assert bmcs.power["w1"] is PowerState.OFF and bmcs.power["w2"] is PowerState.OFF
+    assert len(owed(journal_path)) == 4
+
+
+def test_with_lock_an_expired_lease_is_taken_and_released(
+    inventory_path: Path,
+    journal_path: Path,
+    api: FakeApiServer,
+    bmcs: FakeBmcs,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A killed runner's lease, no longer renewed: the next Job's recover takes the lock,
+    undoes everything, and leaves the lock free for its runner."""
+    write_kubeconfig(inventory_path.parent / "kubeconfig", api.url)
+    w1 = node("w1", taints=[TAINT])
+    w1["spec"]["unschedulable"] = True
+    api.add("nodes", w1)
+    api.add("nodes", node("w2"))
+    _lease(api, "runner-pod-1/pid-7/abcd", "2020-01-01T00:00:00.000000Z")
+    assert main(["recover", "-i", str(inventory_path), "--lock"]) == 0
+    out, _ = capsys.readouterr()
+    assert "holding the cluster lock while recovering" in out
+    assert bmcs.power["w1"] is PowerState.ON and bmcs.power["w2"] is PowerState.ON
+    assert owed(journal_path) == []
+    assert api.get("leases", "kube-system", "powercut-lock") is None
+
+
+def test_with_lock_and_the_api_down_power_is_recovered(
+    inventory_path: Path, journal_path: Path, bmcs: FakeBmcs, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["recover", "-i", str(inventory_path), "--lock", "0"]) == 4
+    out, _ = capsys.readouterr()
+    assert "does not answer" in out and "recovering without the lock" in out
+    assert bmcs.power["w1"] is PowerState.ON and bmcs.power["w2"] is PowerState.ON
