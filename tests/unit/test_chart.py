@@ -63,7 +63,13 @@ def test_one_feature_target(helm: Path, tmp_path: Path) -> None:
     assert pod["automountServiceAccountToken"] is False
     assert pod["securityContext"]["runAsNonRoot"] is True
     (init,) = pod["initContainers"]
-    assert init["args"] == ["recover", "--inventory", "/etc/powercut/inventory/inventory.yaml"]
+    assert init["args"] == [
+        "recover",
+        "--inventory",
+        "/etc/powercut/inventory/inventory.yaml",
+        "--lock",
+        "90s",
+    ]
     (runner,) = pod["containers"]
     args = runner["args"]
     assert args[:8] == [
