@@ -11,7 +11,9 @@ image is (``images.py``):
 3. ``docker build``: a build stage installs the wheel into ``/opt/powercut/venv`` from the
    wheelhouse with the lock file as constraints (so exactly the locked versions of what the
    wheel needs, nothing of the development tools); the final stage copies the venv onto the
-   base, adds the non-root user 10001 and the volumes' mount points. Tagged
+   base with Node.js (this machine's, >= 20) and Allure Report 3 (``make report-tools``'s
+   cache) for the HTML report, adds the non-root user 10001 and the volumes' mount
+   points. Tagged
    ``powercut.local/powercut:<version>``, labelled with the key of its inputs, so that a
    warm build reuses it.
 
@@ -44,7 +46,8 @@ UID = 10001
 
 #: Debian packages of the runner: the interpreter (bookworm's Python 3.11, what the
 #: wheelhouse is built for), ipmitool (IPMI lanplus), the SSH client (the ssh power driver),
-#: CA certificates, tini (PID 1: forwards SIGTERM so the cycle in progress can finish).
+#: CA certificates, tini (PID 1: forwards SIGTERM so the cycle in progress can finish),
+#: libstdc++ (Node.js, which Allure Report 3 runs on: the HTML report).
 RUNNER_PACKAGES = (
     "python3",
     "python3-venv",
@@ -52,6 +55,7 @@ RUNNER_PACKAGES = (
     "openssh-client",
     "ca-certificates",
     "tini",
+    "libstdc++6",
 )
 
 DOCKERFILE = """\
@@ -66,6 +70,8 @@ RUN python3 -m venv /opt/powercut/venv \\
 
 FROM {base}
 COPY --from=build /opt/powercut /opt/powercut
+COPY node /usr/local/bin/node
+COPY allure/ /opt/allure/
 RUN echo "powercut:x:{uid}:{uid}:powercut:/tmp:/usr/sbin/nologin" >> /etc/passwd \\
  && echo "powercut:x:{uid}:" >> /etc/group \\
  && mkdir -p /var/lib/powercut && chown {uid}:{uid} /var/lib/powercut \\
@@ -76,7 +82,8 @@ ENV PATH=/opt/powercut/venv/bin:/usr/local/bin:/usr/bin:/bin \\
     HOME=/tmp \\
     MPLBACKEND=Agg \\
     MPLCONFIGDIR=/tmp/matplotlib \\
-    POWERCUT_STATE_DIR=/var/lib/powercut/state
+    POWERCUT_STATE_DIR=/var/lib/powercut/state \\
+    POWERCUT_ALLURE=/opt/allure/node_modules/.bin/allure
 USER {uid}:{uid}
 WORKDIR /tmp
 VOLUME ["/tmp", "/var/lib/powercut"]
@@ -220,6 +227,33 @@ def _wheel(src: Path, dest: Path) -> Path:
     return wheels[0]
 
 
+def report_tools(root: Path, say: Say) -> tuple[Path, Path, str]:
+    """Node.js (>= 20, this machine's) and Allure Report 3 (``make report-tools``'s cache,
+    installed by its script when missing, without Chromium): the HTML report's generator.
+    Returns the node binary, the allure install directory and a key of both."""
+    node = shutil.which("node")
+    if not node:
+        raise BuildError("node is not installed: the runner's HTML report needs Node.js >= 20")
+    out = subprocess.run(
+        [node, "-p", "process.versions.node"], capture_output=True, text=True, check=False
+    )
+    version = out.stdout.strip()
+    if out.returncode != 0 or int(version.split(".")[0] or 0) < 20:
+        raise BuildError(f"node {version or '?'} at {node}: Allure Report 3 needs Node.js >= 20")
+    r = subprocess.run(
+        ["bash", str(root / "scripts" / "install-report-tools.sh")],
+        env=dict(os.environ, POWERCUT_NO_CHROMIUM="1"),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if r.returncode != 0:
+        raise BuildError(f"scripts/install-report-tools.sh: {r.stderr.strip()[-1000:]}")
+    allure = Path(r.stdout.strip().splitlines()[-1])
+    install = allure.parents[2]  # .../allure-<version>/node_modules/.bin/allure
+    return Path(node).resolve(), install, f"node-{version}/{install.name}"
+
+
 def size(image: str) -> int:
     return int(engine.run(["image", "inspect", "--format", "{{.Size}}", image]).strip())
 
@@ -236,7 +270,8 @@ def build(say: Say, *, rebuild: bool = False) -> Built:
         work = Path(d)
         src = work / "src"
         copy_sources(root, files, src)
-        key = inputs_key(src, files, base_tar.name)
+        node, allure, tools_key = report_tools(root, say)
+        key = inputs_key(src, files, base_tar.name + tools_key)
         if not rebuild and images.image_key(target) == key:
             return Built(target, key, True, time.monotonic() - t0, size(target))
         say(f"building the runner image {target} (key {key}) with no registry")
@@ -249,6 +284,8 @@ def build(say: Say, *, rebuild: bool = False) -> Built:
         for w in house.glob("*.whl"):
             os.link(w, ctx / "wheels" / w.name)
         shutil.copy2(root / "requirements" / "lock.txt", ctx / "lock.txt")
+        shutil.copy2(node, ctx / "node")
+        shutil.copytree(allure / "node_modules", ctx / "allure" / "node_modules", symlinks=True)
         dockerfile = DOCKERFILE.format(base=base, wheel=wheel.name, uid=UID)
         images._docker_build(target, ctx, dockerfile, key)
     seconds = time.monotonic() - t0
