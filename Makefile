@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_FLAGS ?=
 
-.PHONY: venv report-tools chart lint types layers unit integration check lab-bin lab-test kind-image kind-test report-test features wheel-test fault-test test demo bench clean
+.PHONY: venv report-tools chart lint types layers unit integration check lab-bin lab-test kind-image kind-test mgmt-test report-test features wheel-test fault-test test demo bench clean
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -58,6 +58,14 @@ kind-image: venv
 kind-test: kind-image
 	$(PY) -m pytest tests/kind -m kind -v $(PYTEST_FLAGS)
 
+## mgmt-test: the chart for real: a kind management cluster (one node, the kind stage's node
+## image) on a Docker network of its own runs the runner image against a lab served on that
+## network's gateway only: two scheduled runs land in the store with their history and the
+## page lists them; a second runner is refused by the lock; a runner SIGKILLed mid-scenario
+## is recovered by the next Job's init container, nothing left off, cordoned or tainted
+mgmt-test: kind-image lab-bin report-tools chart
+	$(PY) -m pytest tests/mgmt -m mgmt -v -s $(PYTEST_FLAGS)
+
 ## the report pipeline end to end: allure-pytest-bdd -> Allure 3 single file -> Chromium
 report-test: venv report-tools
 	$(PY) -m pytest tests/report/test_report_render.py -q $(PYTEST_FLAGS)
@@ -85,6 +93,7 @@ wheel-test: lab-bin report-tools
 test: check report-test
 	$(MAKE) --no-print-directory -j2 --output-sync=target lab-test features wheel-test fault-test
 	$(MAKE) --no-print-directory kind-test
+	$(MAKE) --no-print-directory mgmt-test
 
 ## demo: bring the lab up, run the features against it, write the HTML report
 demo: lab-bin report-tools

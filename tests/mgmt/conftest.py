@@ -1,0 +1,276 @@
+"""A management cluster for real (``make mgmt-test``): a kind cluster (one node, from the
+node image the kind stage builds) on a Docker network of its own, the runner image loaded
+into it, the chart installed with one target: a lab served on that network's gateway only
+(``powercut lab up --expose``), so that the runner pods reach it and nothing else does.
+
+Ports (POWERCUT_TEST_MGMT_PORT, default 27000): the kind API server at BASE, the lab at
+BASE+200. Everything is removed at the end: the chart's cluster, the network, the lab.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness.kube.client import KubeClient
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE_PORT = int(os.environ.get("POWERCUT_TEST_MGMT_PORT", "27000"))
+NAME = os.environ.get("POWERCUT_TEST_MGMT_NAME", "pcmgmt")
+NETWORK = f"{NAME}-net"
+NAMESPACE = "powercut"
+RELEASE = "pc"
+TARGET = "lab"
+#: One built-in scenario: a control-plane node loses power and comes back (as wheel-test).
+SCENARIO = os.environ.get("POWERCUT_TEST_MGMT_SCENARIO", "controlplane_node_loses_power")
+POWERCUT = [sys.executable, "-m", "harness.cli"]
+SAY = print
+
+
+def run(
+    cmd: list[str], *, timeout: float = 900, env: dict[str, str] | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, check=False,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(cmd[:6])} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n"
+            f"{proc.stderr[-3000:]}"
+        )
+    return proc
+
+
+def powercut(*args: str, timeout: float = 1800, env: dict[str, str] | None = None) -> str:
+    p = run([*POWERCUT, *args], timeout=timeout, env=env)
+    return p.stdout + p.stderr
+
+
+def wait_for(what: str, fn: Callable[[], Any], timeout_s: float, every_s: float = 2.0) -> Any:
+    start = time.monotonic()
+    last: Any = None
+    while time.monotonic() - start < timeout_s:
+        try:
+            last = fn()
+        except Exception as exc:  # noqa: BLE001 (kept as the last observation)
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(every_s)
+    pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}; last seen: {last!r}")
+
+
+def _network_gateway() -> str:
+    names = run(["docker", "network", "ls", "--format", "{{.Name}}"]).stdout.split()
+    if NETWORK not in names:
+        run(["docker", "network", "create", "--label", "io.powercut.test=mgmt", NETWORK])
+    gw = run(
+        ["docker", "network", "inspect", NETWORK, "--format",
+         "{{range .IPAM.Config}}{{.Gateway}} {{end}}"]
+    ).stdout.split()  # fmt: skip
+    v4 = [g for g in gw if "." in g]
+    assert v4, f"docker network {NETWORK} has no IPv4 gateway: {gw}"
+    return v4[0]
+
+
+def pod_files(lab_inventory: Path, gateway: str, dest: Path) -> tuple[dict[str, Any], Path]:
+    """The lab's inventory as a runner pod sees it: every 127.0.0.1 endpoint on the gateway,
+    every file (password, CA, SSH key, known_hosts) in the target Secret at
+    /etc/powercut/target/<name>, the kubeconfig self-contained with the gateway as server.
+    Returns the inventory and the directory of the Secret's files."""
+    doc = yaml.safe_load(lab_inventory.read_text())
+    files = dest / "target"
+    files.mkdir(parents=True)
+
+    def walk(v: Any, key: str = "") -> Any:
+        if isinstance(v, dict):
+            return {k: walk(x, k) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x, key) for x in v]
+        if isinstance(v, str):
+            p = Path(v)
+            if key != "kubeconfig" and p.is_absolute() and p.is_file():
+                (files / p.name).write_bytes(p.read_bytes())
+                return f"/etc/powercut/target/{p.name}"
+            return v.replace("127.0.0.1", gateway)
+        return v
+
+    kubeconfig = Path(doc["cluster"]["kubeconfig"])
+    out = walk(doc)
+    out["cluster"]["kubeconfig"] = "/etc/powercut/target/kubeconfig"
+    kc = yaml.safe_load(kubeconfig.read_text())
+    for c in kc["clusters"]:
+        cl = c["cluster"]
+        cl["server"] = cl["server"].replace("127.0.0.1", gateway)
+        if "certificate-authority" in cl:
+            ca = Path(cl.pop("certificate-authority")).read_bytes()
+            cl["certificate-authority-data"] = base64.b64encode(ca).decode()
+    for u in kc["users"]:
+        us = u["user"]
+        for k in ("client-certificate", "client-key"):
+            if k in us:
+                us[f"{k}-data"] = base64.b64encode(Path(us.pop(k)).read_bytes()).decode()
+    (files / "kubeconfig").write_text(yaml.safe_dump(kc))
+    return out, files
+
+
+@dataclass
+class Mgmt:
+    kind_dir: Path
+    lab_dir: Path
+    gateway: str
+    kubeconfig: Path
+    kubectl: str
+    helm: str
+    lab_client: KubeClient
+    timings: dict[str, float]
+
+    def k(self, *args: str, timeout: float = 120, check: bool = True) -> str:
+        p = run([self.kubectl, "--kubeconfig", str(self.kubeconfig), "-n", NAMESPACE, *args],
+                timeout=timeout, check=check)  # fmt: skip
+        return p.stdout
+
+    def kj(self, *args: str) -> Any:
+        return json.loads(self.k(*args, "-o", "json"))
+
+    def job(self, name: str) -> dict[str, Any]:
+        return dict(self.kj("get", "job", name))
+
+    def job_done(self, name: str) -> str | None:
+        st = self.job(name).get("status") or {}
+        if st.get("succeeded"):
+            return "succeeded"
+        if st.get("failed"):
+            return "failed"
+        return None
+
+    def pod_of(self, job: str) -> dict[str, Any] | None:
+        items = self.kj("get", "pods", "-l", f"job-name={job}")["items"]
+        return dict(items[0]) if items else None
+
+    def logs(self, job: str, container: str) -> str:
+        pod = self.pod_of(job)
+        assert pod, f"job {job} has no pod"
+        return self.k("logs", pod["metadata"]["name"], "-c", container, check=False)
+
+    def in_page(self, *cmd: str) -> str:
+        return self.k("exec", f"deploy/{RELEASE}-page", "--", *cmd)
+
+    def lab_state(self) -> dict[str, Any]:
+        return dict(json.loads((self.lab_dir / "state.json").read_text()))
+
+    def lab_nodes(self) -> list[dict[str, Any]]:
+        items, _ = self.lab_client.list("/api/v1/nodes")
+        return items
+
+    def lab_clean(self) -> list[str]:
+        """What is left disrupted in the lab: nodes off, cordoned or tainted by powercut."""
+        left = [f"{n} off" for n, s in self.lab_state().get("power", {}).items() if s != "on"]
+        for n in self.lab_nodes():
+            name = n["metadata"]["name"]
+            if n["spec"].get("unschedulable"):
+                left.append(f"{name} cordoned")
+            for t in n["spec"].get("taints") or []:
+                if t["key"] in ("node.kubernetes.io/out-of-service",) or "powercut" in t["key"]:
+                    left.append(f"{name} tainted {t['key']}")
+        return left
+
+    def lease(self) -> dict[str, Any] | None:
+        return self.lab_client.get_or_none(
+            "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/powercut-lock"
+        )
+
+
+def _values(tmp: Path) -> Path:
+    v = {
+        "image": {"pullPolicy": "Never"},
+        "store": {"size": "1Gi"},
+        "targets": [
+            {
+                "name": TARGET,
+                "schedule": "*/1 * * * *",
+                "inventory": {"configMap": "lab-inventory"},
+                "kubeconfigSecret": "lab-target",
+                "features": {"select": SCENARIO},
+                "recoverLockWait": "20s",
+                "activeDeadlineSeconds": 1800,
+                "terminationGracePeriodSeconds": 120,
+                "state": {"size": "100Mi"},
+                "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
+                              "limits": {"memory": "1Gi"}},
+            }
+        ],
+    }  # fmt: skip
+    path = tmp / "values.yaml"
+    path.write_text(yaml.safe_dump(v))
+    return path
+
+
+@pytest.fixture(scope="session")
+def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
+    from harness.kindlab.binaries import obtain_helm
+    from harness.lab import build
+
+    tmp = tmp_path_factory.mktemp("mgmt")
+    state = Path(os.environ.get("POWERCUT_TEST_MGMT_STATE", str(tmp)))
+    kind_dir, lab_dir = state / "kind", state / "lab"
+    timings: dict[str, float] = {}
+    t0 = time.monotonic()
+    helm = str(obtain_helm(SAY))
+    kubectl = str(build.obtain(SAY).paths["kubectl"])
+    gateway = _network_gateway()
+    try:
+        t = time.monotonic()
+        powercut(
+            "kind", "up", "--name", NAME, "--workers", "0", "--racks", "1",
+            "--base-port", str(BASE_PORT), "--state-dir", str(kind_dir),
+            "--inventory-out", str(tmp / "kind.yaml"),
+            env={"KIND_EXPERIMENTAL_DOCKER_NETWORK": NETWORK},
+        )  # fmt: skip
+        timings["kind up"] = time.monotonic() - t
+        t = time.monotonic()
+        powercut("image", "build", "--kind-cluster", NAME)
+        timings["runner image (build or reuse) and load"] = time.monotonic() - t
+        t = time.monotonic()
+        powercut(
+            "lab", "up", "--workloads", "--base-port", str(BASE_PORT + 200),
+            "--state-dir", str(lab_dir), "--expose", gateway,
+            "--inventory-out", str(tmp / "lab.yaml"),
+        )  # fmt: skip
+        timings["lab up"] = time.monotonic() - t
+        inv, files = pod_files(tmp / "lab.yaml", gateway, tmp)
+        (tmp / "inventory.yaml").write_text(yaml.safe_dump(inv))
+        m = Mgmt(
+            kind_dir, lab_dir, gateway, kind_dir / "kubeconfig", kubectl, helm,
+            KubeClient.from_kubeconfig(lab_dir / "kubeconfig", timeout_s=10), timings,
+        )  # fmt: skip
+        run([kubectl, "--kubeconfig", str(m.kubeconfig), "create", "namespace", NAMESPACE])
+        m.k("create", "secret", "generic", "lab-target", f"--from-file={files}")
+        m.k("create", "configmap", "lab-inventory", f"--from-file={tmp / 'inventory.yaml'}")
+        t = time.monotonic()
+        run([helm, "install", RELEASE, str(ROOT / "deploy" / "chart"), "--kubeconfig",
+             str(m.kubeconfig), "-n", NAMESPACE, "-f", str(_values(tmp)), "--wait",
+             "--timeout", "5m"])  # fmt: skip
+        timings["helm install (page Ready)"] = time.monotonic() - t
+        timings["setup total"] = time.monotonic() - t0
+        yield m
+        m.lab_client.close()
+    finally:
+        if os.environ.get("POWERCUT_TEST_MGMT_KEEP") != "1":
+            run([*POWERCUT, "lab", "down", "--state-dir", str(lab_dir)], check=False)
+            run([*POWERCUT, "kind", "down", "--state-dir", str(kind_dir)], check=False,
+                timeout=600)  # fmt: skip
+            run(["docker", "network", "rm", NETWORK], check=False)

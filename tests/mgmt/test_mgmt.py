@@ -1,0 +1,165 @@
+"""The chart run for real on a kind management cluster against a lab (tests/mgmt/conftest.py):
+scheduled runs that land in the store with their history, the page listing them, the lock
+refusing a second runner, and a runner killed mid-scenario recovered by the next Job's init
+container. In this order (each test leaves the target clean for the next)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+
+import pytest
+
+from tests.mgmt.conftest import RELEASE, TARGET, Mgmt, wait_for
+
+pytestmark = [pytest.mark.mgmt, pytest.mark.disruptive]
+CRONJOB = f"{RELEASE}-{TARGET}"
+RUN_TIMEOUT = 1500
+
+
+def scheduled_jobs(m: Mgmt) -> list[dict[str, object]]:
+    items = m.kj("get", "jobs", "-l", f"powercut.io/target={TARGET}")["items"]
+    own = [
+        j for j in items
+        if any(o.get("kind") == "CronJob" for o in j["metadata"].get("ownerReferences") or [])
+    ]  # fmt: skip
+    return sorted(own, key=lambda j: j["metadata"]["creationTimestamp"])
+
+
+def history(m: Mgmt) -> list[dict[str, object]]:
+    text = m.in_page("cat", f"/store/{TARGET}/history.jsonl")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_two_scheduled_runs_land_in_the_store_with_history(mgmt: Mgmt) -> None:
+    m = mgmt
+    t0 = time.monotonic()
+    done: list[str] = []
+
+    def two_done() -> bool:
+        for j in scheduled_jobs(m):
+            name = str(j["metadata"]["name"])  # type: ignore[index]
+            if name not in done and m.job_done(name):
+                done.append(name)
+        return len(done) >= 2
+
+    wait_for("two scheduled runs to finish", two_done, 2 * RUN_TIMEOUT, every_s=5)
+    m.timings["two scheduled runs"] = time.monotonic() - t0
+    m.k("patch", "cronjob", CRONJOB, "-p", '{"spec": {"suspend": true}}')
+    for name in done[:2]:
+        assert m.job_done(name) == "succeeded", m.logs(name, "runner")[-3000:]
+        assert "nothing to recover" in m.logs(name, "recover")
+    runs = history(m)
+    assert len(runs) >= 2, runs
+    first, second = runs[0], runs[1]
+    assert first["target"] == second["target"] == TARGET
+    assert first["verdict"] == second["verdict"] == "passed"
+    assert str(first["run_id"]) < str(second["run_id"])
+    for r in (first, second):
+        names = [s["name"] for s in r["scenarios"]]  # type: ignore[attr-defined]
+        assert len(names) == 1, names
+        listing = m.in_page("ls", f"/store/{TARGET}/runs/{r['run_id']}")
+        assert "allure-results" in listing and ("report.html" in listing or "index.html" in listing)
+    # the second run's report continues the first's history (Allure's historyPath per target)
+    allure_history = m.in_page("cat", f"/store/{TARGET}/allure-history.jsonl").splitlines()
+    assert len([h for h in allure_history if h.strip()]) >= 2
+    page = m.in_page(
+        "python3", "-c",
+        "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:8080/').read()"
+        ".decode())",
+    )  # fmt: skip
+    for r in (first, second):
+        assert str(r["run_id"]) in page
+    assert m.lab_clean() == []
+
+
+def _runner_running(m: Mgmt, job: str) -> bool:
+    pod = m.pod_of(job)
+    if not pod:
+        return False
+    for c in (pod.get("status") or {}).get("containerStatuses") or []:
+        if c["name"] == "runner" and "running" in (c.get("state") or {}):
+            return True
+    return False
+
+
+def test_a_second_runner_is_refused_by_the_lock(mgmt: Mgmt) -> None:
+    m = mgmt
+    m.k("create", "job", f"--from=cronjob/{CRONJOB}", "first")
+    wait_for("the first runner to run", lambda: _runner_running(m, "first"), 600)
+    wait_for(
+        "the first runner to hold the target's lock",
+        lambda: (m.lease() or {}).get("spec", {}).get("holderIdentity", "").startswith("first-"),
+        300,
+    )
+    m.k("create", "job", f"--from=cronjob/{CRONJOB}", "second")
+    wait_for("the second runner to stop", lambda: m.job_done("second"), 600, every_s=3)
+    assert m.job_done("second") == "failed"
+    log = m.logs("second", "recover")
+    assert "not recovering: another powercut run holds the cluster lock" in log, log
+    assert "holder first-" in log
+    assert m.job_done("first") is None, "the first run must still be running"
+    wait_for("the first run to finish", lambda: m.job_done("first"), RUN_TIMEOUT, every_s=5)
+    assert m.job_done("first") == "succeeded", m.logs("first", "runner")[-3000:]
+    assert m.lab_clean() == []
+
+
+def test_a_runner_killed_mid_scenario_is_recovered_by_the_next_job(mgmt: Mgmt) -> None:
+    m = mgmt
+    m.k("create", "job", f"--from=cronjob/{CRONJOB}", "killed")
+    wait_for("the runner to run", lambda: _runner_running(m, "killed"), 600)
+    off = wait_for(
+        "a node powered off by the runner",
+        lambda: [n for n, s in m.lab_state().get("power", {}).items() if s != "on"],
+        900,
+        every_s=0.5,
+    )
+    pod = m.pod_of("killed")
+    assert pod
+    # SIGKILL, no grace: the runner's tini (PID 1 of its container) and powercut with it
+    cid = next(
+        c["containerID"] for c in pod["status"]["containerStatuses"] if c["name"] == "runner"
+    ).split("://")[-1]
+    node = pod["spec"]["nodeName"]
+    from tests.mgmt.conftest import run
+
+    pid = run(["docker", "exec", node, "crictl", "inspect", "--output", "go-template",
+               "--template", "{{.info.pid}}", cid]).stdout.strip()  # fmt: skip
+    run(["docker", "exec", node, "kill", "-KILL", pid])
+    wait_for("the killed Job to fail", lambda: m.job_done("killed") == "failed", 300)
+    left = m.lab_clean()
+    assert any(f"{n} off" in left for n in off), f"nothing was left to recover: {left}"
+
+    def lease_expired() -> bool:
+        spec = (m.lease() or {}).get("spec") or {}
+        if not spec.get("holderIdentity"):
+            return True
+        renewed = dt.datetime.fromisoformat(str(spec["renewTime"]).replace("Z", "+00:00"))
+        left_s = renewed.timestamp() + float(spec["leaseDurationSeconds"]) - time.time()
+        return left_s < 0
+
+    # the next Job, as the next schedule starts it: once the killed runner's lease ran out
+    wait_for("the killed runner's lease to run out", lease_expired, 120)
+    m.k("create", "job", f"--from=cronjob/{CRONJOB}", "next")
+
+    def init_done() -> dict[str, object] | None:
+        pod = m.pod_of("next")
+        for c in ((pod or {}).get("status") or {}).get("initContainerStatuses") or []:
+            term = (c.get("state") or {}).get("terminated")
+            if term:
+                return dict(term)
+        return None
+
+    term = wait_for("the next Job's recover to finish", init_done, 600, every_s=0.5)
+    clean_after_init = m.lab_clean()
+    log = m.logs("next", "recover")
+    assert term["exitCode"] == 0, log
+    assert "holding the cluster lock while recovering" in log
+    for n in off:
+        assert f"power_on(node='{n}')" in log, log
+    assert not [x for x in clean_after_init if x.endswith(" off")], clean_after_init
+    wait_for("the next run to finish", lambda: m.job_done("next"), RUN_TIMEOUT, every_s=5)
+    assert m.job_done("next") == "succeeded", m.logs("next", "runner")[-3000:]
+    assert m.lab_clean() == []
+    print("mgmt-test timings (s):", json.dumps({k: round(v) for k, v in m.timings.items()}))
