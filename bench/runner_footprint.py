@@ -34,28 +34,59 @@ def docker(*args: str, timeout: float = 120) -> str:
     ).stdout
 
 
-def cgroup_usage(cid: str) -> tuple[int, float]:
-    """Peak memory (bytes) and CPU time (s) of a container."""
-    v1 = Path("/sys/fs/cgroup/memory/docker") / cid
-    if v1.is_dir():
-        peak = int((v1 / "memory.max_usage_in_bytes").read_text())
-        cpu_ns = int((Path("/sys/fs/cgroup/cpuacct/docker") / cid / "cpuacct.usage").read_text())
-        return peak, cpu_ns / 1e9
-    v2 = Path(f"/sys/fs/cgroup/system.slice/docker-{cid}.scope")
-    peak = int((v2 / "memory.peak").read_text())
-    stat = dict(line.split() for line in (v2 / "cpu.stat").read_text().splitlines())
+def _cgroup_dirs(pid: int) -> tuple[Path, Path]:
+    """The memory and CPU accounting cgroup directories of a process (v1 or v2)."""
+    mem = cpu = unified = None
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            unified = Path("/sys/fs/cgroup") / path.lstrip("/")
+        if "memory" in controllers.split(","):
+            mem = Path("/sys/fs/cgroup/memory") / path.lstrip("/")
+        if "cpuacct" in controllers.split(","):
+            cpu = Path("/sys/fs/cgroup/cpu,cpuacct") / path.lstrip("/")
+            if not cpu.is_dir():
+                cpu = Path("/sys/fs/cgroup/cpuacct") / path.lstrip("/")
+    if (mem is None or cpu is None) and unified is not None and (unified / "cpu.stat").is_file():
+        mem = cpu = unified
+    if mem is None or cpu is None:
+        raise RuntimeError(f"no memory/cpu cgroup for pid {pid}")
+    return mem, cpu
+
+
+def _sample(mem: Path, cpu: Path) -> tuple[int, float]:
+    """Peak memory (bytes) and CPU time (s) so far: cgroup v1 or v2."""
+    if (mem / "memory.max_usage_in_bytes").is_file():
+        peak = int((mem / "memory.max_usage_in_bytes").read_text())
+        return peak, int((cpu / "cpuacct.usage").read_text()) / 1e9
+    peak = int((mem / "memory.peak").read_text())
+    stat = dict(line.split() for line in (cpu / "cpu.stat").read_text().splitlines())
     return peak, int(stat["usage_usec"]) / 1e6
 
 
 def run_one(name: str, args: list[str], mounts: list[str], network: str) -> dict[str, object]:
+    """Run the image; sample its cgroup every 0.5 s (it goes away with the container)."""
     t0 = time.monotonic()
     cid = docker(
         "run", "-d", "--network", network, "--read-only", "--tmpfs", "/tmp:exec",
         *mounts, runner_image.ref(), *args,
     ).strip()  # fmt: skip
+    peak, cpu = 0, 0.0
     try:
+        pid = int(docker("inspect", "--format", "{{.State.Pid}}", cid).strip())
+        try:
+            mem_dir, cpu_dir = _cgroup_dirs(pid)
+            while True:
+                try:
+                    peak, cpu = _sample(mem_dir, cpu_dir)
+                except OSError:
+                    break  # gone with the container
+                if docker("inspect", "--format", "{{.State.Running}}", cid).strip() != "true":
+                    break
+                time.sleep(0.5)
+        except (OSError, RuntimeError):
+            pass  # exited before its cgroup could be read
         rc = int(docker("wait", cid, timeout=3600).strip())
-        peak, cpu = cgroup_usage(cid)
         logs = subprocess.run(["docker", "logs", cid], capture_output=True, text=True, check=False)
     finally:
         subprocess.run(["docker", "rm", "-f", cid], capture_output=True, check=False)
