@@ -3,8 +3,8 @@ node image the kind stage builds) on a Docker network of its own, the runner ima
 into it, the chart installed with one target: a lab served on that network's gateway only
 (``powercut lab up --expose``), so that the runner pods reach it and nothing else does.
 
-Ports (POWERCUT_TEST_MGMT_PORT, default 27000): the kind API server at BASE, the lab at
-BASE+200. Everything is removed at the end: the chart's cluster, the network, the lab.
+Ports: the kind API server at POWERCUT_TEST_MGMT_PORT (default 27000), the lab from
+POWERCUT_TEST_MGMT_LAB_PORT (default that + 200; below the kernel's ephemeral range). Everything is removed at the end: the chart's cluster, the network, the lab.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from harness.kube.client import KubeClient
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_PORT = int(os.environ.get("POWERCUT_TEST_MGMT_PORT", "27000"))
+LAB_PORT = int(os.environ.get("POWERCUT_TEST_MGMT_LAB_PORT", str(BASE_PORT + 200)))
 NAME = os.environ.get("POWERCUT_TEST_MGMT_NAME", "pcmgmt")
 NETWORK = f"{NAME}-net"
 NAMESPACE = "powercut"
@@ -246,7 +247,7 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
         timings["runner image (build or reuse) and load"] = time.monotonic() - t
         t = time.monotonic()
         powercut(
-            "lab", "up", "--workloads", "--base-port", str(BASE_PORT + 200),
+            "lab", "up", "--workloads", "--base-port", str(LAB_PORT),
             "--state-dir", str(lab_dir), "--expose", gateway,
             "--inventory-out", str(tmp / "lab.yaml"),
         )  # fmt: skip
