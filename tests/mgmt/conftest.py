@@ -4,7 +4,8 @@ into it, the chart installed with one target: a lab served on that network's gat
 (``powercut lab up --expose``), so that the runner pods reach it and nothing else does.
 
 Ports: the kind API server at POWERCUT_TEST_MGMT_PORT (default 27000), the lab from
-POWERCUT_TEST_MGMT_LAB_PORT (default that + 200; below the kernel's ephemeral range). Everything is removed at the end: the chart's cluster, the network, the lab.
+POWERCUT_TEST_MGMT_LAB_PORT (default that + 200; below the kernel's ephemeral range).
+Everything is removed at the end: the chart's cluster, the network, the lab.
 """
 
 from __future__ import annotations
@@ -206,7 +207,7 @@ def _values(tmp: Path) -> Path:
                 "inventory": {"configMap": "lab-inventory"},
                 "kubeconfigSecret": "lab-target",
                 "features": {"select": SCENARIO},
-                "recoverLockWait": "20s",
+                "recoverLockWait": "5s",
                 "activeDeadlineSeconds": 1800,
                 "terminationGracePeriodSeconds": 120,
                 "state": {"size": "100Mi"},
@@ -263,8 +264,9 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
         m.k("create", "configmap", "lab-inventory", f"--from-file={tmp / 'inventory.yaml'}")
         t = time.monotonic()
         run([helm, "install", RELEASE, str(ROOT / "deploy" / "chart"), "--kubeconfig",
-             str(m.kubeconfig), "-n", NAMESPACE, "-f", str(_values(tmp)), "--wait",
-             "--timeout", "5m"])  # fmt: skip
+             str(m.kubeconfig), "-n", NAMESPACE, "-f", str(_values(tmp))])  # fmt: skip
+        # (not helm --wait: a target's state volume binds only when its first Job runs)
+        m.k("rollout", "status", f"deploy/{RELEASE}-page", "--timeout", "300s", timeout=320)
         timings["helm install (page Ready)"] = time.monotonic() - t
         timings["setup total"] = time.monotonic() - t0
         yield m
