@@ -135,6 +135,8 @@ class Exposer:
                 data, peer = u.recvfrom(65536)
             except OSError:
                 break
+            if peer is None or self._stop.is_set():
+                break  # the socket was shut down (stop): recvfrom returns no sender
             up = clients.get(peer)
             if up is None:
                 up = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
