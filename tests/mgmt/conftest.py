@@ -204,6 +204,7 @@ def _values(tmp: Path) -> Path:
             {
                 "name": TARGET,
                 "schedule": "*/1 * * * *",
+                "suspend": True,  # test_mgmt lets it run on schedule once
                 "inventory": {"configMap": "lab-inventory"},
                 "kubeconfigSecret": "lab-target",
                 "features": {"select": SCENARIO},

@@ -1,7 +1,8 @@
 """The chart run for real on a kind management cluster against a lab (tests/mgmt/conftest.py):
 scheduled runs that land in the store with their history, the page listing them, the lock
 refusing a second runner, and a runner killed mid-scenario recovered by the next Job's init
-container. In this order (each test leaves the target clean for the next)."""
+container. In this order (each test leaves the target clean for the next); the chart is
+installed with its CronJob suspended, and the second test lets it run once on schedule."""
 
 from __future__ import annotations
 
@@ -32,48 +33,6 @@ def history(m: Mgmt) -> list[dict[str, object]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def test_two_scheduled_runs_land_in_the_store_with_history(mgmt: Mgmt) -> None:
-    m = mgmt
-    t0 = time.monotonic()
-    done: list[str] = []
-
-    def two_done() -> bool:
-        for j in scheduled_jobs(m):
-            name = str(j["metadata"]["name"])  # type: ignore[index]
-            if name not in done and m.job_done(name):
-                done.append(name)
-        return len(done) >= 2
-
-    wait_for("two scheduled runs to finish", two_done, 2 * RUN_TIMEOUT, every_s=5)
-    m.timings["two scheduled runs"] = time.monotonic() - t0
-    m.k("patch", "cronjob", CRONJOB, "-p", '{"spec": {"suspend": true}}')
-    for name in done[:2]:
-        assert m.job_done(name) == "succeeded", m.logs(name, "runner")[-3000:]
-        assert "nothing to recover" in m.logs(name, "recover")
-    runs = history(m)
-    assert len(runs) >= 2, runs
-    first, second = runs[0], runs[1]
-    assert first["target"] == second["target"] == TARGET
-    assert first["verdict"] == second["verdict"] == "passed"
-    assert str(first["run_id"]) < str(second["run_id"])
-    for r in (first, second):
-        names = [s["name"] for s in r["scenarios"]]  # type: ignore[attr-defined]
-        assert len(names) == 1, names
-        listing = m.in_page("ls", f"/store/{TARGET}/runs/{r['run_id']}")
-        assert "allure-results" in listing and ("report.html" in listing or "index.html" in listing)
-    # the second run's report continues the first's history (Allure's historyPath per target)
-    allure_history = m.in_page("cat", f"/store/{TARGET}/allure-history.jsonl").splitlines()
-    assert len([h for h in allure_history if h.strip()]) >= 2
-    page = m.in_page(
-        "python3", "-c",
-        "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:8080/').read()"
-        ".decode())",
-    )  # fmt: skip
-    for r in (first, second):
-        assert str(r["run_id"]) in page
-    assert m.lab_clean() == []
-
-
 def _runner_running(m: Mgmt, job: str) -> bool:
     pod = m.pod_of(job)
     if not pod:
@@ -102,6 +61,53 @@ def test_a_second_runner_is_refused_by_the_lock(mgmt: Mgmt) -> None:
     assert m.job_done("first") is None, "the first run must still be running"
     wait_for("the first run to finish", lambda: m.job_done("first"), RUN_TIMEOUT, every_s=5)
     assert m.job_done("first") == "succeeded", m.logs("first", "runner")[-3000:]
+    assert len(history(m)) == 1
+    assert m.lab_clean() == []
+
+
+def test_a_scheduled_run_lands_in_the_store_with_the_previous_runs_history(mgmt: Mgmt) -> None:
+    """After the lock test's run: the CronJob's own schedule starts the next run, whose
+    record follows the previous one's in the target's history and whose report carries
+    Allure's history on; the page lists both."""
+    m = mgmt
+    before = {str(j["metadata"]["name"]) for j in scheduled_jobs(m)}  # type: ignore[index]
+    t0 = time.monotonic()
+    m.k("patch", "cronjob", CRONJOB, "-p", '{"spec": {"suspend": false}}')
+    job = wait_for(
+        "the CronJob to start a run on its schedule",
+        lambda: next(
+            (str(j["metadata"]["name"]) for j in scheduled_jobs(m)  # type: ignore[index]
+             if str(j["metadata"]["name"]) not in before),  # type: ignore[index]
+            None,
+        ),
+        150,
+    )  # fmt: skip
+    m.k("patch", "cronjob", CRONJOB, "-p", '{"spec": {"suspend": true}}')
+    wait_for("the scheduled run to finish", lambda: m.job_done(job), RUN_TIMEOUT, every_s=5)
+    m.timings["scheduled run"] = time.monotonic() - t0
+    assert m.job_done(job) == "succeeded", m.logs(job, "runner")[-3000:]
+    assert "nothing to recover" in m.logs(job, "recover")
+    runs = history(m)
+    assert len(runs) >= 2, runs
+    previous, last = runs[-2], runs[-1]
+    assert previous["target"] == last["target"] == TARGET
+    assert previous["verdict"] == last["verdict"] == "passed"
+    assert str(previous["run_id"]) < str(last["run_id"])
+    for r in (previous, last):
+        names = [s["name"] for s in r["scenarios"]]  # type: ignore[attr-defined]
+        assert len(names) == 1, names
+        listing = m.in_page("ls", f"/store/{TARGET}/runs/{r['run_id']}")
+        assert "allure-results" in listing and ("report.html" in listing or "index.html" in listing)
+    # the last run's report continues the previous one's (Allure's historyPath per target)
+    allure_history = m.in_page("cat", f"/store/{TARGET}/allure-history.jsonl").splitlines()
+    assert len([h for h in allure_history if h.strip()]) >= 2
+    page = m.in_page(
+        "python3", "-c",
+        "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:8080/').read()"
+        ".decode())",
+    )  # fmt: skip
+    for r in (previous, last):
+        assert str(r["run_id"]) in page
     assert m.lab_clean() == []
 
 
