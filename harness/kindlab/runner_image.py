@@ -118,7 +118,8 @@ def checkout() -> Path:
 
 
 def source_files(root: Path) -> list[str]:
-    """The files a wheel is built from: what git tracks or would track (as wheel-test)."""
+    """The files the wheel is built from, of those git tracks or would track (as wheel-test
+    copies them)."""
     out = subprocess.run(
         ["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "-z"],
         capture_output=True,
@@ -126,7 +127,19 @@ def source_files(root: Path) -> list[str]:
     )
     if out.returncode != 0:
         raise BuildError(f"git ls-files in {root}: {out.stderr.decode().strip()}")
-    return sorted(f for f in out.stdout.decode().split("\0") if f)
+    return sorted(f for f in out.stdout.decode().split("\0") if f and _in_wheel(f))
+
+
+#: What the wheel is built from (setuptools: pyproject's packages and package data, the
+#: README as its description); tests, docs, benchmarks and the rest are not copied or keyed,
+#: so changing them does not rebuild the image.
+WHEEL_FILES = ("pyproject.toml", "README.md", "MANIFEST.in", "setup.py", "setup.cfg",
+               "requirements/lock.txt")  # fmt: skip
+WHEEL_DIRS = ("harness/", "steps/", "features/")
+
+
+def _in_wheel(path: str) -> bool:
+    return path in WHEEL_FILES or path.startswith(WHEEL_DIRS)
 
 
 def copy_sources(root: Path, files: list[str], dest: Path) -> None:

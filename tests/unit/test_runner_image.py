@@ -1,0 +1,46 @@
+"""The runner image's inputs: what is copied and keyed (the build itself runs in
+`powercut image build` and make mgmt-test)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from harness.kindlab import runner_image as ri
+
+
+def test_the_wheels_sources_only() -> None:
+    files = ri.source_files(ri.checkout())
+    assert "harness/__init__.py" in files and "pyproject.toml" in files
+    assert "README.md" in files and "requirements/lock.txt" in files
+    assert any(f.startswith("steps/") for f in files)
+    assert any(f.startswith("features/") for f in files)
+    assert not [f for f in files if f.startswith(("tests/", "docs/", "bench/", "deploy/"))]
+
+
+def test_the_key_follows_the_sources(tmp_path: Path) -> None:
+    files = ["pyproject.toml", "harness/a.py", "harness/link"]
+    (tmp_path / "harness").mkdir()
+    (tmp_path / "pyproject.toml").write_text("x")
+    (tmp_path / "harness" / "a.py").write_text("A = 1\n")
+    (tmp_path / "harness" / "link").symlink_to("../steps")
+    copy = tmp_path / "copy"
+    ri.copy_sources(tmp_path, files, copy)
+    assert (copy / "harness" / "link").is_symlink()
+    k1 = ri.inputs_key(copy, files, "base.tar")
+    assert ri.inputs_key(copy, files, "base.tar") == k1
+    assert ri.inputs_key(copy, files, "other-base.tar") != k1
+    (copy / "harness" / "a.py").write_text("A = 2\n")
+    assert ri.inputs_key(copy, files, "base.tar") != k1
+    shutil.rmtree(copy)
+
+
+def test_the_image_is_non_root_and_read_only_ready() -> None:
+    d = ri.DOCKERFILE.format(base="b", wheel="w.whl", uid=ri.UID)
+    assert f"USER {ri.UID}:{ri.UID}" in d
+    for env in ("PYTHONDONTWRITEBYTECODE=1", "HOME=/tmp", "MPLCONFIGDIR=/tmp/matplotlib",
+                "POWERCUT_STATE_DIR=/var/lib/powercut/state", "POWERCUT_ALLURE="):  # fmt: skip
+        assert env in d
+    assert 'ENTRYPOINT ["/usr/bin/tini", "--", "powercut"]' in d
+    assert "-c /src/lock.txt" in d  # the locked versions, as constraints
+    assert ri.ref().startswith("powercut.local/powercut:")
