@@ -14,7 +14,9 @@ import pytest
 
 from tests.mgmt.conftest import RELEASE, TARGET, Mgmt, wait_for
 
-pytestmark = [pytest.mark.mgmt, pytest.mark.disruptive]
+# The first test's time includes the management cluster's set-up (a node image rebuilt from
+# cached binaries, kind up, the image, the lab) and a whole run.
+pytestmark = [pytest.mark.mgmt, pytest.mark.disruptive, pytest.mark.timeout(3600)]
 CRONJOB = f"{RELEASE}-{TARGET}"
 RUN_TIMEOUT = 1500
 
