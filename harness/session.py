@@ -88,8 +88,13 @@ def state_dir() -> Path:
 
 
 def journal_path_for(inventory: Inventory) -> Path:
-    """One journal per inventory file, so ``powercut recover --inventory X`` finds it."""
-    src = str(inventory.source.resolve()) if inventory.source else (inventory.name or "inventory")
+    """One journal per inventory path, so ``powercut recover --inventory X`` finds it.
+
+    The path is made absolute but its symlinks are not followed: a Kubernetes ConfigMap or
+    Secret mount reaches its files through ``..data`` links to a directory named after the
+    moment each pod's kubelet wrote it, so the resolved path differs from pod to pod, and a
+    runner's journal must be found by the next pod's ``recover``."""
+    src = os.path.abspath(inventory.source) if inventory.source else (inventory.name or "inventory")
     digest = hashlib.sha256(src.encode()).hexdigest()[:12]
     return state_dir() / "journals" / f"{inventory.name or 'inventory'}-{digest}.jsonl"
 

@@ -236,3 +236,28 @@ def test_with_lock_and_the_api_down_power_is_recovered(
     out, _ = capsys.readouterr()
     assert "does not answer" in out and "recovering without the lock" in out
     assert bmcs.power["w1"] is PowerState.ON and bmcs.power["w2"] is PowerState.ON
+
+
+def test_the_journal_is_found_through_a_configmap_mounts_links(tmp_path: Path) -> None:
+    """A ConfigMap mount: inventory.yaml -> ..data/inventory.yaml, ..data -> a directory each
+    pod's kubelet names after its own moment. The runner's pod and the next Job's pod see
+    different targets; both must name the same journal."""
+    from harness.inventory import Inventory
+
+    mount = tmp_path / "mount"
+    mount.mkdir()
+    inv_src = write_inventory(tmp_path, "http://127.0.0.1:1")
+    paths = []
+    for stamp in ("..2026_11_26_22_00_00.1", "..2026_11_27_22_00_00.2"):
+        (mount / stamp).mkdir()
+        (mount / stamp / "inventory.yaml").write_text(inv_src.read_text())
+        data = mount / "..data"
+        if data.is_symlink():
+            data.unlink()
+        data.symlink_to(stamp)
+        link = mount / "inventory.yaml"
+        if not link.is_symlink():
+            link.symlink_to("..data/inventory.yaml")
+        inv: Inventory = load_inventory(link)
+        paths.append(journal_path_for(inv))
+    assert paths[0] == paths[1]
