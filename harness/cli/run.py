@@ -484,7 +484,9 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     cmd = [
         *pytest_command(steps),
         "--inventory",
-        str(args.inventory.resolve()),
+        # absolute, its links not followed: the journal is named after this path, and
+        # `powercut recover -i` in another pod (a ConfigMap mount's links differ) must find it
+        os.path.abspath(args.inventory),
         "--alluredir",
         str(results.resolve()),
         f"--junitxml={(out_dir / 'junit.xml').resolve()}",
