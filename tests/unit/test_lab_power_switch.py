@@ -24,12 +24,14 @@ from harness.lab.supervisor import Lab
 from harness.power.base import PowerState
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
-# Shuts down in order on SIGTERM: takes 0.3 s, then exits.
+# Shuts down in order on SIGTERM: takes 0.3 s, then exits. Says "handler installed" (to its
+# log) once SIGTERM would be handled.
 SLOW_TO_STOP = [
     sys.executable,
     "-c",
     "import signal, sys, time\n"
     "signal.signal(signal.SIGTERM, lambda *_: (time.sleep(0.3), sys.exit(0)))\n"
+    "print('handler installed', flush=True)\n"
     "time.sleep(60)\n",
 ]
 
@@ -88,7 +90,13 @@ def test_a_graceful_power_off_reads_on_until_the_processes_stopped(lab: Lab) -> 
     lab.kwok["w-a1"].stop(force=True)
     lab.kwok["w-a1"] = Proc("kwok-w-a1", SLOW_TO_STOP, lab.logs)
     lab.kwok["w-a1"].start()
-    time.sleep(0.5)  # its SIGTERM handler is installed
+    # Its SIGTERM handler is installed (an interpreter start can take seconds on a busy
+    # machine: a fixed pause was not enough at load 50).
+    log = lab.kwok["w-a1"].log_path
+    deadline = time.monotonic() + 60
+    while "handler installed" not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline, f"the child never said its handler is in ({log})"
+        time.sleep(0.02)
     process = popen(lab.kwok["w-a1"])
     lab.power_off("w-a1", graceful=True)
     assert lab.power_state("w-a1") is PowerState.ON  # shutting down
