@@ -193,7 +193,11 @@ PROFILES: Final[Mapping[str, Budgets]] = {
         node_delete=30.0,
         job_rerun=30.0,
         job_complete=30.0,
-        service_outage=25.0,
+        # A critical singleton whose node is power-cycled is down until the node is back:
+        # the hold, the node's boot (the lab's fast timings: 15 s) and its pod's Ready. 25 s
+        # was set when a lab node came back the moment its power did; a longevity cycle then
+        # measured 26.0 s.
+        service_outage=40.0,
         recovery=90.0,
     ),
     "upstream": Budgets(),

@@ -44,7 +44,7 @@ def test_the_inventory_points_at_the_lab_prometheus(tmp_path: Path) -> None:
     ]
     api = inv.slos[0]
     assert (api.comparison, api.threshold) == (">=", 2.0)  # two of three API servers
-    assert inv.slos[2].for_ == 25.0  # the fast profile's service-outage budget
+    assert inv.slos[2].for_ == 40.0  # the fast profile's service-outage budget
     assert [a.name for a in inv.alerts] == ["LabAPIQuorumLost", "LabServiceDown"]
     assert [c.slo for c in inv.stop_conditions] == ["api-available"]
 
@@ -63,7 +63,7 @@ def test_no_prometheus_no_sections_and_one_control_plane_no_stop_condition(
 def test_the_service_outage_budget_sets_the_alert_delay(tmp_path: Path) -> None:
     fast = {r["alert"]: r for r in lab_rules(lab_spec(tmp_path / "f"))}
     upstream = {r["alert"]: r for r in lab_rules(lab_spec(tmp_path / "u", timings="upstream"))}
-    assert fast["LabServiceDown"]["for"] == "25s"
+    assert fast["LabServiceDown"]["for"] == "40s"
     assert upstream["LabServiceDown"]["for"] == "75s"
 
 

@@ -252,7 +252,7 @@ def test_phase_budgets_derive_from_the_named_budgets_and_take_overrides() -> Non
         "not_ready": 20.0,
         "evacuation": 70.0,
         "recovery": 100.0,
-        "service_outage": 25.0,
+        "service_outage": 40.0,
         "volume_reattach": 20.0,
         "cleanup": 90.0,
     }
