@@ -100,7 +100,14 @@ HOLD_AFTER_READY = 3
 LAB_MAX_RESTARTS = 5
 LAB_RESTART_WINDOW_S = 600.0
 MAX_FLIPPING_S = 90.0
-RUN_EXIT = {0: "passed", 1: "failed", 2: "harness error", 3: "interrupted", 4: "restore failed"}
+RUN_EXIT = {
+    0: "passed",
+    1: "failed",
+    2: "harness error",
+    3: "interrupted",
+    4: "restore failed",
+    5: "stopped by a stop condition",
+}
 
 
 @dataclass

@@ -9,15 +9,17 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from harness.errors import PermanentError, PowercutError
+from harness.errors import PermanentError, PowercutError, TemporaryError
 from harness.journal.liveness import process_alive
 from harness.kube.client import JSON, Conflict, KubeClient, NotFound
 
 log = logging.getLogger(__name__)
 LEASE_NAMESPACE = "kube-system"
 LEASE_NAME = "powercut-lock"
+#: How long a release retries a temporary failure before leaving the Lease to expire.
+RELEASE_RETRY_S = 60.0
 
 
 def _now() -> str:
@@ -109,21 +111,48 @@ class ClusterLock:
             except PowercutError as exc:
                 log.warning("renewing the cluster lock failed: %s", exc)
 
-    def release(self) -> None:
+    def release(
+        self,
+        *,
+        retry_s: float = RELEASE_RETRY_S,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Give the lock up. A temporary failure (the API server unreachable or answering
+        5xx, as while a run's undo brings control-plane nodes back and etcd regains its
+        quorum) is retried with backoff for up to ``retry_s``: a run that restored the
+        cluster should not leave its lock for the next run to wait out. After that, or on a
+        permanent error, the Lease is left to expire by itself (said in the log)."""
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=5)
-        try:
-            lease = self.client.get(f"{self._path}/{LEASE_NAME}")
-            if (lease.get("spec") or {}).get("holderIdentity") == self.holder:
-                self.client.delete(
-                    f"{self._path}/{LEASE_NAME}",
-                    body={"preconditions": {"uid": lease["metadata"]["uid"]}},
-                )
-        except NotFound:
-            pass
-        except PowercutError as exc:
-            log.warning("releasing the cluster lock failed (it expires by itself): %s", exc)
+        deadline = clock() + retry_s
+        delay = 0.5
+        while True:
+            try:
+                lease = self.client.get(f"{self._path}/{LEASE_NAME}")
+                if (lease.get("spec") or {}).get("holderIdentity") == self.holder:
+                    self.client.delete(
+                        f"{self._path}/{LEASE_NAME}",
+                        body={"preconditions": {"uid": lease["metadata"]["uid"]}},
+                    )
+                return
+            except NotFound:
+                return
+            except TemporaryError as exc:
+                if clock() + delay > deadline:
+                    log.warning(
+                        "releasing the cluster lock failed for %.0fs (it expires by itself): %s",
+                        retry_s,
+                        exc,
+                    )
+                    return
+                log.info("releasing the cluster lock: %s; retrying in %.1fs", exc, delay)
+                sleep(delay)
+                delay = min(delay * 2, 5.0)
+            except PowercutError as exc:
+                log.warning("releasing the cluster lock failed (it expires by itself): %s", exc)
+                return
 
     @staticmethod
     def break_stale(
