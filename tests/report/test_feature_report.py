@@ -43,8 +43,8 @@ def feature_scenarios() -> int:
     of a Scenario Outline (what pytest-bdd collects from ``features/``)."""
     total = 0
     for path in sorted(FEATURES.rglob("*.feature")):
-        if "kind" in path.relative_to(FEATURES).parts[:-1]:
-            continue  # the kind feature set: `make kind-test` runs it on real kubelets
+        if any(part.startswith("kind") for part in path.relative_to(FEATURES).parts[:-1]):
+            continue  # the kind feature sets (kind/, kind-volumes/): real kubelets only
         feature = FeatureParser(str(path.parent), path.name).parse()
         for scenario in feature.scenarios.values():
             rows = sum(len(ex.examples) for ex in scenario.examples)
@@ -126,8 +126,12 @@ def test_durations_sit_next_to_their_budgets(report: Path, results: list[dict[st
     raw = _raw_phases(report)
     for r in measured:
         rows = {p: (v, b) for p, v, b in _ROW.findall(html.unescape(r["descriptionHtml"]))}
-        assert any(b for _, b in rows.values()), f"{r['name']}: no phase with its budget"
-        for phase, (value, budget) in raw.get(r["name"], {}).items():
+        recorded = raw.get(r["name"], {})
+        if any(b for _, b in recorded.values()):
+            # (a scenario whose only phase has no budget, as longevity's harness time, shows
+            # its table without one)
+            assert any(b for _, b in rows.values()), f"{r['name']}: no phase with its budget"
+        for phase, (value, budget) in recorded.items():
             assert phase in rows, (r["name"], phase, sorted(rows))
             assert float(rows[phase][0]) == pytest.approx(float(value), abs=5e-4), phase
             assert float(rows[phase][1]) == pytest.approx(float(budget)), phase
@@ -144,7 +148,9 @@ def test_the_report_opens_on_the_signoff_page(report: Path, results: list[dict[s
     text = visible_text(page)
     assert "Sign-off: PASSED" in text, text[:3000]
     for r in results:
-        assert f'data-scenario="{html.escape(r["name"])}" data-status="{r["status"]}"' in page
+        # Chromium writes an attribute's value with only & and " escaped
+        name = r["name"].replace("&", "&amp;").replace('"', "&quot;")
+        assert f'data-scenario="{name}" data-status="{r["status"]}"' in page
     raw = _raw_phases(report)
     shown = re.findall(
         r'data-scenario="([^"]+)" data-phase="([^"]+)" data-value="([^"]+)" '
