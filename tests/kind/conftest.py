@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 
 from harness.kube.client import KubeClient
 from harness.power.kind import KindDriver
+from tests.polling import poll_until
 
 BASE_PORT = int(os.environ.get("POWERCUT_TEST_KIND_PORT", "26000"))
 NAME = os.environ.get("POWERCUT_TEST_KIND_NAME", "pctest")
@@ -46,18 +46,7 @@ def docker(*args: str, timeout: float = 60) -> str:
 
 def wait_for(what: str, fn: Callable[[], Any], timeout_s: float, every_s: float = 1.0) -> Any:
     """Poll ``fn`` until it returns something truthy; fail naming what and the last value."""
-    start = time.monotonic()
-    last: Any = None
-    while time.monotonic() - start < timeout_s:
-        try:
-            last = fn()
-        except Exception as exc:  # noqa: BLE001 (kept as the last observation)
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(every_s)
-    pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}; last seen: {last!r}")
+    return poll_until(what, fn, timeout_s, every_s)
 
 
 @dataclass

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 
 from harness.inventory import Inventory, load_inventory
 from harness.kube.client import KubeClient
+from tests.polling import poll_until
 
 BASE_PORT = int(os.environ.get("POWERCUT_TEST_LAB_PORT", "23000"))
 POWERCUT = [sys.executable, "-m", "harness.cli"]
@@ -52,18 +52,7 @@ class LabHandle:
 
 def wait_for(what: str, fn: Callable[[], Any], timeout_s: float, every_s: float = 0.2) -> Any:
     """Poll ``fn`` until it returns something truthy; fail naming what and the last value."""
-    start = time.monotonic()
-    last: Any = None
-    while time.monotonic() - start < timeout_s:
-        try:
-            last = fn()
-        except Exception as exc:  # noqa: BLE001 (kept as the last observation)
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(every_s)
-    pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}; last seen: {last!r}")
+    return poll_until(what, fn, timeout_s, every_s)
 
 
 @pytest.fixture(scope="session", autouse=True)

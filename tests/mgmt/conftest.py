@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from harness.kube.client import KubeClient
+from tests.polling import poll_until
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_PORT = int(os.environ.get("POWERCUT_TEST_MGMT_PORT", "27000"))
@@ -61,18 +62,8 @@ def powercut(*args: str, timeout: float = 1800, env: dict[str, str] | None = Non
 
 
 def wait_for(what: str, fn: Callable[[], Any], timeout_s: float, every_s: float = 2.0) -> Any:
-    start = time.monotonic()
-    last: Any = None
-    while time.monotonic() - start < timeout_s:
-        try:
-            last = fn()
-        except Exception as exc:  # noqa: BLE001 (kept as the last observation)
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(every_s)
-    pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}; last seen: {last!r}")
+    """Poll ``fn`` until it returns something truthy; fail naming what and the last value."""
+    return poll_until(what, fn, timeout_s, every_s)
 
 
 def _network_gateway() -> str:
