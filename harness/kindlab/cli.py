@@ -46,6 +46,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     up.add_argument("--name", default="powercut", help="cluster name (default powercut)")
     up.add_argument(
+        "--network",
+        default="kind",
+        help="the Docker network the nodes join, created if missing and removed by down when "
+        "nothing else uses it (default kind, as kind's own)",
+    )
+    up.add_argument(
         "--inventory-out",
         type=Path,
         default=Path("inventories/kind.yaml"),
@@ -92,6 +98,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         base_port=args.base_port,
         workloads=args.workloads,
         storage=args.storage,
+        network=args.network,
     )
     t = cluster.up(spec, cluster.say_stderr)
     from harness.kindlab.inventory_out import write_inventory

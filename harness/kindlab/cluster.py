@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -38,10 +39,13 @@ def _kind_bin(say: Say) -> str:
     return str(binaries.obtain(say)["kind"])
 
 
-def _run_kind(kind: str, args: list[str], say: Say, *, timeout: float = 900) -> None:
-    """Run kind, passing its progress lines through."""
+def _run_kind(
+    kind: str, args: list[str], say: Say, *, timeout: float = 900, network: str = "kind"
+) -> None:
+    """Run kind, passing its progress lines through; ``network`` is the nodes' Docker network."""
+    env = {**os.environ, "KIND_EXPERIMENTAL_DOCKER_NETWORK": network}
     proc = subprocess.Popen(
-        [kind, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [kind, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
     )
     tail: list[str] = []
     assert proc.stdout is not None
@@ -186,6 +190,7 @@ def up(spec: KindSpec, say: Say, *, rebuild_image: bool = False) -> dict[str, fl
                 "--retain",  # on failure keep the nodes for the logs below; down removes them
             ],
             say,
+            network=spec.network,
         )
         timings["create"] = time.monotonic() - t1
         timings["ready"] = wait_ready(spec, say)
@@ -256,9 +261,10 @@ def status(root: Path) -> dict[str, Any]:
 def down(root: Path, say: Say, *, keep_state: bool = False) -> list[str]:
     """Delete the cluster and what up left behind; idempotent. Returns what it removed."""
     removed: list[str] = []
-    name = "powercut"
+    name, network = "powercut", "kind"
     with contextlib.suppress(OSError, ValueError, TypeError):
-        name = KindSpec.load(root).name
+        spec = KindSpec.load(root)
+        name, network = spec.name, spec.network
     if engine.answers():
         left = containers(name)
         if left:
@@ -269,10 +275,10 @@ def down(root: Path, say: Say, *, keep_state: bool = False) -> list[str]:
         if left:  # kind leaves nothing; be sure
             engine.run(["rm", "-f", "-v", *left])
         with contextlib.suppress(engine.EngineError):
-            users = engine.run(["network", "inspect", "kind", "--format", "{{len .Containers}}"])
+            users = engine.run(["network", "inspect", network, "--format", "{{len .Containers}}"])
             if users.strip() == "0":
-                engine.run(["network", "rm", "kind"])
-                removed.append("network kind")
+                engine.run(["network", "rm", network])
+                removed.append(f"network {network}")
     if engine.stop_dockerd(root):
         removed.append("dockerd (started by powercut)")
     if not keep_state and root.exists():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,7 @@ class KindSpec:
     workloads: bool = False
     node_image: str = v.NODE_IMAGE
     storage: str = "local-path"  # one of STORAGE_KINDS
+    network: str = "kind"  # the Docker network of the nodes (kind creates it if missing)
 
     def __post_init__(self) -> None:
         if self.control_planes not in (1, 3):
@@ -85,6 +87,12 @@ class KindSpec:
                 field="--base-port",
             )
         KindTimings.named(self.timings)
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}", self.network):
+            raise ConfigError(
+                f"--network {self.network!r}: a Docker network name is letters, digits and "
+                "_ . - (starting with a letter or digit, at most 63)",
+                field="--network",
+            )
         if self.storage not in STORAGE_KINDS:
             raise ConfigError(
                 f"--storage {self.storage}: valid values are {', '.join(STORAGE_KINDS)}",

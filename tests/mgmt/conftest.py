@@ -67,9 +67,7 @@ def wait_for(what: str, fn: Callable[[], Any], timeout_s: float, every_s: float 
 
 
 def _network_gateway() -> str:
-    names = run(["docker", "network", "ls", "--format", "{{.Name}}"]).stdout.split()
-    if NETWORK not in names:
-        run(["docker", "network", "create", "--label", "io.powercut.test=mgmt", NETWORK])
+    """The IPv4 gateway of the cluster's network (``kind up --network`` made it)."""
     gw = run(
         ["docker", "network", "inspect", NETWORK, "--format",
          "{{range .IPAM.Config}}{{.Gateway}} {{end}}"]
@@ -225,16 +223,17 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
     t0 = time.monotonic()
     helm = str(obtain_helm(SAY))
     kubectl = str(build.obtain(SAY).paths["kubectl"])
-    gateway = _network_gateway()
     try:
+        # kind up first: it starts a dockerd when none answers (stopped by kind down) and
+        # creates the cluster's own network, removed by kind down once nothing uses it.
         t = time.monotonic()
         powercut(
             "kind", "up", "--name", NAME, "--workers", "0", "--racks", "1",
-            "--base-port", str(BASE_PORT), "--state-dir", str(kind_dir),
-            "--inventory-out", str(tmp / "kind.yaml"),
-            env={"KIND_EXPERIMENTAL_DOCKER_NETWORK": NETWORK},
+            "--network", NETWORK, "--base-port", str(BASE_PORT),
+            "--state-dir", str(kind_dir), "--inventory-out", str(tmp / "kind.yaml"),
         )  # fmt: skip
         timings["kind up"] = time.monotonic() - t
+        gateway = _network_gateway()
         t = time.monotonic()
         powercut("image", "build", "--kind-cluster", NAME)
         timings["runner image (build or reuse) and load"] = time.monotonic() - t
@@ -266,6 +265,6 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
     finally:
         if os.environ.get("POWERCUT_TEST_MGMT_KEEP") != "1":
             run([*POWERCUT, "lab", "down", "--state-dir", str(lab_dir)], check=False)
-            run([*POWERCUT, "kind", "down", "--state-dir", str(kind_dir)], check=False,
-                timeout=600)  # fmt: skip
-            run(["docker", "network", "rm", NETWORK], check=False)
+            down = run([*POWERCUT, "kind", "down", "--state-dir", str(kind_dir)], check=False,
+                       timeout=600)  # fmt: skip
+            SAY(f"kind down: {down.stdout.strip()} {down.stderr.strip()[-500:]}")

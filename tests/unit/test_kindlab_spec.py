@@ -46,6 +46,7 @@ def test_config_names_every_image_source_and_the_racks(tmp_path: Path) -> None:
         ("workers", 9, "--workers 9: valid values are 0 to 6"),
         ("racks", 0, "--racks 0: valid values are 1 to 10"),
         ("timings", "slow", "unknown timing profile 'slow'; valid: fast, upstream"),
+        ("network", "my net", "--network 'my net': a Docker network name is letters"),
     ],
 )
 def test_bad_values_name_the_option_and_the_valid_ones(
