@@ -15,7 +15,6 @@ the process exits or it is killed afterwards.
 
 from __future__ import annotations
 
-import base64
 import builtins
 import contextlib
 import copy
@@ -23,24 +22,49 @@ import logging
 import os
 import queue
 import re
-import shutil
 import ssl
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal, NoReturn
+from dataclasses import dataclass
+from typing import Any, Literal
 from urllib.parse import urlencode
 
 import orjson
 import urllib3
-import yaml
 
-from harness.errors import ConfigError, PermanentError, TemporaryError
-from harness.kube.access import access_of
+from harness.kube.apierrors import (
+    ApiError,
+    Conflict,
+    Forbidden,
+    Gone,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+    Unreachable,
+    error_for,
+    raise_status,
+)
+from harness.kube.kubeconfig import Credentials, load_client_cert, load_kubeconfig
+
+__all__ = [  # the errors and credentials are declared apart and re-exported here
+    "JSON",
+    "ApiError",
+    "Conflict",
+    "Credentials",
+    "Forbidden",
+    "Gone",
+    "KubeClient",
+    "NotFound",
+    "PatchType",
+    "ServerError",
+    "TooManyRequests",
+    "Unreachable",
+    "WatchEvent",
+    "list_meta",
+    "load_kubeconfig",
+]
 
 log = logging.getLogger(__name__)
 
@@ -52,56 +76,6 @@ _PATCH_CT: dict[str, str] = {
     "json": "application/json-patch+json",
     "apply": "application/apply-patch+yaml",
 }
-
-
-class ApiError(PermanentError):
-    """The API server answered with an error status."""
-
-    def __init__(self, status: int, reason: str, message: str, method: str, path: str) -> None:
-        self.status = status
-        self.reason = reason
-        self.api_message = message
-        self.method = method
-        self.path = path
-        super().__init__(f"{method} {path}: {status} {reason}: {message}")
-
-
-class NotFound(ApiError):
-    """404."""
-
-
-class Forbidden(ApiError):
-    """403: the credentials lack a permission. Permanent: no retry makes it appear, and the
-    cluster did nothing wrong; the message names the verb and resource to grant."""
-
-    def __init__(self, status: int, reason: str, message: str, method: str, path: str) -> None:
-        self.access = access_of(method, path)
-        super().__init__(status, reason, message, method, path)
-        self.args = (
-            f"{method} {path}: 403 Forbidden: powercut's credentials lack the permission "
-            f"{self.access} (grant it: deploy/rbac/target-clusterrole.yaml, docs/rbac.md); "
-            f"the API server said: {message}",
-        )
-
-
-class Conflict(ApiError):
-    """409 (already exists, or a stale resourceVersion)."""
-
-
-class Gone(ApiError):
-    """410: the resourceVersion is too old; re-list."""
-
-
-class TooManyRequests(ApiError, TemporaryError):
-    """429: e.g. an eviction refused by a PodDisruptionBudget. Retry with backoff."""
-
-
-class ServerError(ApiError, TemporaryError):
-    """5xx."""
-
-
-class Unreachable(TemporaryError):
-    """The API server did not answer (connection refused, reset, timeout)."""
 
 
 _LIST_META = re.compile(rb'"metadata":(\{[^{}]*\})')
@@ -127,137 +101,6 @@ def list_meta(raw: bytes) -> JSON:
     return md if isinstance(md, dict) else {}
 
 
-def _error_for(status: int) -> type[ApiError]:
-    if status == 403:
-        return Forbidden
-    if status == 404:
-        return NotFound
-    if status == 409:
-        return Conflict
-    if status == 410:
-        return Gone
-    if status == 429:
-        return TooManyRequests
-    if status >= 500:
-        return ServerError
-    return ApiError
-
-
-@dataclass(frozen=True)
-class Credentials:
-    """How to reach and authenticate to one API server.
-
-    Each of the CA bundle, client certificate and client key is a file (``*_file``) or,
-    from a kubeconfig's ``*-data`` fields, PEM bytes kept in memory (``*_data``).
-    """
-
-    server: str
-    ca_file: str | None = None
-    cert_file: str | None = None
-    key_file: str | None = None
-    token: str | None = field(default=None, repr=False)
-    insecure: bool = False
-    ca_data: bytes | None = field(default=None, repr=False)
-    cert_data: bytes | None = field(default=None, repr=False)
-    key_data: bytes | None = field(default=None, repr=False)
-
-
-def _decode(data_b64: str, source: str, field_name: str) -> bytes:
-    try:
-        return base64.b64decode(data_b64, validate=True)
-    except (ValueError, TypeError):
-        raise ConfigError("is not valid base64", source=source, field=field_name) from None
-
-
-def _write_private(directory: Path, name: str, data: bytes) -> str:
-    """Write ``data`` to a new file readable by this user only (0600 from creation on)."""
-    path = directory / name
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    return str(path)
-
-
-def _load_client_cert(ctx: ssl.SSLContext, creds: Credentials) -> None:
-    """Load the client certificate and key, from files or from memory."""
-    if not (creds.cert_file or creds.cert_data) or not (creds.key_file or creds.key_data):
-        return
-    if creds.cert_data is None and creds.key_data is None:
-        assert creds.cert_file is not None and creds.key_file is not None
-        ctx.load_cert_chain(creds.cert_file, creds.key_file)
-        return
-    directory = Path(tempfile.mkdtemp(prefix="powercut-kc-"))  # mode 0700
-    try:
-        cert = creds.cert_file
-        if creds.cert_data is not None:
-            cert = _write_private(directory, "client.crt", creds.cert_data)
-        key = creds.key_file
-        if creds.key_data is not None:
-            key = _write_private(directory, "client.key", creds.key_data)
-        assert cert is not None and key is not None
-        ctx.load_cert_chain(cert, key)
-    finally:
-        try:
-            shutil.rmtree(directory)
-        except OSError as exc:
-            log.warning("could not delete the client key copy in %s: %s", directory, exc)
-
-
-def load_kubeconfig(path: str | os.PathLike[str], context: str | None = None) -> Credentials:
-    """Read the parts of a kubeconfig this client uses. Errors name the file and field."""
-    p = Path(path).expanduser()
-    try:
-        doc = yaml.safe_load(p.read_text())
-    except OSError as exc:
-        raise ConfigError(f"cannot read kubeconfig: {exc.strerror}", source=str(p)) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML: {exc}", source=str(p)) from None
-    if not isinstance(doc, dict):
-        raise ConfigError("not a kubeconfig (expected a mapping)", source=str(p))
-    ctx_name = context or doc.get("current-context")
-    contexts = {c["name"]: c["context"] for c in doc.get("contexts") or []}
-    if ctx_name not in contexts:
-        valid = ", ".join(sorted(contexts)) or "(none)"
-        raise ConfigError(
-            f"context {ctx_name!r} not found; valid: {valid}", source=str(p), field="contexts"
-        )
-    ctx = contexts[ctx_name]
-    clusters = {c["name"]: c["cluster"] for c in doc.get("clusters") or []}
-    users = {u["name"]: u.get("user") or {} for u in doc.get("users") or []}
-    if ctx.get("cluster") not in clusters:
-        raise ConfigError(
-            f"cluster {ctx.get('cluster')!r} of context {ctx_name!r} not found",
-            source=str(p),
-            field="clusters",
-        )
-    cluster = clusters[ctx["cluster"]]
-    user = users.get(ctx.get("user", ""), {})
-    base = p.parent
-
-    def file_of(section: Mapping[str, Any], key: str) -> str | None:
-        return str((base / section[key]).resolve()) if section.get(key) else None
-
-    def data_of(section: Mapping[str, Any], key: str, where: str) -> bytes | None:
-        if section.get(key) or not section.get(f"{key}-data"):
-            return None  # a file wins, as with kubectl
-        return _decode(section[f"{key}-data"], str(p), f"{where}.{key}-data")
-
-    token = user.get("token")
-    if not token and user.get("tokenFile"):
-        token = (base / user["tokenFile"]).read_text().strip()
-    return Credentials(
-        server=str(cluster["server"]).rstrip("/"),
-        ca_file=file_of(cluster, "certificate-authority"),
-        cert_file=file_of(user, "client-certificate"),
-        key_file=file_of(user, "client-key"),
-        token=token,
-        insecure=bool(cluster.get("insecure-skip-tls-verify", False)),
-        ca_data=data_of(cluster, "certificate-authority", "clusters"),
-        cert_data=data_of(user, "client-certificate", "users"),
-        key_data=data_of(user, "client-key", "users"),
-    )
-
-
 @dataclass(frozen=True)
 class WatchEvent:
     """One watch event, stamped the moment its line was read."""
@@ -266,21 +109,6 @@ class WatchEvent:
     object: JSON
     mono: float
     wall: float
-
-
-def _raise_status(status: int, reason: str | None, data: bytes, method: str, path: str) -> NoReturn:
-    """Raise the :class:`ApiError` for an error answer (its Status body if it has one)."""
-    payload: JSON = {}
-    with contextlib.suppress(orjson.JSONDecodeError):
-        loaded = orjson.loads(data) if data else {}
-        payload = loaded if isinstance(loaded, dict) else {}
-    raise _error_for(status)(
-        status,
-        str(payload.get("reason", reason or "")),
-        str(payload.get("message", data[:200].decode(errors="replace"))),
-        method,
-        path,
-    )
 
 
 def _page_params(page_size: int, cont: str | None, params: Mapping[str, Any]) -> JSON:
@@ -375,7 +203,7 @@ class KubeClient:
         if creds.insecure:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
-        _load_client_cert(ctx, creds)
+        load_client_cert(ctx, creds)
         self._ssl_context = ctx
         self._headers = {"Accept": "application/json", "User-Agent": "powercut"}
         if creds.token:
@@ -609,7 +437,7 @@ class KubeClient:
                 data = b""
             finally:
                 resp.release_conn()
-            _raise_status(resp.status, resp.reason, data, method, path)
+            raise_status(resp.status, resp.reason, data, method, path)
         return resp
 
     def create(self, path: str, body: JSON, **params: Any) -> JSON:
@@ -677,7 +505,7 @@ class KubeClient:
         try:
             if resp.status >= 400:
                 payload = orjson.loads(resp.read() or b"{}")
-                raise _error_for(resp.status)(
+                raise error_for(resp.status)(
                     resp.status,
                     str(payload.get("reason", "")),
                     str(payload.get("message", "")),
@@ -715,7 +543,7 @@ class KubeClient:
                         obj = ev.get("object") or {}
                         if ev.get("type") == "ERROR":
                             code = int(obj.get("code", 500))
-                            raise _error_for(code)(
+                            raise error_for(code)(
                                 code,
                                 str(obj.get("reason", "")),
                                 str(obj.get("message", "")),

@@ -24,7 +24,8 @@ import pytest
 import yaml
 
 from harness.kube.access import Access, access_of
-from harness.kube.client import Forbidden, _error_for
+from harness.kube.apierrors import error_for as _error_for
+from harness.kube.client import Forbidden
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "deploy" / "rbac" / "target-clusterrole.yaml"
