@@ -29,43 +29,21 @@ from harness.errors import PowercutError
 from harness.kube.client import Credentials, KubeClient
 from harness.lab import controlplane as cpl
 from harness.lab import workloads as wl
-from harness.lab.boot import Cancel, Schedule, thread_timer
+from harness.lab.boot import Schedule, thread_timer
 from harness.lab.expose import Exposer
 from harness.lab.informer import Informer
+from harness.lab.machines import Boot, LabError, NodeMachines
 from harness.lab.procs import Proc, write_identity
 from harness.lab.prometheus import LabExporter, PrometheusServer, lab_metrics, lab_prometheus
 from harness.lab.resync import Resync
 from harness.lab.services import HealthEndpoints
 from harness.lab.spec import LAB_NAMESPACE, LabSpec, NodeSpec, node_labels_and_taints
 from harness.lab.storage import StorageController
-from harness.power.base import PowerState
 
 log = logging.getLogger("powercut.lab")
 STAGES = Path(__file__).parent / "data" / "kwok-stages.yaml"
 REGISTER_THREADS = 8  # Node objects created side by side at `lab up`
 KWOK_STARTING = 64  # kwok processes started and not yet Ready, at most, at `lab up`
-
-
-def _log_failure(done: Future[None]) -> None:
-    """A power change's follow-up that nobody waits for: its failure is logged, not lost."""
-    exc = done.exception()
-    if exc is not None:
-        log.error("after a power change: %s", exc, exc_info=exc)
-
-
-class LabError(PowercutError):
-    pass
-
-
-class _Boot:
-    """One power-on's boot in progress; ``armed`` cancels its timer."""
-
-    def __init__(self) -> None:
-        self.armed: Cancel | None = None
-
-    def cancel(self) -> None:
-        if self.armed is not None:
-            self.armed()
 
 
 def _reports_ready(node: dict[str, Any]) -> bool:
@@ -100,7 +78,7 @@ def wait_until(what: str, fn: Callable[[], bool], timeout_s: float, every_s: flo
     )
 
 
-class Lab:
+class Lab(NodeMachines):
     def __init__(self, spec: LabSpec, schedule: Schedule = thread_timer) -> None:
         self.spec = spec
         #: Arms a node's boot timer (a fake clock in unit tests).
@@ -170,7 +148,7 @@ class Lab:
         self._stopping: set[str] = set()  # powered off, processes not yet exited
         #: Powered on, processes not started yet (POST and boot): node -> its timer's
         #: cancel. Reads On to its BMCs; its kubelet reports nothing.
-        self._booting: dict[str, _Boot] = {}
+        self._booting: dict[str, Boot] = {}
         #: What follows a power change once the BMC has its answer: reaping the stopped
         #: processes, the state file, the progress log, the kubelet resync.
         self._after = ThreadPoolExecutor(max_workers=8, thread_name_prefix="power-after")
@@ -460,188 +438,6 @@ class Lab:
 
         self.bmcs = start_bmcs(self)
 
-    # -- power (what the BMCs act on) -------------------------------------------------------
-
-    def is_on(self, node: str) -> bool:
-        with self.power_lock:
-            return self.power.get(node, False)
-
-    def reporting(self, node: str) -> bool:
-        """On, booted, and its kubelet (kwok) reports: not cut off the network, kubelet
-        running."""
-        with self.power_lock:
-            return (
-                self.power.get(node, False) and node not in self.cut and node not in self._booting
-            )
-
-    def booting(self, node: str) -> bool:
-        """Powered on, its processes not started yet (POST and boot)."""
-        with self.power_lock:
-            return node in self._booting
-
-    def os_state(self, node: str) -> PowerState:
-        """What the node's own OS answers (its SSH server): up once booted, down while it
-        shuts down."""
-        with self.power_lock:
-            up = self.power.get(node, False) and node not in self._booting
-        return PowerState.ON if up else PowerState.OFF
-
-    def power_state(self, node: str) -> PowerState:
-        """What the node's BMCs read: on until its processes are stopped."""
-        with self.power_lock:
-            on = self.power.get(node, False) or node in self._stopping
-        return PowerState.ON if on else PowerState.OFF
-
-    def power_off(self, node: str, *, graceful: bool) -> None:
-        """Cut the node's power, and return as soon as it is cut, as a BMC answers.
-
-        Forced: every process of the node gets SIGKILL at once (none of them runs another
-        instruction). Graceful: they stop in order (SIGTERM, SIGKILL after 10 s), as an OS
-        shuts down after a BMC accepted the request. Either way the node reads on until
-        every process has exited (a killed process keeps its listening sockets open until
-        then, and a connection could still be accepted), so a read-back of "off" means
-        nothing of the node answers. Waiting for the exits, the state file and the progress
-        log are left to a thread of their own: a BMC request used to wait for them, each
-        node's for a different time (the exit was polled at 1, 2, 4 ... 50 ms), and the
-        IPMI BMCs, which answer one request at a time, for every earlier node's too."""
-        with self._node_locks[node]:
-            with self.power_lock:
-                if not self.power[node]:
-                    return
-                self._forget_cut(node)
-                # Not to run from here on (keep_alive, which holds power_lock for its whole
-                # pass, no longer restarts what is stopped next).
-                self.power[node] = False
-                boot = self._booting.pop(node, None)
-                if boot is not None:  # off while booting: its processes never start
-                    boot.cancel()
-                self._stopping.add(node)  # reads on until its processes have exited
-            procs = [self.kwok[node], *reversed(self.cp_procs.get(node, []))]
-            if not graceful:
-                for proc in procs:
-                    proc.kill()
-            self._pending[node] = self._after.submit(self._reap, node, procs, graceful)
-
-    def _reap(self, node: str, procs: list[Proc], graceful: bool) -> None:
-        try:
-            for proc in procs:
-                proc.stop(force=not graceful, timeout_s=10)
-        finally:
-            with self.power_lock:
-                self._stopping.discard(node)
-        self.progress(f"power off {node} ({'graceful' if graceful else 'forced'})")
-        self.write_state("ready")
-
-    def _settle(self, node: str) -> None:
-        """Wait for the node's last power-off to have reaped its processes (a process being
-        killed still reads alive, and ``Proc.start`` would leave it be)."""
-        pending = self._pending.pop(node, None)
-        if pending is not None:
-            try:
-                pending.result()
-            except Exception:  # logged; the power-on goes ahead
-                log.exception("stopping %s's processes failed", node)
-
-    def power_on(self, node: str) -> None:
-        """Turn the node on and return: it reads on from then on. Its processes start after
-        its boot time (``LabSpec.boot_s``; at once with 0), then the kubelet resync, the
-        state file and the progress log follow on another thread."""
-        boot_s = self.spec.boot_s(node)
-        with self._node_locks[node]:
-            self._settle(node)
-            with self.power_lock:
-                if self.power[node]:
-                    return
-                self._forget_cut(node)
-                if boot_s > 0:
-                    # On (its BMCs read On, as a server's during POST), booting: keep_alive
-                    # leaves it alone, its kubelet reports nothing.
-                    self.power[node] = True
-                    boot = _Boot()
-                    self._booting[node] = boot
-                    boot.armed = self._schedule(boot_s, lambda: self._booted(node, boot))
-            if boot_s > 0:
-                self.progress(f"power on {node}: booting for {boot_s:g}s")
-                self._after.submit(self.write_state, "ready").add_done_callback(_log_failure)
-                return
-            # Started while the node still reads off, so keep_alive leaves them alone.
-            self._start_node(node)
-            with self.power_lock:
-                self.power[node] = True
-            self._after.submit(self._powered_on, node).add_done_callback(_log_failure)
-
-    def _start_node(self, node: str) -> None:
-        for proc in [*self.cp_procs.get(node, []), self.kwok[node]]:
-            proc.start()
-
-    def _booted(self, node: str, boot: _Boot) -> None:
-        """The boot timer of ``node`` fired: start its processes, unless it was powered off
-        (or off and on again: another boot) meanwhile."""
-        with self._node_locks[node]:
-            with self.power_lock:
-                if self._booting.get(node) is not boot:
-                    return
-            # Started while still booting, so keep_alive leaves them alone.
-            try:
-                self._start_node(node)
-            finally:
-                with self.power_lock:
-                    self._booting.pop(node, None)
-        try:
-            self._after.submit(self._powered_on, node, "booted").add_done_callback(_log_failure)
-        except RuntimeError:  # the lab is stopping
-            log.info("%s booted while the lab stops", node)
-
-    def _powered_on(self, node: str, what: str = "power on") -> None:
-        """Nothing waits for this one: a failure is logged by :func:`_log_failure`."""
-        if self.resync:
-            self.resync.powered_on(node)
-        self.progress(f"{what} {node}")
-        self.write_state("ready")
-
-    # -- partition and kubelet stop (what the node's SSH server is asked to do) -------------
-
-    def cut_off(self, node: str, kind: str, *, undo_after_s: float) -> None:
-        """The node stays on (its BMC reads On) but stops reporting: its kwok process (the
-        kubelet's stand-in) stops, as when the node is cut off the network or its kubelet
-        stops; its pods keep "running". The undo is armed first: after ``undo_after_s`` the
-        node reports again by itself."""
-        with self._node_locks[node]:
-            with self.power_lock:
-                if not self.power[node]:
-                    raise LabError(f"{node} is off: nothing to cut")
-                if node in self._booting:
-                    raise LabError(f"{node} is booting: its kubelet does not run yet")
-                if node in self.cut:
-                    raise LabError(f"{node} is already cut ({self.cut[node][0]})")
-                timer = threading.Timer(undo_after_s, self.reconnect, args=(node, kind))
-                timer.daemon = True
-                self.cut[node] = (kind, timer)
-                timer.start()
-            self.kwok[node].stop(force=True, timeout_s=10)
-            self.progress(f"{kind} {node} (undone in {undo_after_s:g}s at the latest)")
-        self.write_state("ready")
-
-    def reconnect(self, node: str, kind: str) -> None:
-        """Undo a cut of ``kind`` (idempotent: a node not cut that way is left alone)."""
-        with self._node_locks[node]:
-            with self.power_lock:
-                if self.cut.get(node, ("", None))[0] != kind:
-                    return
-                self._forget_cut(node)
-                on = self.power[node] and node not in self._booting  # booting: starts later
-            if on:
-                self.kwok[node].start()
-                if self.resync:
-                    self.resync.powered_on(node)
-            self.progress(f"{kind} of {node} undone")
-        self.write_state("ready")
-
-    def _forget_cut(self, node: str) -> None:
-        found = self.cut.pop(node, None)
-        if found is not None:
-            found[1].cancel()
-
     #: restarts of one process allowed within RESTART_WINDOW_S before it is left down
     MAX_RESTARTS = 5
     RESTART_WINDOW_S = 600.0
@@ -698,11 +494,6 @@ class Lab:
         if restarted:
             self.write_state("ready")
         return restarted
-
-    def reset(self, node: str) -> None:
-        with self._node_locks[node]:
-            self.power_off(node, graceful=False)
-            self.power_on(node)
 
     # -- stop -------------------------------------------------------------------------------
 
