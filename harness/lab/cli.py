@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError, PowercutError
+from harness.journal.liveness import process_alive
 from harness.lab import build
 from harness.lab.expose import check_address
 from harness.lab.inventory_out import write_inventory
 from harness.lab.pki import LabPKI
-from harness.lab.procs import group_is_ours, pid_alive, recorded_alive, write_identity
+from harness.lab.procs import group_is_ours, recorded_alive, write_identity
 from harness.lab.spec import TIMING_NAMES, LabSpec, busy_ports, default_state_dir
 
 
@@ -297,7 +298,7 @@ def _teardown(root: Path, *, quiet: bool = False) -> bool:
         did = True
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 30
-        while pid_alive(pid) and time.monotonic() < deadline:
+        while process_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
     # Only our own process group: the supervisor started it as a new session, and the
     # recorded identity tells it from a group that merely reuses the number.

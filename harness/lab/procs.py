@@ -10,7 +10,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from harness.journal.liveness import boot_id, start_ticks
+from harness.journal.liveness import boot_id, process_alive, start_ticks
 
 
 class Proc:
@@ -141,7 +141,7 @@ def recorded_alive(path: Path) -> int | None:
     if rec is None:
         return None
     pid, ident = rec
-    return pid if pid_alive(pid) and process_identity(pid) == ident else None
+    return pid if process_alive(pid) and process_identity(pid) == ident else None
 
 
 def group_is_ours(path: Path) -> int | None:
@@ -157,16 +157,6 @@ def group_is_ours(path: Path) -> int | None:
     pid, ident = rec
     if ident.split(":")[0] != _boot_id():
         return None
-    if not pid_alive(pid) or process_identity(pid) == ident:
+    if not process_alive(pid) or process_identity(pid) == ident:
         return pid
     return None
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

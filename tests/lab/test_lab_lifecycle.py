@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.inventory import load_inventory
-from harness.lab.procs import pid_alive
+from harness.journal.liveness import process_alive
 from harness.lab.spec import LabSpec, busy_ports
 from tests.lab.conftest import powercut
 
@@ -63,7 +63,7 @@ def test_up_is_idempotent_and_down_leaves_nothing(tmp_path: Path) -> None:
         spec = LabSpec.load(state)
         pids = _pids(state)
         assert len(pids) >= 6  # supervisor, etcd, apiserver, cm, scheduler, 2 kwoks
-        assert all(pid_alive(p) for p in pids)
+        assert all(process_alive(p) for p in pids)
         # The upstream profile reaches the inventory and the real components' flags.
         assert load_inventory(inv).timings == "upstream"
         argv = {name: _cmdline(pid) for name, pid in _components(state).items()}
@@ -84,7 +84,7 @@ def test_up_is_idempotent_and_down_leaves_nothing(tmp_path: Path) -> None:
         down = powercut("lab", "down", *common, env=env)
     assert "lab stopped" in down.stdout
     assert not state.exists(), "down must remove the state directory"
-    assert not [p for p in pids if pid_alive(p)], "down must stop every process it started"
+    assert not [p for p in pids if process_alive(p)], "down must stop every process it started"
     assert busy_ports(spec.all_ports()) == []
     leaked = set(os.listdir(tmp))
     assert not leaked, f"down left temporary files behind: {sorted(leaked)}"
