@@ -194,3 +194,26 @@ def ensure(state_dir: Path, probe_image: str | None, say: Say) -> Engine:
         if privileged_fails_on_caps(probe_image):
             raise EngineError("privileged containers still fail with the runtime wrapper")
     return Engine(docker_cli(), started, installed)
+
+
+def import_into_containerd(container: str, images: list[str], *flags: str) -> None:
+    """``docker save IMAGES | ctr import`` into the k8s.io namespace of the containerd that
+    runs in ``container`` (a kind node, or the node image being built); ``flags`` are
+    ctr import's own (``--no-unpack``, ``--label=...``). Raises EngineError with ctr's words."""
+    docker = docker_cli()
+    save = subprocess.Popen([docker, "save", *images], stdout=subprocess.PIPE)
+    imp = subprocess.run(
+        [docker, "exec", "-i", container, "ctr", "--namespace=k8s.io", "images", "import",
+         *flags, "--all-platforms", "--digests", "-"],
+        stdin=save.stdout,
+        capture_output=True,
+        text=True,
+        check=False,
+    )  # fmt: skip
+    assert save.stdout is not None
+    save.stdout.close()
+    if save.wait() != 0 or imp.returncode != 0:
+        raise EngineError(
+            f"importing {', '.join(images)} into {container}'s containerd: "
+            f"{imp.stderr.strip()[-1500:]}"
+        )

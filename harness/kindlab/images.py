@@ -356,35 +356,12 @@ def _preload(stage: str, images: list[str], key: str, say: Say) -> None:
             ],
             timeout=60,
         )
-        docker = engine.docker_cli()
-        save = subprocess.Popen([docker, "save", *images], stdout=subprocess.PIPE)
-        imp = subprocess.run(
-            [
-                docker,
-                "exec",
-                "-i",
-                name,
-                "ctr",
-                "--namespace=k8s.io",
-                "images",
-                "import",
-                "--label=io.cri-containerd.pinned=pinned",
-                "--all-platforms",
-                "--no-unpack",
-                "--digests",
-                "-",
-            ],
-            stdin=save.stdout,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert save.stdout is not None
-        save.stdout.close()
-        if save.wait() != 0 or imp.returncode != 0:
-            raise BuildError(
-                f"importing the images into the node's containerd: {imp.stderr[-1500:]}"
+        try:
+            engine.import_into_containerd(
+                name, images, "--label=io.cri-containerd.pinned=pinned", "--no-unpack"
             )
+        except engine.EngineError as exc:
+            raise BuildError(f"the node image's preload: {exc}") from None
         listed = set(
             engine.run(["exec", name, "ctr", "-n", "k8s.io", "images", "list", "-q"]).split()
         )

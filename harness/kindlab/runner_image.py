@@ -319,31 +319,10 @@ def load_into_kind(cluster_name: str, image: str, say: Say) -> list[str]:
     nodes = [c for c in cluster.containers(cluster_name) if not c.endswith("-lb")]
     if not nodes:
         raise BuildError(f"no kind cluster named {cluster_name} (no node containers)")
-    docker = engine.docker_cli()
     for node in nodes:
-        save_p = subprocess.Popen([docker, "save", image], stdout=subprocess.PIPE)
-        imp = subprocess.run(
-            [
-                docker,
-                "exec",
-                "-i",
-                node,
-                "ctr",
-                "--namespace=k8s.io",
-                "images",
-                "import",
-                "--all-platforms",
-                "--digests",
-                "-",
-            ],
-            stdin=save_p.stdout,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert save_p.stdout is not None
-        save_p.stdout.close()
-        if save_p.wait() != 0 or imp.returncode != 0:
-            raise BuildError(f"importing {image} into {node}'s containerd: {imp.stderr[-1500:]}")
+        try:
+            engine.import_into_containerd(node, [image])
+        except engine.EngineError as exc:
+            raise BuildError(str(exc)) from None
         say(f"  {image} imported into {node}")
     return nodes
