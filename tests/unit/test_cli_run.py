@@ -19,15 +19,10 @@ import pytest
 from harness.cli import main
 from harness.cli.run import EXIT_FAILED, EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_PASSED
 from harness.report.allure_env import read_environment
+from tests.fakes.project import INVENTORY
 
 REPO = Path(__file__).resolve().parents[2]
 
-INVENTORY = """\
-name: fake
-cluster: {kubeconfig: kube.conf}
-nodes:
-  - {name: w1, role: worker, power: {driver: kind}}
-"""
 
 FEATURE = """\
 Feature: A throwaway feature

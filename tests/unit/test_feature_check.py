@@ -18,14 +18,9 @@ from harness.cli import main
 from harness.cli.run import EXIT_HARNESS, EXIT_PASSED
 from harness.steps import BUILTIN_FEATURES
 from harness.steps.check import FeaturesDoNotParse, check_feature, check_features, check_text
+from tests.fakes.project import INVENTORY
 
 REPO = Path(__file__).resolve().parents[2]
-INVENTORY = """\
-name: fake
-cluster: {kubeconfig: kube.conf}
-nodes:
-  - {name: w1, role: worker, power: {driver: kind}}
-"""
 
 TYPO = """\
 Feature: A rack goes dark

@@ -22,15 +22,10 @@ import pytest
 
 from harness.cli import main
 from harness.cli.run import EXIT_PASSED
+from tests.fakes.project import INVENTORY
 
 REPO = Path(__file__).resolve().parents[2]
 
-INVENTORY = """\
-name: fake
-cluster: {kubeconfig: kube.conf}
-nodes:
-  - {name: w1, role: worker, power: {driver: kind}}
-"""
 
 FEATURE = """\
 Feature: Shared elsewhere
