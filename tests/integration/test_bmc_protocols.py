@@ -34,7 +34,7 @@ from harness.lab.bmc.ipmi import IpmiServer
 from harness.lab.bmc.redfish import RedfishServer
 from harness.lab.bmc.ssh import SshServer
 from harness.lab.bmc.target import MemoryTarget, PowerCall, system_uuid
-from harness.lab.supervisor import LabError
+from harness.lab.machines import LabError
 from harness.power.base import (
     FailureKind,
     NothingToDo,

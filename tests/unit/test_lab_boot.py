@@ -13,9 +13,10 @@ import pytest
 from harness.errors import ConfigError
 from harness.lab.boot import FakeClock
 from harness.lab.cli import parse_node_seconds
+from harness.lab.machines import LabError
 from harness.lab.procs import Proc
 from harness.lab.spec import LabSpec, Timings
-from harness.lab.supervisor import Lab, LabError
+from harness.lab.supervisor import Lab
 from harness.power.base import PowerState
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
