@@ -209,6 +209,23 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     rep.add_argument("-o", "--out", type=Path, required=True, help="output directory")
     rep.add_argument("--title", default="powercut report")
     rep.add_argument("--previous", type=Path, default=None, help="previous report (history)")
+    rep.add_argument(
+        "--signoff",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="open the report on the sign-off page, its gates judged by these rules (the "
+        "format of signoff.yaml, docs/signoff.md); exit 1 naming a failed gate",
+    )
+    rep.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="results store whose target's earlier runs give the trends and regressions "
+        "(read only: a re-rendered run is not appended); with --target",
+    )
+    rep.add_argument("--target", default=None, metavar="NAME", help="target in the store")
     rep.set_defaults(func=cmd_report)
     cmp = sub.add_parser(
         "compare",
@@ -233,13 +250,80 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from harness.report import history as hist
+    from harness.report.gates import SignOff, load_signoff
     from harness.report.html import render_report
+    from harness.report.signoff import describe_failed_gates, sign_off
 
     if not args.results.is_dir():
         raise ConfigError("not a directory", source=str(args.results))
-    path = render_report(args.results, args.out, title=args.title, previous=args.previous)
+    if (args.store is None) != (args.target is None):
+        raise ConfigError("--store and --target go together", field="--target")
+    previous: tuple[hist.Run, ...] = ()
+    history_path: Path | None = None
+    if args.store is not None:
+        store = hist.target_store(args.store, hist.check_target(args.target))
+        previous = hist.read_history(store.history).runs
+        history_path = store.allure_history
+    # A store's run directory holds its allure-results: its name is the run id, and a run
+    # re-rendered is compared with the runs before it only.
+    run_id = args.results.resolve().parent.name
+    ids = [r.run_id for r in previous]
+    if run_id in ids:
+        previous = previous[: ids.index(run_id)]
+    signed = None
+    if args.signoff is not None or args.store is not None:
+        started, finished = _results_span(args.results)
+        signed = sign_off(
+            args.results,
+            load_signoff(args.signoff) if args.signoff is not None else SignOff(),
+            run_id=run_id,
+            target=args.target or "",
+            started=started,
+            finished=finished,
+            powercut_version=__version__,
+            inventory="",
+            previous=previous,
+        )
+    path = render_report(
+        args.results,
+        args.out,
+        title=args.title,
+        previous=args.previous,
+        history_path=history_path,
+        gates=signed.gates_for_allure if signed else None,
+        signoff_html=signed.page if signed else None,
+    )
     print(f"report: {path}")
-    return 0
+    if signed is None:
+        return 0
+    failed_gates = describe_failed_gates(signed.evaluation)
+    for line in failed_gates:
+        print(f"powercut: {line}", file=sys.stderr)
+    return EXIT_FAILED if failed_gates else EXIT_PASSED
+
+
+def _results_span(results: Path) -> tuple[str, str]:
+    """When the results' scenarios started and stopped (UTC ISO), from their ms stamps."""
+    import json
+
+    from harness.report import history as hist
+
+    stamps: list[int] = []
+    for path in results.glob("*-result.json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        stamps += [v for k in ("start", "stop") if isinstance(v := data.get(k), int)]
+    if not stamps:
+        now = hist.utc_iso()
+        return now, now
+
+    def iso(ms: int) -> str:
+        return hist.utc_iso(dt.datetime.fromtimestamp(ms / 1000, dt.UTC))
+
+    return iso(min(stamps)), iso(max(stamps))
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

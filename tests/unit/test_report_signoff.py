@@ -360,3 +360,46 @@ def test_compare_side_by_side(tmp_path: Path) -> None:
     assert load_run(str(store / "lab" / "runs" / b.run_id)) == b
     with pytest.raises(ConfigError, match=r"no \*-result.json"):
         load_run(str(tmp_path))
+
+
+# -- powercut report: the sign-off of results re-rendered ----------------------------------
+
+
+def test_report_signs_off_re_rendered_results_against_the_runs_before_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli import main
+
+    rendered: list[dict[str, Any]] = []
+
+    def render_report(results: Path, out: Path, **kw: Any) -> Path:
+        rendered.append(kw)
+        return out / "index.html"
+
+    monkeypatch.setattr("harness.report.html.render_report", render_report)
+    store = tmp_path / "store"
+    (tmp_path / "store" / "lab").mkdir(parents=True)
+    earlier, this, later = (f"20261126T1{h}0000Z-00000{h}" for h in (5, 6, 7))
+    for run_id in (earlier, this, later):
+        append_run(store / "lab" / "history.jsonl", run(scenario("Worker"), run_id=run_id))
+    results = store / "lab" / "runs" / this / "allure-results"
+    write_result(results, "Worker", "failed")
+    rc = main(["report", str(results), "-o", str(tmp_path / "out"),
+               "--store", str(store), "--target", "lab"])  # fmt: skip
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert BLOCKER_CRITICAL in err
+    (kw,) = rendered
+    assert kw["signoff_html"] and this in kw["signoff_html"]
+    assert kw["history_path"] == store / "lab" / "allure-history.jsonl"
+    failed = {g["name"] for g in kw["gates"] if not g["passed"]}
+    assert BLOCKER_CRITICAL in failed
+    # the later run is not this run's past; the earlier one is
+    assert "compared with 1 earlier run(s) of this target" in kw["signoff_html"]
+    # without sign-off rules or a store: the report as before, exit 0 whatever the results
+    rendered.clear()
+    assert main(["report", str(results), "-o", str(tmp_path / "out2")]) == 0
+    assert rendered[0]["signoff_html"] is None
+    capsys.readouterr()
+    assert main(["report", str(results), "-o", str(tmp_path / "o3"), "--store", str(store)]) == 2
+    assert "--store and --target go together" in capsys.readouterr().err
