@@ -60,7 +60,7 @@ from harness.scenario.steady import Baseline
 from harness.scenario.targets import Outage, PoweredOn, Targets
 from harness.scenario.workloads import PodInfo, Workload, workload_pods
 from harness.session import Session
-from harness.steps.fixtures import PROVIDED, also_provides, current_step
+from harness.steps.fixtures import PROVIDED, also_provides, current_step, inventory_names
 from harness.steps.plugin import seed_of
 from harness.steps.support.limits import TYPES, Limit, Subject
 
@@ -372,6 +372,7 @@ def some_control_planes(
 
 @given(_p("{amount:Amount} nodes of rack {rack}"), target_fixture="targets")
 @given(_p("{amount:Amount} node of rack {rack}"), target_fixture="targets")
+@inventory_names(rack="rack")
 def some_nodes_of_rack(
     amount: Amount,
     rack: str,
@@ -416,6 +417,7 @@ def some_labelled_nodes(
 
 @given(_p("the node {names}"), target_fixture="targets")
 @given(_p("the nodes {names}"), target_fixture="targets")
+@inventory_names(names="nodes")
 def named_nodes(
     names: str,
     inventory: Inventory,
@@ -439,6 +441,7 @@ def named_nodes(
 
 
 @given(_p("a token is written to each volume of {names}"), target_fixture="tokens")
+@inventory_names(names="workloads")
 def tokens_written(
     names: str, kube: KubeClient, baseline: Baseline, measurements: Measurements
 ) -> Tokens:
@@ -447,10 +450,12 @@ def tokens_written(
     return write_tokens_of(kube, baseline.workloads, parse_names(names), measurements)
 
 
-@given("the API is probed through the cluster endpoint")
-def api_is_probed(api_probes: list[ApiProber]) -> None:
+@given("the API is probed through the cluster endpoint", target_fixture="api_probed")
+def api_is_probed(api_probes: list[ApiProber]) -> list[ApiProber]:
     """GET /readyz and a quorum read (GET a namespace) through the kubeconfig's server, four
-    times a second, until the scenario ends."""
+    times a second, until the scenario ends. Put it before the failure: "the API answered
+    ..." and "etcd kept its quorum ..." judge these probes' samples from the failure on."""
+    return api_probes
 
 
 # -- When: power -----------------------------------------------------------------------------
@@ -1383,7 +1388,7 @@ def api_answered(
     timeline: Timeline,
     budgets: Budgets,
     measurements: Measurements,
-    api_probes: list[ApiProber],
+    api_probed: list[ApiProber],
 ) -> None:
     """GET /readyz through the cluster endpoint: no run of failures longer than the limit,
     from the power-off until now."""
@@ -1397,7 +1402,7 @@ def etcd_kept_quorum(
     timeline: Timeline,
     budgets: Budgets,
     measurements: Measurements,
-    api_probes: list[ApiProber],
+    api_probed: list[ApiProber],
 ) -> None:
     """Quorum reads through the cluster endpoint (GET a namespace, no resourceVersion): no
     run of failures longer than the limit, from the power-off until now."""
