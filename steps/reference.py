@@ -679,7 +679,7 @@ def tag_table() -> list[str]:
         "| tag | meaning |",
         "|---|---|",
     ]
-    out += [f"| `@{name}` | {meaning} |" for name, meaning in MARKERS.items() if name != "lab"]
+    out += [f"| `@{name}` | {meaning} |" for name, meaning in MARKERS.items()]
     out.append("")
     return out
 

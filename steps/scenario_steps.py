@@ -887,7 +887,9 @@ def nodes_ready_again(
     measurements: Measurements,
 ) -> None:
     """Each node's Ready condition turns True, measured from its power-on request (after a
-    deletion: the re-registered Node turns Ready)."""
+    deletion: the re-registered Node turns Ready). A node that never went NotReady (a cut
+    or reboot shorter than the node monitor's grace period) is Ready at once (0 s, noted):
+    put "NotReady within" before the return to require the transition."""
     with _within(limit, budgets, "Ready: " + ", ".join(powered_on.nodes)) as seconds:
         phases.nodes_ready(timeline, powered_on, seconds, measurements)
 

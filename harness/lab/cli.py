@@ -28,7 +28,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     lab = sub.add_parser(
         "lab",
         help="the embedded lab: a real control plane with kwok nodes and BMCs on loopback",
-        description="Build, start, inspect and stop the embedded lab cluster.",
+        description="Build, start, inspect and stop the embedded lab cluster. The lab keeps "
+        "its state (etcd, certificates, kubeconfig, credentials, lab.json) in "
+        "$POWERCUT_LAB_DIR (default ~/.cache/powercut/lab): one lab per directory, so give "
+        "each lab that runs beside another its own directory and --base-port; every lab "
+        "command reads the same variable.",
     )
     lsub = lab.add_subparsers(dest="lab_command", required=True, metavar="COMMAND")
     b = lsub.add_parser(
