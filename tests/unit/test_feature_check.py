@@ -316,3 +316,36 @@ def test_the_builtin_features_are_not_held_to_the_users_inventory(tmp_path: Path
     assert all(p.path == str(mine) for p in err.value.problems)
     with pytest.raises(FeaturesDoNotParse):
         check_features([slo], inventory=inv)  # type: ignore[arg-type]
+
+
+HELDOUT = REPO / "tests" / "lab" / "heldout"
+
+
+def test_the_held_out_features_pass_the_check() -> None:
+    """The regression set a new user wrote from the docs (tests/lab/test_heldout_features.py
+    runs it on a lab, opt-in) matches the grammar in the order it is written."""
+    check_features(sorted((HELDOUT / "features").glob("*.feature")))
+
+
+def test_the_held_out_mistakes_are_each_named_before_anything_runs(tmp_path: Path) -> None:
+    """The mistakes the held-out user made on purpose, each named with file and line."""
+    inv = _inventory(tmp_path)
+    problems: dict[tuple[str, int], str] = {}
+    for path in sorted((HELDOUT / "mistakes").glob("*.feature")):
+        for p in check_feature(
+            path, tags={"epic", "disruptive", "needs_bmc", "serial"}, inventory=inv
+        ):  # type: ignore[arg-type]
+            problems[(Path(p.path).name, p.line)] = p.message
+    expected = {
+        ("typos.feature", 2): "unknown tag @storage",  # the Feature line
+        ("typos.feature", 9): "no step matches When 'the node loses powr'",
+        ("typos.feature", 15): "unknown budget 'the node-notready budget'",
+        ("typos.feature", 20): "no SLO 'web-avialable'",
+        ("typos.feature", 23): "unknown failure kind 'powr'",
+        ("order.feature", 10): "step order: Then 'the node is Ready",
+        ("names.feature", 4): "no rack 'rack-d'",
+        ("names.feature", 5): "no node 'w-z9'",
+    }
+    assert set(problems) == set(expected), problems
+    for where, words in expected.items():
+        assert words in problems[where], (where, problems[where])
