@@ -258,7 +258,9 @@ DIFFERENCES: dict[str, str] = {
     "reboot_nodes": "Lab: forced off, then on: the BMCs read On at once, and the node boots "
     "`--boot-seconds` (15 s `fast`, longer than its 12 s grace period) before kwok starts, "
     "so the node does go NotReady. kind: `docker kill` then `docker start`: the kubelet is "
-    "back in 3-7 s, inside kind's 16 s grace period, so the node may never be NotReady. "
+    "back within kind's 16 s grace period, and the node reads NotReady from the restarted "
+    "kubelet's own first status until its runtime is ready (the built-in reboot feature "
+    "passed on kind). "
     "Real machines: the BMC's power cycle (or `command_reboot` over SSH, which reads On "
     "only once SSH answers again); POST and boot take minutes: use the upstream "
     "node-ready-after-power-on budget or an override.",
@@ -298,8 +300,9 @@ DIFFERENCES: dict[str, str] = {
     "nodes_not_ready": "After a forced failure the node-monitor grace period decides."
     + _TIMINGS
     + " A graceful shutdown on a real kubelet posts NotReady itself, earlier. After a lab "
-    "reboot it comes from the boot time (15 s `fast`); on kind a reboot may come back before "
-    "the grace period runs out, and this step then fails.",
+    "reboot it comes from the boot time (15 s `fast`); on kind from the restarted kubelet's "
+    "first status. A reboot shorter than the grace period whose kubelet comes back Ready at "
+    "once would never be NotReady, and this step then fails.",
     "nodes_tainted_unreachable": "A graceful shutdown on a real kubelet (kind, real "
     "machines) gets the not-ready taint first; this step waits for the unreachable one, "
     "which follows once the node stops posting status. Tainting is rate-limited per zone "
