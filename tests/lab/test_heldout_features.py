@@ -34,6 +34,7 @@ pytestmark = [
 ]
 
 
+@pytest.mark.timeout(3600)  # 15 scenarios: over the suite's 900 s under load
 def test_the_held_out_features_pass_on_the_lab(lab: LabHandle, tmp_path: Path) -> None:
     out = tmp_path / "report"
     proc = powercut(
