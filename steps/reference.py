@@ -131,6 +131,7 @@ RULES: dict[str, str] = {
     "daemon_pods_not_ready": _SKIP.format(what="no DaemonSet pod on the node"),
     "daemon_pods_ready_again": _SKIP.format(what="no DaemonSet pod on the node"),
     "daemon_pods_not_evicted": _SKIP.format(what="no DaemonSet pod on the node"),
+    "drain_evicted_all": _SKIP.format(what="no inventory pod but DaemonSet pods on the nodes"),
     "drain_left_daemon_pods": _SKIP.format(what="no DaemonSet pod on the nodes"),
     "drain_respected_pdbs": _SKIP.format(what="no workload with a PodDisruptionBudget"),
     "services_available": _SKIP.format(what="no critical workload with a health endpoint"),
