@@ -5,8 +5,8 @@ Feature: Operator actions: drain by range, out-of-service taint, repopulation ru
     Given the cluster is in steady state
 
   @normal
-  Scenario: One or two workers drained and uncordoned
-    Given 1-2 worker nodes
+  Scenario: A worker with PDB-protected pods drained, judged in the plural
+    Given a worker node running pods protected by a PodDisruptionBudget and a DaemonSet pod
     When the nodes are drained within the drain budget
     Then no workload went below its PodDisruptionBudget during the drain
     And the nodes' DaemonSet pods were left running
