@@ -23,7 +23,6 @@ from harness.lab.pki import LabPKI
 from harness.lab.procs import group_is_ours, recorded_alive, write_identity
 from harness.lab.spec import TIMING_NAMES, LabSpec, busy_ports, default_state_dir
 
-
 _STATE_HELP = (
     "the lab's state directory (etcd, certificates, kubeconfig, credentials, lab.json; "
     "default $POWERCUT_LAB_DIR, else ~/.cache/powercut/lab): one lab per directory"
