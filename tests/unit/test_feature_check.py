@@ -16,6 +16,7 @@ import pytest
 
 from harness.cli import main
 from harness.cli.run import EXIT_HARNESS, EXIT_PASSED
+from harness.inventory import Inventory, load_inventory
 from harness.steps import BUILTIN_FEATURES
 from harness.steps.check import FeaturesDoNotParse, check_feature, check_features, check_text
 from tests.fakes.project import INVENTORY
@@ -253,9 +254,7 @@ def test_a_step_before_what_it_needs_is_refused_naming_the_steps_that_provide_it
     assert by_line[7].count("I fail") == 1
 
 
-def _inventory(tmp_path: Path, slo: str = "web-available") -> object:
-    from harness.inventory import load_inventory
-
+def _inventory(tmp_path: Path, slo: str = "web-available") -> Inventory:
     path = tmp_path / f"inv-{slo}.yaml"
     path.write_text(
         "name: fake\ncluster: {kubeconfig: kube.conf}\n"
@@ -294,7 +293,7 @@ def test_names_the_inventory_lacks_are_refused_with_the_ones_it_has(tmp_path: Pa
     mid-run (or skip it, for a rack): refused before the run, naming the valid ones."""
     inv = _inventory(tmp_path)
     path = _write(tmp_path, "names.feature", NAMES)
-    problems = check_feature(path, inventory=inv)  # type: ignore[arg-type]
+    problems = check_feature(path, inventory=inv)
     by_line = {p.line: p.message for p in problems}
     assert sorted(by_line) == [4, 5, 6, 8], by_line
     assert "no rack 'rack-c'" in by_line[4] and "valid: rack-a, rack-b" in by_line[4]
@@ -312,10 +311,10 @@ def test_the_builtin_features_are_not_held_to_the_users_inventory(tmp_path: Path
     slo = BUILTIN_FEATURES / "slo.feature"
     mine = _write(tmp_path, "names.feature", NAMES)
     with pytest.raises(FeaturesDoNotParse) as err:
-        check_features([slo, mine], inventory=inv, builtin={slo})  # type: ignore[arg-type]
+        check_features([slo, mine], inventory=inv, builtin={slo})
     assert all(p.path == str(mine) for p in err.value.problems)
     with pytest.raises(FeaturesDoNotParse):
-        check_features([slo], inventory=inv)  # type: ignore[arg-type]
+        check_features([slo], inventory=inv)
 
 
 HELDOUT = REPO / "tests" / "lab" / "heldout"
@@ -334,7 +333,7 @@ def test_the_held_out_mistakes_are_each_named_before_anything_runs(tmp_path: Pat
     for path in sorted((HELDOUT / "mistakes").glob("*.feature")):
         for p in check_feature(
             path, tags={"epic", "disruptive", "needs_bmc", "serial"}, inventory=inv
-        ):  # type: ignore[arg-type]
+        ):
             problems[(Path(p.path).name, p.line)] = p.message
     expected = {
         ("typos.feature", 2): "unknown tag @storage",  # the Feature line
