@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_FLAGS ?=
 
-.PHONY: venv report-tools chart lint types layers unit integration check lab-bin lab-test kind-image kind-test mgmt-test kind-stages report-test features wheel-test fault-test test demo bench clean
+.PHONY: venv report-tools chart lint types layers unit integration check lab-bin lab-test heldout-test kind-image kind-test mgmt-test kind-stages report-test features wheel-test fault-test test demo bench clean
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -48,6 +48,11 @@ lab-bin: venv
 ## the lab tests: one lab per session, every protocol, HA control plane, recovery
 lab-test: lab-bin
 	$(PY) -m pytest tests/lab -m lab -v $(PYTEST_FLAGS)
+
+## the held-out features (tests/lab/heldout: written by a new user from the docs alone) on a
+## lab of their own; opt-in, not part of make test (about 7 minutes)
+heldout-test: lab-bin
+	POWERCUT_TEST_HELDOUT=1 $(PY) -m pytest tests/lab/test_heldout_features.py -m lab -v $(PYTEST_FLAGS)
 
 kind-image: venv
 	.venv/bin/powercut kind build

@@ -5,7 +5,10 @@ run, before pytest starts: a Gherkin syntax error names the file, the line and w
 expected there; a sentence no step matches names the file, the line and the closest
 sentences of the grammar (difflib); a value no step accepts (an amount, a failure word, a
 budget name) names the field and the valid values. One error lists every problem found, and
-nothing runs until all parse. The docs' example test uses the same check on the ```gherkin
+a sentence placed before the steps that provide what it needs (a ``Then`` that measures
+from a power-on, with no power-on before it) names those steps; given the inventory, an SLO,
+a rack or a node it does not have names the ones it has. Nothing runs until all parse. The
+docs' example test uses the same check on the ```gherkin
 blocks of docs/.
 """
 
@@ -25,6 +28,9 @@ from pytest_bdd.steps import StepFunctionContext, step_function_context_registry
 
 from harness.budgets import Budgets, canonical_budget_name
 from harness.errors import ConfigError, PowercutError
+from harness.inventory import Inventory
+from harness.scenario.select import parse_names
+from harness.steps.fixtures import NEEDS, inventory_names_of, needs_of, provided_by, providers
 from harness.steps.plugin import pytest_plugins as _STEP_MODULES
 from harness.steps.support.limits import Limit
 
@@ -122,9 +128,13 @@ def _syntax_message(exc: GherkinParseError) -> str:
     )
 
 
-def _check_values(ctx: StepFunctionContext, text: str) -> str | None:
+def _check_values(
+    ctx: StepFunctionContext, text: str, inventory: Inventory | None = None
+) -> str | None:
     """Why the values of a matched sentence are not accepted, or None: every field's
-    converter runs (amounts, failure words), and a named budget must exist."""
+    converter runs (amounts, failure words), a named budget must exist and, given the
+    inventory, a field that names something of it (an SLO, a rack, nodes) must name what it
+    has."""
     try:
         args = ctx.parser.parse_arguments(text) or {}
     except (ValueError, PowercutError) as exc:
@@ -135,19 +145,60 @@ def _check_values(ctx: StepFunctionContext, text: str) -> str | None:
                 Budgets().get(canonical_budget_name(value.text))
             except PowercutError as exc:
                 return f"{{{name}}}: {exc}"
+    if inventory is not None:
+        for name, kind in inventory_names_of(ctx.step_func).items():
+            if name in args:
+                why = _inventory_value(kind, str(args[name]), inventory)
+                if why is not None:
+                    return f"{{{name}}}: {why}"
     return None
 
 
-def check_step(kind: str, text: str) -> str | None:
-    """Why the sentence ``text`` (of keyword ``kind``) cannot run, or None."""
-    found = [c for c in _contexts(kind) if c.parser.is_matching(text)]
+def _inventory_value(kind: str, value: str, inventory: Inventory) -> str | None:
+    """Why ``value`` names no ``kind`` of the inventory (with the valid names), or None."""
+    source = f" ({inventory.source})" if inventory.source else ""
+    if kind == "slo":
+        valid = [s.name for s in inventory.slos]
+        wanted = [value.strip()]
+        what = "SLO"
+    elif kind == "rack":
+        valid = inventory.racks()
+        wanted = [value.strip().strip('"')]
+        what = "rack"
+    elif kind == "workloads":
+        if any(w.name is None for w in inventory.workloads):
+            return None  # a workload given by selector is named only once resolved
+        valid = list(dict.fromkeys(str(w.name) for w in inventory.workloads))
+        wanted = parse_names(value)
+        what = "workload"
+    else:
+        valid = [n.name for n in inventory.nodes]
+        wanted = parse_names(value)
+        what = "node"
+    for one in wanted:
+        if one not in valid:
+            near = difflib.get_close_matches(one, valid, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            listed = ", ".join(valid) if valid else f"(none: the inventory has no {what}s)"
+            return f"the inventory{source} has no {what} {one!r}{hint}; valid: {listed}"
+    return None
+
+
+def _matching(kind: str, text: str) -> list[StepFunctionContext]:
+    return [c for c in _contexts(kind) if c.parser.is_matching(text)]
+
+
+def check_step(kind: str, text: str, inventory: Inventory | None = None) -> str | None:
+    """Why the sentence ``text`` (of keyword ``kind``) cannot run, or None (``inventory``:
+    also check the names it gives of the inventory's SLOs, racks and nodes)."""
+    found = _matching(kind, text)
     if not found:
         # the words match but a value does not convert (``powr failure``, ``lots worker
         # nodes`` where an amount goes): name the value and what is valid
         for c in _contexts(kind):
             regex = getattr(getattr(c.parser, "parser", None), "_match_re", None)
             if regex is not None and regex.match(text):
-                why = _check_values(c, text)
+                why = _check_values(c, text, inventory)
                 if why is not None:
                     return f"{kind.capitalize()} {text!r}: {why}"
         near = closest(kind, text)
@@ -159,7 +210,28 @@ def check_step(kind: str, text: str) -> str | None:
         return f"{kind.capitalize()} {text!r} matches {len(funcs)} steps: " + ", ".join(
             sorted(f.__name__ for f in funcs)
         )
-    return _check_values(found[0], text)
+    return _check_values(found[0], text, inventory)
+
+
+def _order_problem(kind: str, text: str, provided: set[str]) -> str | None:
+    """Why the matched sentence cannot run where it stands (what it needs that no earlier
+    step of the scenario provides: the run would stop there as a harness error, after the
+    steps before it acted), or None; ``provided`` grows by what the step provides."""
+    found = _matching(kind, text)
+    if len(found) != 1 and len({c.step_func for c in found}) != 1:
+        return None
+    ctx = found[0]
+    missing = [n for n in needs_of(ctx.step_func) if n not in provided]
+    provided.update(provided_by(ctx.step_func, ctx.target_fixture))
+    if not missing:
+        return None
+    need = missing[0]
+    choices = " or ".join(f'"{s}"' for s in providers(need))
+    return (
+        f"step order: {kind.capitalize()} {text!r} measures from "
+        f"{NEEDS.get(need, repr(need))}, which no earlier step of this scenario provides; "
+        f"put {choices} before it"
+    )
 
 
 def _rows(template: object) -> list[dict[str, str]]:
@@ -200,9 +272,12 @@ def check_feature(
     steps: bool = True,
     shown: str | None = None,
     tags: Collection[str] | None = None,
+    inventory: Inventory | None = None,
 ) -> list[Problem]:
     """The problems of one feature file (``shown``: the name to print for it; ``tags``: the
-    registered tags, None not to check them)."""
+    registered tags, None not to check them; ``inventory``: the names of SLOs, racks and
+    nodes the sentences give must be its own). Every sentence must match one step with
+    values it accepts, and stand after the steps that provide what it needs."""
     name = shown or str(path)
     try:
         feature = FeatureParser(str(path.parent), path.name).parse()
@@ -225,8 +300,14 @@ def check_feature(
     for template in feature.scenarios.values():
         for row in _rows(template):
             rendered = template.render(row)
+            provided: set[str] = set()
+            ordered = True  # after a sentence that cannot run, its order is moot
             for step in rendered.steps:
-                why = check_step(step.type, step.name)
+                why = check_step(step.type, step.name, inventory)
+                if why is not None:
+                    ordered = False
+                elif ordered:
+                    why = _order_problem(step.type, step.name, provided)
                 if why is not None:
                     where = _with_row(step, row)
                     problems.setdefault(
@@ -242,10 +323,24 @@ def _with_row(step: Step, row: dict[str, str]) -> str:
 
 
 def check_features(
-    paths: Iterable[Path], *, steps: bool = True, tags: Collection[str] | None = None
+    paths: Iterable[Path],
+    *,
+    steps: bool = True,
+    tags: Collection[str] | None = None,
+    inventory: Inventory | None = None,
+    builtin: Collection[Path] = (),
 ) -> None:
-    """Raise :class:`FeaturesDoNotParse` listing every problem of ``paths``."""
-    problems = [p for path in paths for p in check_feature(path, steps=steps, tags=tags)]
+    """Raise :class:`FeaturesDoNotParse` listing every problem of ``paths``. The names a
+    feature gives of the inventory are checked against ``inventory``, except in the
+    ``builtin`` ones (written for the lab: a cluster without the lab's SLOs still runs the
+    rest, and the step itself says what is missing)."""
+    problems = [
+        p
+        for path in paths
+        for p in check_feature(
+            path, steps=steps, tags=tags, inventory=None if path in builtin else inventory
+        )
+    ]
     if problems:
         raise FeaturesDoNotParse(problems)
 

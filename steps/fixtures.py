@@ -140,19 +140,27 @@ def pytest_bdd_before_step(
         ledger.end(request.node.stash.get(_STEP_PART, None))  # a step that raised
         request.node.stash[_STEP_PART] = ledger.begin(f"{step.keyword} {step.name}")
     provided = request.node.stash.setdefault(PROVIDED, set())
-    parsed = {  # a sentence's own fields (``{outage:Limit}``) are not fixtures
+    needs = [name for name in needs_of(step_func) if name not in provided]
+    if needs:
+        raise _missing(request, needs[0], NEEDS.get(needs[0], f"the {needs[0]!r} of a step"))
+
+
+def needs_of(step_func: Callable[..., Any]) -> list[str]:
+    """What a step function needs from earlier steps, in its signature's order: the
+    fixtures some step provides, less the sentence's own fields (``{outage:Limit}``). The
+    run's hook and the check before the run (:mod:`harness.steps.check`) both use it."""
+    parsed = {
         m.group(1)
         for ctx in step_function_context_registry.values()
         if ctx.step_func is step_func
         for m in _FIELD.finditer(str(ctx.parser.name))
     }
-    needs = [
+    by_steps = _provided_by_steps()
+    return [
         name
         for name in inspect.signature(step_func).parameters
-        if name in _provided_by_steps() and name not in provided and name not in parsed
+        if name in by_steps and name not in parsed
     ]
-    if needs:
-        raise _missing(request, needs[0], NEEDS.get(needs[0], f"the {needs[0]!r} of a step"))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -183,6 +191,7 @@ NEEDS = {
     "drained": "a drain of the node",
     "restarted": "a restart of pods by selector",
     "rerun": "a re-run of a Job",
+    "api_probed": "the API probes (started before the failure)",
     "chaos_run": "a chaos experiment's run",
     "longevity_run": "a longevity run",
     "tokens": "tokens written to the volumes (the data check)",
@@ -206,6 +215,39 @@ def also_provides(*fixtures: str) -> Callable[[F], F]:
     return mark
 
 
+_NAMES = "__powercut_inventory_names__"
+
+#: What a sentence's field may name from the inventory (``the <name> SLO held throughout``):
+#: the kinds :func:`inventory_names` accepts, as a reader says them.
+INVENTORY_NAMES = {
+    "slo": "an SLO of the inventory's `slos`",
+    "rack": "a rack of the inventory",
+    "nodes": "inventory node names (`w-a1`, `w-a1 and w-b1`, `w-a1, w-b1 and w-c1`)",
+    "workloads": "inventory workload names (`quorum`, `quorum and singleton`)",
+}
+
+
+def inventory_names(**fields: str) -> Callable[[F], F]:
+    """Mark a step whose fields name things of the inventory (``rack="rack"``,
+    ``name="slo"``, ``names="nodes"``; kinds in :data:`INVENTORY_NAMES`): the check before
+    the run refuses a name the inventory does not have, with the valid ones, before anything
+    is touched. Put it below the step decorators."""
+    unknown = set(fields.values()) - set(INVENTORY_NAMES)
+    if unknown:
+        raise ValueError(f"unknown inventory name kinds: {sorted(unknown)}")
+
+    def mark(func: F) -> F:
+        setattr(func, _NAMES, dict(fields))
+        return func
+
+    return mark
+
+
+def inventory_names_of(step_func: object) -> dict[str, str]:
+    """The fields of a step that name things of the inventory, and their kinds."""
+    return dict(getattr(step_func, _NAMES, {}))
+
+
 def provided_by(step_func: object, target_fixture: str | None) -> tuple[str, ...]:
     """Every fixture a step function provides: its ``target_fixture`` and the ones marked
     with :func:`also_provides`, once each."""
@@ -215,16 +257,23 @@ def provided_by(step_func: object, target_fixture: str | None) -> tuple[str, ...
 
 
 def providers(fixture: str) -> list[str]:
-    """The sentences of every step that provides ``fixture`` (``target_fixture`` or
-    :func:`also_provides`), as a feature writes them (``{limit:Limit}`` shows as
-    ``<limit>``)."""
+    """One sentence of every step that provides ``fixture`` (``target_fixture`` or
+    :func:`also_provides`), as a feature writes it (``{limit:Limit}`` shows as
+    ``<limit>``): its shortest form, the singular one (``powercut steps`` lists the
+    others)."""
     order = {"given": 0, "when": 1, "then": 2}
-    found = {
-        (order.get(ctx.type or "", 3), (ctx.type or "").capitalize(), ctx.parser.name)
-        for ctx in step_function_context_registry.values()
-        if fixture in provided_by(ctx.step_func, ctx.target_fixture)
-    }
-    return [f"{kind} {_FIELD.sub(_as_placeholder, text)}" for _, kind, text in sorted(found)]
+    shortest: dict[object, tuple[int, str, str]] = {}
+    for ctx in step_function_context_registry.values():
+        if fixture not in provided_by(ctx.step_func, ctx.target_fixture):
+            continue
+        text = str(ctx.parser.name)
+        entry = (order.get(ctx.type or "", 3), (ctx.type or "").capitalize(), text)
+        known = shortest.get(ctx.step_func)
+        if known is None or (len(text), text) < (len(known[2]), known[2]):
+            shortest[ctx.step_func] = entry
+    return [
+        f"{kind} {_FIELD.sub(_as_placeholder, text)}" for _, kind, text in sorted(shortest.values())
+    ]
 
 
 def _as_placeholder(m: re.Match[str]) -> str:

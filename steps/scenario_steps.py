@@ -60,7 +60,7 @@ from harness.scenario.steady import Baseline
 from harness.scenario.targets import Outage, PoweredOn, Targets
 from harness.scenario.workloads import PodInfo, Workload, workload_pods
 from harness.session import Session
-from harness.steps.fixtures import PROVIDED, also_provides, current_step
+from harness.steps.fixtures import PROVIDED, also_provides, current_step, inventory_names
 from harness.steps.plugin import seed_of
 from harness.steps.support.limits import TYPES, Limit, Subject
 
@@ -372,6 +372,7 @@ def some_control_planes(
 
 @given(_p("{amount:Amount} nodes of rack {rack}"), target_fixture="targets")
 @given(_p("{amount:Amount} node of rack {rack}"), target_fixture="targets")
+@inventory_names(rack="rack")
 def some_nodes_of_rack(
     amount: Amount,
     rack: str,
@@ -416,6 +417,7 @@ def some_labelled_nodes(
 
 @given(_p("the node {names}"), target_fixture="targets")
 @given(_p("the nodes {names}"), target_fixture="targets")
+@inventory_names(names="nodes")
 def named_nodes(
     names: str,
     inventory: Inventory,
@@ -439,6 +441,7 @@ def named_nodes(
 
 
 @given(_p("a token is written to each volume of {names}"), target_fixture="tokens")
+@inventory_names(names="workloads")
 def tokens_written(
     names: str, kube: KubeClient, baseline: Baseline, measurements: Measurements
 ) -> Tokens:
@@ -447,10 +450,12 @@ def tokens_written(
     return write_tokens_of(kube, baseline.workloads, parse_names(names), measurements)
 
 
-@given("the API is probed through the cluster endpoint")
-def api_is_probed(api_probes: list[ApiProber]) -> None:
+@given("the API is probed through the cluster endpoint", target_fixture="api_probed")
+def api_is_probed(api_probes: list[ApiProber]) -> list[ApiProber]:
     """GET /readyz and a quorum read (GET a namespace) through the kubeconfig's server, four
-    times a second, until the scenario ends."""
+    times a second, until the scenario ends. Put it before the failure: "the API answered
+    ..." and "etcd kept its quorum ..." judge these probes' samples from the failure on."""
+    return api_probes
 
 
 # -- When: power -----------------------------------------------------------------------------
@@ -882,7 +887,9 @@ def nodes_ready_again(
     measurements: Measurements,
 ) -> None:
     """Each node's Ready condition turns True, measured from its power-on request (after a
-    deletion: the re-registered Node turns Ready)."""
+    deletion: the re-registered Node turns Ready). A node that never went NotReady (a cut
+    or reboot shorter than the node monitor's grace period) is Ready at once (0 s, noted):
+    put "NotReady within" before the return to require the transition."""
     with _within(limit, budgets, "Ready: " + ", ".join(powered_on.nodes)) as seconds:
         phases.nodes_ready(timeline, powered_on, seconds, measurements)
 
@@ -1263,10 +1270,16 @@ def daemon_pods_not_evicted(outage: Outage, timeline: Timeline) -> None:
 @then("every pod of the nodes was evicted through the Eviction API")
 def drain_evicted_all(drained: DrainResult, targets: Targets, timeline: Timeline) -> None:
     """The drain evicted every non-DaemonSet pod of the inventory's workloads on the chosen
-    nodes, and each is gone."""
+    nodes, and each is gone. Nodes that ran none (a count's random choice can draw them)
+    give it nothing to judge: skipped, saying so."""
     expected = {p.ref for p in targets.pods}
+    if not expected:
+        raise NothingToMeasure(
+            f"no pod of an inventory workload (DaemonSets apart) ran on "
+            f"{', '.join(targets.nodes)}: the drain had nothing to evict"
+        )
     missing = sorted(expected - set(drained.evicted))
-    if not expected or missing:
+    if missing:
         raise CheckFailed(
             f"every pod of {drained.node} evicted ({len(expected)} expected)",
             f"not evicted: {', '.join(missing) or 'none'}; evicted: {', '.join(drained.evicted)}",
@@ -1383,7 +1396,7 @@ def api_answered(
     timeline: Timeline,
     budgets: Budgets,
     measurements: Measurements,
-    api_probes: list[ApiProber],
+    api_probed: list[ApiProber],
 ) -> None:
     """GET /readyz through the cluster endpoint: no run of failures longer than the limit,
     from the power-off until now."""
@@ -1397,7 +1410,7 @@ def etcd_kept_quorum(
     timeline: Timeline,
     budgets: Budgets,
     measurements: Measurements,
-    api_probes: list[ApiProber],
+    api_probed: list[ApiProber],
 ) -> None:
     """Quorum reads through the cluster endpoint (GET a namespace, no resourceVersion): no
     run of failures longer than the limit, from the power-off until now."""

@@ -50,6 +50,7 @@ from harness.slo.evaluate import (
     evaluate_slo,
     wait_caught_up,
 )
+from harness.steps.fixtures import inventory_names
 
 
 class SloBreached(AssertionError):
@@ -154,6 +155,7 @@ def _check(
 
 
 @then(parsers.parse("the {name} SLO held throughout"))
+@inventory_names(name="slo")
 def slo_held(
     name: str,
     prometheus_client: PrometheusClient,

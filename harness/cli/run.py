@@ -497,7 +497,11 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     starts = [*args.features, Path.cwd()]
     tags = {*MARKERS, *project_tags(starts), *pytest_markers(starts)} if own else None
     check_features(
-        selected_features(args.features, builtin=not args.no_builtin), steps=own, tags=tags
+        selected_features(args.features, builtin=not args.no_builtin),
+        steps=own,
+        tags=tags,
+        inventory=inv,
+        builtin=set(selected_features([], builtin=True)),
     )
     extra = list(extra or [])
     if extra[:1] == ["--"]:

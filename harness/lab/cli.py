@@ -23,12 +23,21 @@ from harness.lab.pki import LabPKI
 from harness.lab.procs import group_is_ours, recorded_alive, write_identity
 from harness.lab.spec import TIMING_NAMES, LabSpec, busy_ports, default_state_dir
 
+_STATE_HELP = (
+    "the lab's state directory (etcd, certificates, kubeconfig, credentials, lab.json; "
+    "default $POWERCUT_LAB_DIR, else ~/.cache/powercut/lab): one lab per directory"
+)
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     lab = sub.add_parser(
         "lab",
         help="the embedded lab: a real control plane with kwok nodes and BMCs on loopback",
-        description="Build, start, inspect and stop the embedded lab cluster.",
+        description="Build, start, inspect and stop the embedded lab cluster. The lab keeps "
+        "its state (etcd, certificates, kubeconfig, credentials, lab.json) in --state-dir "
+        "DIR, else $POWERCUT_LAB_DIR, else ~/.cache/powercut/lab: one lab per directory, so "
+        "give a lab that runs beside another its own directory and --base-port, and name "
+        "the same directory to status and down.",
     )
     lsub = lab.add_subparsers(dest="lab_command", required=True, metavar="COMMAND")
     b = lsub.add_parser(
@@ -85,14 +94,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "address of the machine (e.g. a Docker network's gateway, for a runner in a "
         "container); certificates and known_hosts name it too",
     )
-    up.add_argument("--state-dir", type=Path, default=None, help=argparse.SUPPRESS)
+    up.add_argument("--state-dir", type=Path, default=None, metavar="DIR", help=_STATE_HELP)
     up.set_defaults(func=cmd_up)
     st = lsub.add_parser("status", help="components, nodes, racks and power states")
-    st.add_argument("--state-dir", type=Path, default=None, help=argparse.SUPPRESS)
+    st.add_argument("--state-dir", type=Path, default=None, metavar="DIR", help=_STATE_HELP)
     st.add_argument("--json", action="store_true", help="machine-readable output")
     st.set_defaults(func=cmd_status)
     dn = lsub.add_parser("down", help="stop everything the lab started (idempotent)")
-    dn.add_argument("--state-dir", type=Path, default=None, help=argparse.SUPPRESS)
+    dn.add_argument("--state-dir", type=Path, default=None, metavar="DIR", help=_STATE_HELP)
     dn.set_defaults(func=cmd_down)
 
 

@@ -23,14 +23,17 @@ from typing import Any, Final
 
 from harness.checks.base import Ref
 from harness.checks.service import PROBE, probe_health
-from harness.errors import PowercutError
+from harness.errors import PowercutError, WaitTimeout
 from harness.kube.client import KubeClient
-from harness.kube.timeline import Timeline
+from harness.kube.timeline import Timeline, match
 from harness.scenario.report import Measurements
 
 API_PROBE: Final = "api"
 ETCD_PROBE: Final = "etcd-quorum"
 PATHS: Final = {API_PROBE: "/readyz", ETCD_PROBE: "/api/v1/namespaces/kube-system"}
+#: How long a probe's judgement waits for a sample started after its window's end: a
+#: request every 0.25 s with a 2 s timeout, and slack.
+SAMPLE_AFTER_S: Final = 5.0
 
 
 class ApiProber:
@@ -99,9 +102,23 @@ def longest_outage(
     measurements: Measurements,
 ) -> None:
     """The longest run of ``probe`` failures from ``since`` (the failure's request)
-    until now, recorded as "``what`` longest outage": no longer than ``seconds``."""
+    until now, recorded as "``what`` longest outage": no longer than ``seconds``.
+
+    The window ends with the first sample the probe starts from now on (waited for, at
+    most :data:`SAMPLE_AFTER_S`): judged right after the failure, a window a fraction of a
+    second long would otherwise hold no sample at all."""
     now = timeline.clock.monotonic()
+    end = now
+    try:
+        after = timeline.wait_for(
+            match(PROBE, probe, after=now - 1e-9),
+            now + SAMPLE_AFTER_S,
+            f"a {what} probe sample after the window's end",
+        )
+        end = after.mono
+    except WaitTimeout:
+        pass  # no sample since: judged on what there is (none at all fails, naming it)
     m = probe_health(
-        timeline, probe, start=since, end=now, min_success_ratio=0.0, max_outage_s=seconds
+        timeline, probe, start=since, end=end, min_success_ratio=0.0, max_outage_s=seconds
     )
     measurements.record(f"{what} longest outage", m.duration_s, seconds, m.detail)

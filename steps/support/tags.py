@@ -31,7 +31,8 @@ from harness.errors import ConfigError
 
 #: powercut's own tags (pytest markers) and what each means.
 MARKERS = {
-    "lab": "needs the embedded lab cluster",
+    "lab": "needs the embedded lab cluster (its names: namespace `lab`, `seed-data`, the "
+    "lab's SLOs; `docs/lab.md`)",
     "disruptive": "powers nodes off or otherwise disturbs the cluster",
     "slow": "takes more than a few seconds",
     "needs_bmc": "switches power through each node's BMC (IPMI or Redfish; the lab's and "

@@ -169,3 +169,24 @@ def test_bad_targets_are_refused() -> None:
         Prober(tl, "no-port")
     with pytest.raises(ConfigError, match="positive"):
         Prober(tl, "127.0.0.1:80", interval_s=0)
+
+
+def test_an_api_outage_judged_right_after_the_failure_waits_for_a_sample_past_its_end() -> None:
+    """ "the API answered ..." placed right after the power-off: the window (failure to now)
+    is a fraction of a second and holds no sample yet. The judgement waits for the probe's
+    next sample (bounded) and ends the window there, instead of failing the product with
+    "no probe samples" (seen in the held-out features, issue 24)."""
+    from harness.scenario.apiprobe import API_PROBE, SAMPLE_AFTER_S, longest_outage
+    from harness.scenario.report import Measurements
+
+    clock = FakeClock(start=10.0)
+    tl = Timeline(clock)
+    clock.call_at(10.4, lambda: tl.record(PROBE, API_PROBE, "ok"))  # the next sample
+    longest_outage(API_PROBE, "API", 40.0, 9.9, tl, Measurements(timeline=tl))
+    assert clock.monotonic() == pytest.approx(10.4)  # waited for it, no longer
+
+    quiet = FakeClock(start=10.0)
+    tl2 = Timeline(quiet)  # a probe that never answers: the wait is bounded, then it fails
+    with pytest.raises(CheckFailed, match="no probe samples"):
+        longest_outage(API_PROBE, "API", 40.0, 9.9, tl2, Measurements(timeline=tl2))
+    assert quiet.monotonic() == pytest.approx(10.0 + SAMPLE_AFTER_S)

@@ -251,6 +251,7 @@ USER_FEATURE = """\
 Feature: My own failure case
   Scenario: My rack goes dark
     Given the cluster is in steady state
+    And one worker node
     When the nodes lose power at once
 """
 

@@ -16,6 +16,7 @@ import pytest
 
 from harness.cli import main
 from harness.cli.run import EXIT_HARNESS, EXIT_PASSED
+from harness.inventory import Inventory, load_inventory
 from harness.steps import BUILTIN_FEATURES
 from harness.steps.check import FeaturesDoNotParse, check_feature, check_features, check_text
 from tests.fakes.project import INVENTORY
@@ -202,3 +203,148 @@ def test_a_bad_tag_table_names_the_file_and_the_key(tmp_path: Path) -> None:
     (tmp_path / "powercut.toml").write_text('[tags]\n"bad tag" = "x"\n')
     with pytest.raises(ConfigError, match=r"powercut.toml:tags.bad tag"):
         project_tags([tmp_path])
+
+
+ORDER = """\
+Feature: Thens before what they measure from
+
+  Scenario: Ready judged before anything powered the node on
+    Given the cluster is in steady state
+    And one worker node
+    When the node loses power
+    Then the node is Ready within the node-ready-after-power-on budget
+
+  Scenario: the API's outage judged with no probe started
+    Given one control-plane node
+    When the node loses power
+    Then the API answered through the cluster endpoint, with no outage longer than 40 seconds
+
+  Scenario: a typo first: what follows is not blamed on the order
+    Given one worker node
+    When the node loses powr
+    Then the node is NotReady within the node-not-ready budget
+
+  Scenario: the same steps in a working order
+    Given the API is probed through the cluster endpoint
+    And one control-plane node
+    When the node loses power
+    Then the API answered through the cluster endpoint, with no outage longer than 40 seconds
+    When the node is powered on again
+    Then the node is Ready within the node-ready-after-power-on budget
+"""
+
+
+def test_a_step_before_what_it_needs_is_refused_naming_the_steps_that_provide_it(
+    tmp_path: Path,
+) -> None:
+    """The run would stop there as a harness error, but only after the steps before it
+    had powered nodes off: the check refuses it before anything is touched (issue 24's
+    held-out features: a Ready before any power-on, an API outage with no probe)."""
+    problems = check_feature(_write(tmp_path, "order.feature", ORDER))
+    by_line = {p.line: p.message for p in problems}
+    assert sorted(by_line) == [7, 12, 16], by_line
+    assert "step order: Then 'the node is Ready" in by_line[7]
+    assert (
+        "the nodes' power-on" in by_line[7] and '"When the node is powered on again"' in by_line[7]
+    )
+    assert '"Given the API is probed through the cluster endpoint"' in by_line[12]
+    assert "no step matches" in by_line[16]  # the typo, and nothing else of that scenario
+    # one sentence per step that provides it, the shortest (singular) form
+    assert '"When the nodes are powered on again"' not in by_line[7]
+    assert by_line[7].count("I fail") == 1
+
+
+def _inventory(tmp_path: Path, slo: str = "web-available") -> Inventory:
+    path = tmp_path / f"inv-{slo}.yaml"
+    path.write_text(
+        "name: fake\ncluster: {kubeconfig: kube.conf}\n"
+        "racks: [{name: rack-a}, {name: rack-b}]\n"
+        "nodes:\n"
+        "  - {name: w-a1, role: worker, rack: rack-a, power: {driver: kind}}\n"
+        "  - {name: w-b1, role: worker, rack: rack-b, power: {driver: kind}}\n"
+        "workloads:\n  - {namespace: shop, kind: Deployment, name: web}\n"
+        "prometheus: {url: 'http://127.0.0.1:9'}\n"
+        f"slos:\n  - {{name: {slo}, expr: up, comparison: '>=', threshold: 1}}\n"
+    )
+    return load_inventory(path)
+
+
+NAMES = """\
+Feature: names of the inventory
+
+  Scenario: each name misspelt
+    Given two nodes of rack rack-c
+    And the nodes w-a1 and w-z9
+    And a token is written to each volume of web and quorum
+    When the nodes lose power at once
+    Then the web-avialable SLO held throughout
+
+  Scenario: each name right
+    Given every node of rack rack-b
+    And the nodes w-a1 and w-b1
+    And a token is written to each volume of web
+    When the nodes lose power at once
+    Then the web-available SLO held throughout
+"""
+
+
+def test_names_the_inventory_lacks_are_refused_with_the_ones_it_has(tmp_path: Path) -> None:
+    """A rack, node, workload or SLO the inventory does not have would stop the scenario
+    mid-run (or skip it, for a rack): refused before the run, naming the valid ones."""
+    inv = _inventory(tmp_path)
+    path = _write(tmp_path, "names.feature", NAMES)
+    problems = check_feature(path, inventory=inv)
+    by_line = {p.line: p.message for p in problems}
+    assert sorted(by_line) == [4, 5, 6, 8], by_line
+    assert "no rack 'rack-c'" in by_line[4] and "valid: rack-a, rack-b" in by_line[4]
+    assert "no node 'w-z9'" in by_line[5] and "w-a1, w-b1" in by_line[5]
+    assert "no workload 'quorum'" in by_line[6] and "valid: web" in by_line[6]
+    assert "no SLO 'web-avialable'" in by_line[8] and "did you mean 'web-available'" in by_line[8]
+    assert check_feature(path) == []  # without an inventory, only the grammar is checked
+
+
+def test_the_builtin_features_are_not_held_to_the_users_inventory(tmp_path: Path) -> None:
+    """The built-in features name the lab's SLOs: a cluster without them still runs the
+    rest (the SLO step itself says what is missing), while the user's own features are
+    checked against their inventory."""
+    inv = _inventory(tmp_path, slo="shop-available")  # not the lab's web-available
+    slo = BUILTIN_FEATURES / "slo.feature"
+    mine = _write(tmp_path, "names.feature", NAMES)
+    with pytest.raises(FeaturesDoNotParse) as err:
+        check_features([slo, mine], inventory=inv, builtin={slo})
+    assert all(p.path == str(mine) for p in err.value.problems)
+    with pytest.raises(FeaturesDoNotParse):
+        check_features([slo], inventory=inv)
+
+
+HELDOUT = REPO / "tests" / "lab" / "heldout"
+
+
+def test_the_held_out_features_pass_the_check() -> None:
+    """The regression set a new user wrote from the docs (tests/lab/test_heldout_features.py
+    runs it on a lab, opt-in) matches the grammar in the order it is written."""
+    check_features(sorted((HELDOUT / "features").glob("*.feature")))
+
+
+def test_the_held_out_mistakes_are_each_named_before_anything_runs(tmp_path: Path) -> None:
+    """The mistakes the held-out user made on purpose, each named with file and line."""
+    inv = _inventory(tmp_path)
+    problems: dict[tuple[str, int], str] = {}
+    for path in sorted((HELDOUT / "mistakes").glob("*.feature")):
+        for p in check_feature(
+            path, tags={"epic", "disruptive", "needs_bmc", "serial"}, inventory=inv
+        ):
+            problems[(Path(p.path).name, p.line)] = p.message
+    expected = {
+        ("typos.feature", 2): "unknown tag @storage",  # the Feature line
+        ("typos.feature", 9): "no step matches When 'the node loses powr'",
+        ("typos.feature", 15): "unknown budget 'the node-notready budget'",
+        ("typos.feature", 20): "no SLO 'web-avialable'",
+        ("typos.feature", 23): "unknown failure kind 'powr'",
+        ("order.feature", 10): "step order: Then 'the node is Ready",
+        ("names.feature", 4): "no rack 'rack-d'",
+        ("names.feature", 5): "no node 'w-z9'",
+    }
+    assert set(problems) == set(expected), problems
+    for where, words in expected.items():
+        assert words in problems[where], (where, problems[where])

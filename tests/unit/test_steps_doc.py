@@ -77,3 +77,27 @@ def test_each_entry_says_what_it_provides_and_needs_once_the_dell_step_included(
         assert not set(d.provides) & set(d.needs), d.function
         if d.type == "then":
             assert "**Nothing to act on or judge:**" in text, d.function
+
+
+def test_every_step_says_how_it_behaves_on_the_lab_kind_and_real_machines() -> None:
+    """Every step has its lab/kind/real-machine entry (a new step must say, even if only
+    that it reads nothing but the API), and the entry is in its reference text."""
+    from harness.steps.reference import DIFFERENCES, collect, entry, step_modules
+
+    docs = {d.function: d for d in collect(step_modules())}
+    assert set(DIFFERENCES) == set(docs), (
+        sorted(set(docs) - set(DIFFERENCES)),
+        sorted(set(DIFFERENCES) - set(docs)),
+    )
+    for name, d in docs.items():
+        assert "**Lab, kind, real machines:** " + DIFFERENCES[name] in "\n".join(entry(d))
+
+
+def test_fields_that_name_inventory_things_say_so_in_the_reference() -> None:
+    from harness.steps.reference import collect, entry, step_modules
+
+    docs = {d.function: d for d in collect(step_modules())}
+    assert dict(docs["slo_held"].names) == {"name": "slo"}
+    assert dict(docs["some_nodes_of_rack"].names) == {"rack": "rack"}
+    text = "\n".join(entry(docs["slo_held"]))
+    assert "an SLO of the inventory's `slos` (checked against the inventory before the run)" in text
