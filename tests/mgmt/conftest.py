@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.kube.client import Forbidden, KubeClient
+from harness.kube.client import ApiError, KubeClient
 from harness.kube.lock import LEASE_NAME, LEASE_NAMESPACE
 from tests.polling import poll_until
 from tests.role_bound import grant, service_account_user, target_role, token_kubeconfig
@@ -116,7 +116,8 @@ def pod_files(
         return v
 
     out = walk(doc)
-    out["cluster"]["kubeconfig"] = "/etc/powercut/target/kubeconfig"
+    # the kubeconfig's own current context (the inventory's names the admin's)
+    out["cluster"] = {"kubeconfig": "/etc/powercut/target/kubeconfig"}
     kc = yaml.safe_load(kubeconfig.read_text())
     for c in kc["clusters"]:
         cl = c["cluster"]
@@ -164,6 +165,7 @@ def lock_policy() -> list[tuple[str, dict[str, Any]]]:
                         f"'{lease} may be written by {RUNNER_USER} only, not by ' "
                         "+ request.userInfo.username"
                     ),
+                    "reason": "Forbidden",
                 }
             ],
         },
@@ -193,7 +195,7 @@ def try_lock_write(client: KubeClient) -> str:
     path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases"
     try:
         client.create(path, body, dryRun="All")
-    except Forbidden as exc:
+    except ApiError as exc:
         return str(exc)
     return "admitted"
 
