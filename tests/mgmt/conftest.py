@@ -91,13 +91,14 @@ def _network_gateway() -> str:
 
 
 def pod_files(
-    lab_inventory: Path, kubeconfig: Path, gateway: str, dest: Path
+    lab_inventory: Path, gateway: str, dest: Path, *, kubeconfig: Path | None = None
 ) -> tuple[dict[str, Any], Path]:
     """The lab's inventory as a runner pod sees it: every 127.0.0.1 endpoint on the gateway,
     every file (password, CA, SSH key, known_hosts) in the target Secret at
-    /etc/powercut/target/<name>, and ``kubeconfig`` (instead of the inventory's) made
-    self-contained with the gateway as server. Returns the inventory and the directory of
-    the Secret's files."""
+    /etc/powercut/target/<name>, and the kubeconfig made self-contained with the gateway as
+    server: ``kubeconfig`` with its own current context if given, else the inventory's (the
+    lab's admin; bench/runner_footprint.py). Returns the inventory and the directory of the
+    Secret's files."""
     doc = yaml.safe_load(lab_inventory.read_text())
     files = dest / "target"
     files.mkdir(parents=True)
@@ -116,8 +117,11 @@ def pod_files(
         return v
 
     out = walk(doc)
-    # the kubeconfig's own current context (the inventory's names the admin's)
-    out["cluster"] = {"kubeconfig": "/etc/powercut/target/kubeconfig"}
+    if kubeconfig is None:
+        kubeconfig = Path(doc["cluster"]["kubeconfig"])
+        out["cluster"]["kubeconfig"] = "/etc/powercut/target/kubeconfig"
+    else:  # its own current context (the inventory's names the admin's)
+        out["cluster"] = {"kubeconfig": "/etc/powercut/target/kubeconfig"}
     kc = yaml.safe_load(kubeconfig.read_text())
     for c in kc["clusters"]:
         cl = c["cluster"]
@@ -340,7 +344,7 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
                  lambda: "may be written by" in try_lock_write(admin), 60, every_s=0.5)  # fmt: skip
         wait_for("the runner's identity to be let write the lock",
                  lambda: try_lock_write(runner) == "admitted", 60, every_s=0.5)  # fmt: skip
-        inv, files = pod_files(tmp / "lab.yaml", runner_kc, gateway, tmp)
+        inv, files = pod_files(tmp / "lab.yaml", gateway, tmp, kubeconfig=runner_kc)
         (tmp / "inventory.yaml").write_text(yaml.safe_dump(inv))
         m = Mgmt(
             kind_dir, lab_dir, gateway, kind_dir / "kubeconfig", kubectl, helm,
