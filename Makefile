@@ -67,7 +67,8 @@ kind-test: kind-image
 ## image) on a Docker network of its own runs the runner image against a lab served on that
 ## network's gateway only: two scheduled runs land in the store with their history and the
 ## page lists them; a second runner is refused by the lock; a runner SIGKILLed mid-scenario
-## is recovered by the next Job's init container, nothing left off, cordoned or tainted
+## is recovered by the next Job's init container, nothing left off, cordoned or tainted; the
+## runner and its init container hold only a ServiceAccount token bound to the target role
 mgmt-test: kind-image lab-bin report-tools chart
 	$(PY) -m pytest tests/mgmt -m mgmt -v -s $(PYTEST_FLAGS)
 

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harness.driver_registry import installed_drivers
-from harness.errors import PowercutError
+from harness.errors import PowercutError, TemporaryError
 from harness.inventory import Inventory, load_inventory
 from harness.journal import Journal, UndoResult, recover, run_alive
 from harness.kube.client import KubeClient
@@ -99,7 +99,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "elsewhere (another pod or machine, whose journal entries this one cannot judge) "
         "holds it, and then nothing is undone (exit 5). WAIT (e.g. 90s): how long to wait "
         "for the lock, such as a killed runner's lease running out. If the API server does "
-        "not answer, the power undos go ahead without the lock",
+        "not answer, the power undos go ahead without the lock; if the lock is refused "
+        "otherwise (a bad kubeconfig, a missing permission), nothing is undone (exit 2)",
     )
     rec.set_defaults(func=cmd_recover)
 
@@ -271,16 +272,33 @@ def cmd_recover(args: argparse.Namespace) -> int:
             held.client.close()
 
 
+def _without_lock(exc: PowercutError) -> None:
+    """Whether recover may go on without the lock after ``exc``: only when the API server
+    does not answer (unreachable, 5xx, 429; power undos need only the BMCs). A refused
+    permission or a wrong kubeconfig is no outage: going on would undo, unlocked, what a run
+    alive elsewhere may still own, so that error stops recover with nothing undone."""
+    if isinstance(exc, TemporaryError):
+        print(f"the API server does not answer ({exc}): recovering without the lock")
+        return
+    print(
+        "not recovering: the cluster lock cannot be taken, and only an API server that does "
+        "not answer lets recover go on without it",
+        file=sys.stderr,
+    )
+    raise exc
+
+
 def _take_lock(client_of: Callable[[], KubeClient], wait_s: float) -> ClusterLock | None:
     """The cluster lock, waiting up to ``wait_s`` for another holder's lease to run out;
-    None when the API server does not answer (power undos need only the BMCs)."""
+    None when the API server does not answer (power undos need only the BMCs). Any other
+    error (a bad kubeconfig, a refused permission) is raised: nothing is undone."""
     deadline = time.monotonic() + wait_s
     said = False
     while True:
         try:
             client = client_of()
         except PowercutError as exc:
-            print(f"the API server does not answer ({exc}): recovering without the lock")
+            _without_lock(exc)
             return None
         lock = ClusterLock(client)
         try:
@@ -297,7 +315,7 @@ def _take_lock(client_of: Callable[[], KubeClient], wait_s: float) -> ClusterLoc
             continue
         except PowercutError as exc:
             client.close()
-            print(f"the API server does not answer ({exc}): recovering without the lock")
+            _without_lock(exc)
             return None
         print(f"holding the cluster lock while recovering ({lock.holder})", flush=True)
         return lock

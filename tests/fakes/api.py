@@ -165,6 +165,8 @@ class FakeApiServer:
         self.watch_failure: int | None = None
         #: When set, every list request is answered with this HTTP status.
         self.list_failure: int | None = None
+        #: Resources every request for is refused with 403 Forbidden (a role without them).
+        self.forbidden: set[str] = set()
         self.bookmark_interval_s: float | None = None
         #: (namespace, name) -> HTTP status to refuse an eviction with, or None to allow it.
         self.eviction_hook: Callable[[str, str], int | None] | None = None
@@ -545,6 +547,10 @@ class _Handler(BaseHTTPRequestHandler):
         with api._cond:
             api.requests.append(Request(method, urlsplit(self.path).path, q, body))
         key = ("" if resource in CLUSTER_SCOPED else namespace, name)
+        if resource in api.forbidden:
+            msg = f"{method} on {resource} refused (test)"
+            self._send(403, _status(403, "Forbidden", msg))
+            return
         if method == "GET" and not name:
             if q.get("watch") in ("1", "true"):
                 self._watch(resource, namespace, q)

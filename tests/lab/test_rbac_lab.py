@@ -30,71 +30,25 @@ from harness.journal import Journal
 from harness.kube.client import Forbidden, KubeClient
 from harness.session import journal_path_for
 from tests.lab.conftest import POWERCUT, LabHandle
+from tests.role_bound import grant, revoke, target_role, token_kubeconfig
 
 pytestmark = [pytest.mark.lab, pytest.mark.disruptive, pytest.mark.serial]
 
 REPO = Path(__file__).resolve().parents[2]
-ROLE = REPO / "deploy" / "rbac" / "target-clusterrole.yaml"
-NAMESPACE = "default"
 #: the two scenarios (pytest-bdd test names) run through the role
 REBOOT = "test_a_worker_is_rebooted_through_its_bmc"
 DRAIN = "test_a_worker_is_drained_powercycled_through_its_bmc_and_uncordoned"
 
 
-def grant(lab: LabHandle, name: str, role: dict[str, Any]) -> str:
-    """A ServiceAccount ``name`` bound to ``role`` (a ClusterRole document, applied under
-    ``name``) and nothing else; returns a token for it from the TokenRequest API."""
-    c = lab.client
-    role = {**role, "metadata": {**role["metadata"], "name": name}}
-    c.apply(f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}", role)
-    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}
-    c.apply(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{name}", sa)
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}],
-    }
-    c.apply(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{name}", binding)
-    request = {
-        "apiVersion": "authentication.k8s.io/v1",
-        "kind": "TokenRequest",
-        "spec": {"expirationSeconds": 3600},
-    }
-    answer = c.create(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{name}/token", request)
-    return str(answer["status"]["token"])
-
-
-def revoke(lab: LabHandle, name: str) -> None:
-    for path in (
-        f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{name}",
-        f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}",
-        f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{name}",
-    ):
-        if lab.client.get_or_none(path) is not None:
-            lab.client.delete(path)
-
-
 def inventory_with_token(lab: LabHandle, name: str, token: str) -> Path:
     """A kubeconfig holding only the token (the lab's server and CA), and a copy of the lab's
     inventory naming it, beside the original so its relative paths still hold."""
-    admin = yaml.safe_load(Path(lab.inventory.cluster.kubeconfig).read_text())
-    cluster = admin["clusters"][0]
-    kubeconfig = lab.inventory_path.parent / f"{name}.kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [cluster],
-                "users": [{"name": name, "user": {"token": token}}],
-                "contexts": [{"name": name, "context": {"cluster": cluster["name"], "user": name}}],
-                "current-context": name,
-            }
-        )
+    kubeconfig = token_kubeconfig(
+        Path(lab.inventory.cluster.kubeconfig),
+        name,
+        token,
+        lab.inventory_path.parent / f"{name}.kubeconfig",
     )
-    kubeconfig.chmod(0o600)
     inv = yaml.safe_load(lab.inventory_path.read_text())
     inv["cluster"] = {"kubeconfig": str(kubeconfig)}
     path = lab.inventory_path.parent / f"{name}.yaml"
@@ -147,8 +101,7 @@ def results(out: Path) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def role() -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load(ROLE.read_text())
-    return doc
+    return target_role()
 
 
 @pytest.fixture
@@ -156,7 +109,7 @@ def granted(lab: LabHandle) -> Iterator[list[str]]:
     names: list[str] = []
     yield names
     for name in names:
-        revoke(lab, name)
+        revoke(lab.client, name)
 
 
 def test_features_from_outside_the_checkout_run_with_only_the_role(
@@ -167,7 +120,9 @@ def test_features_from_outside_the_checkout_run_with_only_the_role(
     tmp_path: Path,
 ) -> None:
     granted.append("powercut-rbac-test")
-    inv = inventory_with_token(lab, "powercut-rbac-test", grant(lab, "powercut-rbac-test", role))
+    inv = inventory_with_token(
+        lab, "powercut-rbac-test", grant(lab.client, "powercut-rbac-test", role)
+    )
     # the token holds the role and nothing else: what it does not grant is refused
     limited = KubeClient.from_kubeconfig(load_inventory(inv).cluster.kubeconfig)
     with pytest.raises(Forbidden):
@@ -197,7 +152,7 @@ def test_a_missing_verb_is_one_clear_error_not_a_cluster_failure(
     rules = [r for r in role["rules"] if r.get("resources") != ["pods/eviction"]]
     assert len(rules) == len(role["rules"]) - 1
     granted.append("powercut-rbac-no-evict")
-    token = grant(lab, "powercut-rbac-no-evict", {**role, "rules": rules})
+    token = grant(lab.client, "powercut-rbac-no-evict", {**role, "rules": rules})
     inv = inventory_with_token(lab, "powercut-rbac-no-evict", token)
     out = tmp_path / "out"
     proc = run(inv, elsewhere, out, DRAIN)

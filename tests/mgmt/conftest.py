@@ -3,6 +3,13 @@ node image the kind stage builds) on a Docker network of its own, the runner ima
 into it, the chart installed with one target: a lab served on that network's gateway only
 (``powercut lab up --expose``), so that the runner pods reach it and nothing else does.
 
+The runner never holds the lab's admin credentials: the target Secret's kubeconfig carries
+only a token of the ServiceAccount ``kube-system/powercut``, bound to
+deploy/rbac/target-clusterrole.yaml alone (tests/role_bound.py, as the lab's RBAC test). A
+ValidatingAdmissionPolicy on the lab lets only that ServiceAccount write the cluster lock
+(Lease ``kube-system/powercut-lock``): a runner or ``recover --lock`` that holds the lock
+did so as that identity, in the API server's own judgement.
+
 Ports: the kind API server at POWERCUT_TEST_MGMT_PORT (default 27000), the lab from
 POWERCUT_TEST_MGMT_LAB_PORT (default that + 200; below the kernel's ephemeral range).
 Everything is removed at the end: the chart's cluster, the network, the lab.
@@ -24,8 +31,10 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.kube.client import KubeClient
+from harness.kube.client import ApiError, KubeClient
+from harness.kube.lock import LEASE_NAME, LEASE_NAMESPACE
 from tests.polling import poll_until
+from tests.role_bound import grant, service_account_user, target_role, token_kubeconfig
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_PORT = int(os.environ.get("POWERCUT_TEST_MGMT_PORT", "27000"))
@@ -35,6 +44,10 @@ NETWORK = f"{NAME}-net"
 NAMESPACE = "powercut"
 RELEASE = "pc"
 TARGET = "lab"
+#: The runner's identity in the target: a ServiceAccount bound to the target role alone.
+RUNNER_SA, RUNNER_SA_NAMESPACE = "powercut", "kube-system"
+RUNNER_USER = service_account_user(RUNNER_SA, RUNNER_SA_NAMESPACE)
+LOCK_POLICY = "powercut-test-lock-writer"
 #: One built-in scenario: a control-plane node loses power and comes back (as wheel-test).
 SCENARIO = os.environ.get("POWERCUT_TEST_MGMT_SCENARIO", "controlplane_node_loses_power")
 POWERCUT = [sys.executable, "-m", "harness.cli"]
@@ -77,11 +90,15 @@ def _network_gateway() -> str:
     return v4[0]
 
 
-def pod_files(lab_inventory: Path, gateway: str, dest: Path) -> tuple[dict[str, Any], Path]:
+def pod_files(
+    lab_inventory: Path, gateway: str, dest: Path, *, kubeconfig: Path | None = None
+) -> tuple[dict[str, Any], Path]:
     """The lab's inventory as a runner pod sees it: every 127.0.0.1 endpoint on the gateway,
     every file (password, CA, SSH key, known_hosts) in the target Secret at
-    /etc/powercut/target/<name>, the kubeconfig self-contained with the gateway as server.
-    Returns the inventory and the directory of the Secret's files."""
+    /etc/powercut/target/<name>, and the kubeconfig made self-contained with the gateway as
+    server: ``kubeconfig`` with its own current context if given, else the inventory's (the
+    lab's admin; bench/runner_footprint.py). Returns the inventory and the directory of the
+    Secret's files."""
     doc = yaml.safe_load(lab_inventory.read_text())
     files = dest / "target"
     files.mkdir(parents=True)
@@ -99,9 +116,12 @@ def pod_files(lab_inventory: Path, gateway: str, dest: Path) -> tuple[dict[str, 
             return v.replace("127.0.0.1", gateway)
         return v
 
-    kubeconfig = Path(doc["cluster"]["kubeconfig"])
     out = walk(doc)
-    out["cluster"]["kubeconfig"] = "/etc/powercut/target/kubeconfig"
+    if kubeconfig is None:
+        kubeconfig = Path(doc["cluster"]["kubeconfig"])
+        out["cluster"]["kubeconfig"] = "/etc/powercut/target/kubeconfig"
+    else:  # its own current context (the inventory's names the admin's)
+        out["cluster"] = {"kubeconfig": "/etc/powercut/target/kubeconfig"}
     kc = yaml.safe_load(kubeconfig.read_text())
     for c in kc["clusters"]:
         cl = c["cluster"]
@@ -118,6 +138,72 @@ def pod_files(lab_inventory: Path, gateway: str, dest: Path) -> tuple[dict[str, 
     return out, files
 
 
+def lock_policy() -> list[tuple[str, dict[str, Any]]]:
+    """A ValidatingAdmissionPolicy (and its binding) that refuses any write of the cluster
+    lock's Lease by anyone but the runner's ServiceAccount."""
+    lease = f"Lease {LEASE_NAMESPACE}/{LEASE_NAME}"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": LOCK_POLICY},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": ["coordination.k8s.io"],
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE", "UPDATE", "DELETE"],
+                        "resources": ["leases"],
+                    }
+                ]
+            },
+            "validations": [
+                {
+                    "expression": (
+                        f"request.namespace != '{LEASE_NAMESPACE}' || "
+                        f"request.name != '{LEASE_NAME}' || "
+                        f"request.userInfo.username == '{RUNNER_USER}'"
+                    ),
+                    "messageExpression": (
+                        f"'{lease} may be written by {RUNNER_USER} only, not by ' "
+                        "+ request.userInfo.username"
+                    ),
+                    "reason": "Forbidden",
+                }
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": LOCK_POLICY},
+        "spec": {"policyName": LOCK_POLICY, "validationActions": ["Deny"]},
+    }
+    base = "/apis/admissionregistration.k8s.io/v1"
+    return [
+        (f"{base}/validatingadmissionpolicies/{LOCK_POLICY}", policy),
+        (f"{base}/validatingadmissionpolicybindings/{LOCK_POLICY}", binding),
+    ]
+
+
+def try_lock_write(client: KubeClient) -> str:
+    """A dry-run creation of the cluster lock's Lease as ``client``: 'admitted' or the
+    API server's refusal (nothing is written either way)."""
+    body = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": LEASE_NAME, "namespace": LEASE_NAMESPACE},
+        "spec": {"holderIdentity": "mgmt-test-probe", "leaseDurationSeconds": 1},
+    }
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases"
+    try:
+        client.create(path, body, dryRun="All")
+    except ApiError as exc:
+        return str(exc)
+    return "admitted"
+
+
 @dataclass
 class Mgmt:
     kind_dir: Path
@@ -127,6 +213,7 @@ class Mgmt:
     kubectl: str
     helm: str
     lab_client: KubeClient
+    runner_client: KubeClient
     timings: dict[str, float]
 
     def k(self, *args: str, timeout: float = 120, check: bool = True) -> str:
@@ -244,11 +331,24 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
             "--inventory-out", str(tmp / "lab.yaml"),
         )  # fmt: skip
         timings["lab up"] = time.monotonic() - t
-        inv, files = pod_files(tmp / "lab.yaml", gateway, tmp)
+        admin = KubeClient.from_kubeconfig(lab_dir / "kubeconfig", timeout_s=10)
+        # the runner's identity: the target role alone, a token valid for the whole test
+        token = grant(admin, RUNNER_SA, target_role(), namespace=RUNNER_SA_NAMESPACE,
+                      expiration_s=6 * 3600)  # fmt: skip
+        runner_kc = token_kubeconfig(lab_dir / "kubeconfig", RUNNER_SA, token,
+                                     tmp / "runner.kubeconfig")  # fmt: skip
+        runner = KubeClient.from_kubeconfig(runner_kc, timeout_s=10)
+        for path, doc in lock_policy():
+            admin.apply(path, doc)
+        wait_for("the lock policy to refuse the lab's admin",
+                 lambda: "may be written by" in try_lock_write(admin), 60, every_s=0.5)  # fmt: skip
+        wait_for("the runner's identity to be let write the lock",
+                 lambda: try_lock_write(runner) == "admitted", 60, every_s=0.5)  # fmt: skip
+        inv, files = pod_files(tmp / "lab.yaml", gateway, tmp, kubeconfig=runner_kc)
         (tmp / "inventory.yaml").write_text(yaml.safe_dump(inv))
         m = Mgmt(
             kind_dir, lab_dir, gateway, kind_dir / "kubeconfig", kubectl, helm,
-            KubeClient.from_kubeconfig(lab_dir / "kubeconfig", timeout_s=10), timings,
+            admin, runner, timings,
         )  # fmt: skip
         run([kubectl, "--kubeconfig", str(m.kubeconfig), "create", "namespace", NAMESPACE])
         m.k("create", "secret", "generic", "lab-target", f"--from-file={files}")
@@ -262,6 +362,7 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
         timings["setup total"] = time.monotonic() - t0
         yield m
         m.lab_client.close()
+        m.runner_client.close()
     finally:
         if os.environ.get("POWERCUT_TEST_MGMT_KEEP") != "1":
             run([*POWERCUT, "lab", "down", "--state-dir", str(lab_dir)], check=False)

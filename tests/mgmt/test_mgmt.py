@@ -1,18 +1,29 @@
 """The chart run for real on a kind management cluster against a lab (tests/mgmt/conftest.py):
 scheduled runs that land in the store with their history, the page listing them, the lock
 refusing a second runner, and a runner killed mid-scenario recovered by the next Job's init
-container. In this order (each test leaves the target clean for the next); the chart is
-installed with its CronJob suspended, and the second test lets it run once on schedule."""
+container, all through an identity bound to the target role alone. In this order (each test
+leaves the target clean for the next); the chart is installed with its CronJob suspended,
+and the scheduled-run test lets it run once on schedule."""
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import time
+from pathlib import Path
 
 import pytest
 
-from tests.mgmt.conftest import RELEASE, TARGET, Mgmt, wait_for
+from tests.mgmt.conftest import (
+    RELEASE,
+    RUNNER_USER,
+    TARGET,
+    Mgmt,
+    run,
+    try_lock_write,
+    wait_for,
+)
 
 # The first test's time includes the management cluster's set-up (a node image rebuilt from
 # cached binaries, kind up, the image, the lab) and a whole run.
@@ -45,6 +56,50 @@ def _runner_running(m: Mgmt, job: str) -> bool:
     return False
 
 
+def test_the_runner_holds_only_the_target_roles_identity(mgmt: Mgmt, tmp_path: Path) -> None:
+    """What the runner pods mount (the target Secret, read back from the management
+    cluster) holds a token of the ServiceAccount and none of the lab's admin credentials;
+    the lab's API server names that token's user and refuses it what the role leaves out.
+    The cluster lock may be written by that user alone (the conftest's admission policy),
+    so every runner and recover below that holds the lock holds it as that user."""
+    m = mgmt
+    secret = m.kj("get", "secret", "lab-target")["data"]
+    files = {k: base64.b64decode(v) for k, v in secret.items()}
+    admin_pki = m.lab_dir / "pki"
+    for name in ("admin.key", "admin.crt"):
+        assert (admin_pki / name).read_bytes() not in files.values(), name
+    kc_doc = files["kubeconfig"].decode()
+    assert "client-key" not in kc_doc and "client-certificate" not in kc_doc, kc_doc[:200]
+    kc = tmp_path / "runner.kubeconfig"
+    kc.write_bytes(files["kubeconfig"])  # its server: the lab on the gateway, as pods see it
+
+    def as_runner(*args: str) -> str:
+        p = run([m.kubectl, "--kubeconfig", str(kc), *args], timeout=60, check=False)
+        return p.stdout.strip()
+
+    assert as_runner("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}") == (
+        RUNNER_USER
+    )
+    denied = {
+        "delete namespaces": ("delete", "namespaces"),
+        "get secrets in kube-system": ("get", "secrets", "-n", "kube-system"),
+        "list secrets everywhere": ("list", "secrets", "-A"),
+        "create pods": ("create", "pods", "-n", "default"),
+        "update nodes (only patch)": ("update", "nodes"),
+    }
+    allowed = {
+        "patch nodes": ("patch", "nodes"),
+        "create pods/eviction": ("create", "pods", "--subresource=eviction", "-n", "default"),
+        "update the lock's Lease": ("update", "leases", "-n", "kube-system"),
+    }
+    said = {what: as_runner("auth", "can-i", *args) for what, args in {**denied, **allowed}.items()}
+    assert {w: a for w, a in said.items() if w in denied} == dict.fromkeys(denied, "no")
+    assert {w: a for w, a in said.items() if w in allowed} == dict.fromkeys(allowed, "yes")
+    # the lock: the lab's admin is refused it, the runner's identity is not
+    assert f"may be written by {RUNNER_USER} only" in try_lock_write(m.lab_client)
+    assert try_lock_write(m.runner_client) == "admitted"
+
+
 def test_a_second_runner_is_refused_by_the_lock(mgmt: Mgmt) -> None:
     m = mgmt
     m.k("create", "job", f"--from=cronjob/{CRONJOB}", "first")
@@ -54,6 +109,7 @@ def test_a_second_runner_is_refused_by_the_lock(mgmt: Mgmt) -> None:
         lambda: (m.lease() or {}).get("spec", {}).get("holderIdentity", "").startswith("first-"),
         300,
     )
+    # (written as the runner's ServiceAccount: the lock's admission policy admits no one else)
     m.k("create", "job", f"--from=cronjob/{CRONJOB}", "second")
     wait_for("the second runner to stop", lambda: m.job_done("second"), 600, every_s=3)
     assert m.job_done("second") == "failed"
@@ -130,8 +186,6 @@ def test_a_runner_killed_mid_scenario_is_recovered_by_the_next_job(mgmt: Mgmt) -
         c["containerID"] for c in pod["status"]["containerStatuses"] if c["name"] == "runner"
     ).split("://")[-1]
     node = pod["spec"]["nodeName"]
-    from tests.mgmt.conftest import run
-
     pid = run(["docker", "exec", node, "crictl", "inspect", "--output", "go-template",
                "--template", "{{.info.pid}}", cid]).stdout.strip()  # fmt: skip
     run(["docker", "exec", node, "kill", "-KILL", pid])
@@ -163,6 +217,7 @@ def test_a_runner_killed_mid_scenario_is_recovered_by_the_next_job(mgmt: Mgmt) -
     clean_after_init = m.lab_clean()
     log = m.logs("next", "recover")
     assert term["exitCode"] == 0, log
+    # held as the runner's ServiceAccount: the lock's admission policy admits no one else
     assert "holding the cluster lock while recovering" in log
     for n in off:
         assert f"power_on(node='{n}')" in log, log

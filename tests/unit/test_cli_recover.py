@@ -238,6 +238,40 @@ def test_with_lock_and_the_api_down_power_is_recovered(
     assert bmcs.power["w1"] is PowerState.ON and bmcs.power["w2"] is PowerState.ON
 
 
+def test_with_lock_refused_by_the_role_nothing_is_undone(
+    inventory_path: Path,
+    journal_path: Path,
+    api: FakeApiServer,
+    bmcs: FakeBmcs,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Credentials without the Lease permissions: that is no outage of the API server, and
+    the lock is what tells a dead run's disruptions from a live one's: nothing is undone."""
+    write_kubeconfig(inventory_path.parent / "kubeconfig", api.url)
+    api.forbidden.add("leases")
+    assert main(["recover", "-i", str(inventory_path), "--lock", "0"]) == 2
+    _, err = capsys.readouterr()
+    assert "not recovering: the cluster lock cannot be taken" in err
+    assert "403 Forbidden" in err and "'leases'" in err
+    assert bmcs.power["w1"] is PowerState.OFF and bmcs.power["w2"] is PowerState.OFF
+    assert len(owed(journal_path)) == 4
+
+
+def test_with_lock_and_a_kubeconfig_without_its_context_nothing_is_undone(
+    inventory_path: Path, journal_path: Path, bmcs: FakeBmcs, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = inventory_path.parent / "kubeconfig"
+    kubeconfig.write_text(
+        kubeconfig.read_text().replace("current-context: fake", "current-context: gone")
+    )
+    assert main(["recover", "-i", str(inventory_path), "--lock", "0"]) == 2
+    _, err = capsys.readouterr()
+    assert "not recovering: the cluster lock cannot be taken" in err
+    assert "'gone' not found" in err, err
+    assert bmcs.power["w1"] is PowerState.OFF and bmcs.power["w2"] is PowerState.OFF
+    assert len(owed(journal_path)) == 4
+
+
 def test_the_journal_is_found_through_a_configmap_mounts_links(tmp_path: Path) -> None:
     """A ConfigMap mount: inventory.yaml -> ..data/inventory.yaml, ..data -> a directory each
     pod's kubelet names after its own moment. The runner's pod and the next Job's pod see
