@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_FLAGS ?=
 
-.PHONY: venv report-tools chart lint types layers unit integration check lab-bin lab-test heldout-test kind-image kind-test mgmt-test kind-stages report-test features wheel-test fault-test test demo bench clean
+.PHONY: venv report-tools chart lint types layers unit integration check lab-bin lab-test heldout-test kind-image kind-host kind-test mgmt-test kind-stages report-test features wheel-test fault-test test demo bench clean
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -60,7 +60,11 @@ kind-image: venv
 ## the real-kubelet tests: a kind cluster (1 control plane, 2 workers) from the node image
 ## built here with no registry; the kind driver's failures against real node containers, and
 ## the kind feature set (features/kind) through `powercut run` on the same cluster
-kind-test: kind-image
+## kind-host: the host's inotify limit raised for the kind nodes (scripts/kind-host.sh says why)
+kind-host:
+	@bash scripts/kind-host.sh
+
+kind-test: kind-image kind-host
 	$(PY) -m pytest tests/kind -m kind -v $(PYTEST_FLAGS)
 
 ## mgmt-test: the chart for real: a kind management cluster (one node, the kind stage's node
@@ -69,7 +73,7 @@ kind-test: kind-image
 ## page lists them; a second runner is refused by the lock; a runner SIGKILLed mid-scenario
 ## is recovered by the next Job's init container, nothing left off, cordoned or tainted; the
 ## runner and its init container hold only a ServiceAccount token bound to the target role
-mgmt-test: kind-image lab-bin report-tools chart
+mgmt-test: kind-image kind-host lab-bin report-tools chart
 	$(PY) -m pytest tests/mgmt -m mgmt -v -s $(PYTEST_FLAGS)
 
 ## the report pipeline end to end: allure-pytest-bdd -> Allure 3 single file -> Chromium
