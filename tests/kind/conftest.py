@@ -57,6 +57,9 @@ class KindCluster:
     client: KubeClient
     base_port: int
     up_output: str
+    #: Why the cluster could not be put back after a test, if it could not: every test after
+    #: it fails at once saying so, instead of each waiting out the restore's timeouts again.
+    broken: str | None = None
 
     def workers(self) -> list[str]:
         return [f"{self.name}-worker", f"{self.name}-worker2"]
@@ -144,10 +147,16 @@ def left_containers(cluster: str) -> list[str]:
 
 
 @pytest.fixture
-def cluster(kind_cluster: KindCluster) -> Iterator[KindCluster]:
+def cluster(kind_cluster: KindCluster, request: pytest.FixtureRequest) -> Iterator[KindCluster]:
     """The session's cluster, put back (every node up and Ready) after each test."""
+    if kind_cluster.broken:
+        pytest.fail(f"the kind cluster is broken: {kind_cluster.broken}")
     yield kind_cluster
-    kind_cluster.restore()
+    try:
+        kind_cluster.restore()
+    except (Exception, pytest.fail.Exception) as exc:
+        kind_cluster.broken = f"not restored after {request.node.name}: {exc}"
+        raise
 
 
 def serving(pod: dict[str, Any]) -> bool:
