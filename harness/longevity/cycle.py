@@ -48,6 +48,7 @@ from harness.inventory import Inventory, WorkloadSpec
 from harness.journal import Terminated
 from harness.kube import actions
 from harness.kube.client import JSON, KubeClient, NotFound, TooManyRequests
+from harness.kube.names import NODE_DOWN_TAINTS, Change, Event
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT, Observer, PodState
 from harness.kube.timeline import Timeline, Transition, WaitFailed
 from harness.kube.waits import wait_node_not_ready, wait_state
@@ -83,12 +84,6 @@ PLURAL: Final = {
     "StatefulSet": "statefulsets",
     "DaemonSet": "daemonsets",
 }
-#: Taints that say a node is not back (the node lifecycle controller's and the operator's).
-NODE_DOWN_TAINTS: Final = (
-    "node.kubernetes.io/unreachable",
-    "node.kubernetes.io/not-ready",
-    "node.kubernetes.io/out-of-service",
-)
 TIMELINES_DIR: Final = "timelines"
 
 
@@ -133,7 +128,7 @@ class _Tracker:
                     continue
                 if t.transition in RELEASED and t.detail.get("node") in self.nodes:
                     self.released.add(pv)
-                elif t.transition == "attached" and pv in self.released:
+                elif t.transition == Change.ATTACHED and pv in self.released:
                     self.reattached.add(pv)
 
     @property
@@ -748,7 +743,7 @@ class LiveRunner:
                     )
                 except NotFound:
                     continue
-                tl.action(p.name, "restarted", namespace=p.namespace, node=node)
+                tl.action(p.name, Event.RESTARTED, namespace=p.namespace, node=node)
                 remediation.setdefault(f"{prefix}restarted", []).append(f"{p.namespace}/{p.name}")
                 self.say(f"cleanup: restarted {p.namespace}/{p.name}, not Ready on {node}")
         problems = self._problems(observer, tracker, workloads, group)
@@ -774,7 +769,7 @@ class LiveRunner:
                 continue
             except NotFound:
                 continue
-            tl.action(pod.name, "respread eviction", namespace=pod.namespace, node=pod.node)
+            tl.action(pod.name, Event.RESPREAD_EVICTION, namespace=pod.namespace, node=pod.node)
             remediation.setdefault(f"{prefix}respread", []).append(f"{pod.namespace}/{pod.name}")
             self.say(f"cleanup: evicted {pod.namespace}/{pod.name} so {w.key} spreads again")
 

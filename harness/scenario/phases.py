@@ -35,6 +35,7 @@ from harness.checks.replay import PodReplay, node_at
 from harness.errors import PermanentError, WaitTimeout
 from harness.kube.actions import restart_pods as restart_pods_action
 from harness.kube.client import JSON, KubeClient
+from harness.kube.names import Act, Stage
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT, Observer
 from harness.kube.timeline import ACTION, Timeline, Transition, match
 from harness.power.base import FailureKind, UnsupportedFailure
@@ -136,8 +137,10 @@ def power_off(
     with allure.step(f"{how}: {', '.join(targets.nodes)}"):
         result = session.power_off(targets.nodes, graceful=graceful, protocol=protocol)
     mine = [t for t in timeline.read_from(before) if t.kind == ACTION]
-    acks = {t.name: t for t in mine if t.transition == "power-off acknowledged"}
-    sent = min((t for t in mine if t.transition == "power-off sent"), key=lambda t: t.mono)
+    acks = {t.name: t for t in mine if t.transition == Act.POWER_OFF.at(Stage.ACKNOWLEDGED)}
+    sent = min(
+        (t for t in mine if t.transition == Act.POWER_OFF.at(Stage.SENT)), key=lambda t: t.mono
+    )
     limit = budgets.power_ack + budgets.power_state_verify
     late = []
     for node in targets.nodes:
@@ -175,8 +178,8 @@ def power_on(
     with allure.step(f"power on: {', '.join(targets.nodes)}"):
         result = session.power_on(targets.nodes)
     mine = [t for t in timeline.read_from(before) if t.kind == ACTION]
-    sent = {t.name: t for t in mine if t.transition == "power-on sent"}
-    acks = {t.name: t for t in mine if t.transition == "power-on acknowledged"}
+    sent = {t.name: t for t in mine if t.transition == Act.POWER_ON.at(Stage.SENT)}
+    acks = {t.name: t for t in mine if t.transition == Act.POWER_ON.at(Stage.ACKNOWLEDGED)}
     restored = []
     limit = budgets.power_ack + budgets.power_state_verify
     late = []
@@ -287,10 +290,10 @@ def reboot(
         measurements.record(
             f"{node} power cycle confirmed", result.acknowledged[node] - result.sent[node], None
         )
-    cycle_sent = _actions_since(timeline, before, "power-cycle sent")
-    cycle_acks = _actions_since(timeline, before, "power-cycle acknowledged")
-    off_acks = _actions_since(timeline, before, "power-cycle off acknowledged")
-    on_sent = _actions_since(timeline, before, "power-cycle on sent")
+    cycle_sent = _actions_since(timeline, before, Act.POWER_CYCLE.at(Stage.SENT))
+    cycle_acks = _actions_since(timeline, before, Act.POWER_CYCLE.at(Stage.ACKNOWLEDGED))
+    off_acks = _actions_since(timeline, before, Act.POWER_CYCLE_OFF.at(Stage.ACKNOWLEDGED))
+    on_sent = _actions_since(timeline, before, Act.POWER_CYCLE_ON.at(Stage.SENT))
     nodes = targets.nodes
     outage = Outage(
         targets,
@@ -392,7 +395,7 @@ def node_gone(tl: Timeline, node: str, since: Transition, seconds: float, ms: Me
 def out_of_service_removed(
     tl: Timeline, node: str, powered_on: PoweredOn, seconds: float, ms: Measurements
 ) -> None:
-    sent = L.last_action(tl, node, {"untaint sent"})
+    sent = L.last_action(tl, node, {Act.UNTAINT.at(Stage.SENT)})
     if sent is None or sent.mono < powered_on.sent[node].mono:
         raise CheckFailed(
             f"the out-of-service taint removed from {node} after its power-on",

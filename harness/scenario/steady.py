@@ -19,17 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.inventory import Inventory
+from harness.kube.names import NODE_DOWN_TAINTS, Change, Kind
 from harness.kube.observer import Observer
 from harness.kube.waits import wait_state
 from harness.scenario.workloads import Workload
 
-FAILURE_TAINT_KEYS = frozenset(
-    {
-        "node.kubernetes.io/unreachable",
-        "node.kubernetes.io/not-ready",
-        "node.kubernetes.io/out-of-service",
-    }
-)
+FAILURE_TAINT_KEYS = frozenset(NODE_DOWN_TAINTS)
 
 
 @dataclass(frozen=True)
@@ -50,8 +45,8 @@ class Baseline:
 
 
 def _probe_ok(observer: Observer, probe: str) -> bool | None:
-    last = observer.timeline.last("Probe", probe)
-    return None if last is None else last.transition == "ok"
+    last = observer.timeline.last(Kind.PROBE, probe)
+    return None if last is None else last.transition == Change.OK
 
 
 def problems(
