@@ -380,7 +380,7 @@ class Session:
     ) -> None:
         self.inventory = inventory
         self._client = client
-        self.timeline = timeline or Timeline()
+        self.timeline = timeline if timeline is not None else Timeline()
         self.journal_path = journal_path or journal_path_for(inventory)
         self.keep_on_failure = keep_on_failure
         self.dry_run = dry_run

@@ -43,7 +43,7 @@ from harness.errors import ConfigError
 from harness.inventory import Inventory
 from harness.kube.actions import DrainResult
 from harness.kube.client import KubeClient
-from harness.kube.ledger import HOLD
+from harness.kube.names import Act, Stage
 from harness.kube.observer import Observer
 from harness.kube.timeline import ACTION, Timeline, Transition, match
 from harness.power.base import FailureKind
@@ -646,55 +646,19 @@ def fail_nodes(
                 nothing=f"{workers.text} workers and {primary.text} primaries",
             )
         )
-    hold_s = limit.seconds(budgets)
     with session.timeline.ledger.part(f"{kind.value} failure and return"):
-        return _fail_and_return(
-            request, session, targets, observer, budgets, measurements, kind, hold_s
-        )
-
-
-def _fail_and_return(
-    request: pytest.FixtureRequest,
-    session: Session,
-    targets: Targets,
-    observer: Observer,
-    budgets: Budgets,
-    measurements: Measurements,
-    kind: FailureKind,
-    hold_s: float,
-) -> Outage:
-    nodes = targets.nodes
-    if kind in (FailureKind.POWER_OFF, FailureKind.GRACEFUL):
-        outage = phases.power_off(
+        outage, back = phases.fail(
             session,
             targets,
             observer,
             budgets,
             measurements,
-            graceful=kind is FailureKind.GRACEFUL,
+            kind,
+            hold_s=limit.seconds(budgets),
         )
-        _hold(kind, nodes, hold_s, session)
-        back = phases.power_on(session, targets, budgets, measurements)
-    elif kind is FailureKind.REBOOT:
-        rebooted = phases.reboot(session, targets, observer, measurements, off_s=hold_s)
-        outage, back = rebooted.outage, rebooted.back
-    else:
-        outage = phases.cut(
-            session, targets, observer, kind, undo_after_s=hold_s + budgets.recovery
-        )
-        _hold(kind, nodes, hold_s, session)
-        back = phases.uncut(session, outage)
     _provide(request, "targets", targets)
     _provide(request, "powered_on", back)
     return outage
-
-
-def _hold(kind: FailureKind, nodes: Sequence[str], seconds: float, session: Session) -> None:
-    with (
-        allure.step(f"hold the {kind.value} failure of {', '.join(nodes)} for {seconds:g}s"),
-        session.timeline.ledger.waiting(HOLD),
-    ):
-        time.sleep(seconds)
 
 
 def _provide(request: pytest.FixtureRequest, name: str, value: object) -> None:
@@ -873,7 +837,7 @@ def node_object_gone(
     what = "Node deleted: " + ", ".join(targets.nodes)
     with _within(limit, budgets, what) as seconds:
         for node in targets.nodes:
-            sent = L.last_action(timeline, node, {"delete-node sent"}) or resolution
+            sent = L.last_action(timeline, node, {Act.DELETE_NODE.at(Stage.SENT)}) or resolution
             phases.node_gone(timeline, node, sent, seconds, measurements)
 
 
@@ -906,7 +870,9 @@ def out_of_service_taint_gone(
 ) -> None:
     """The out-of-service taint was removed from each chosen node after it powered on (not
     before), and the Node no longer carries it, measured from the removal request."""
-    unremoved = [n for n in targets.nodes if L.last_action(timeline, n, {"untaint sent"}) is None]
+    unremoved = [
+        n for n in targets.nodes if L.last_action(timeline, n, {Act.UNTAINT.at(Stage.SENT)}) is None
+    ]
     if unremoved:  # the feature never asked: a harness error, not the cluster's failure
         raise MissingStep(
             f"the out-of-service taint gone from {', '.join(unremoved)}",

@@ -126,8 +126,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         choices=("power", "graceful", "reboot", "partition", "kubelet"),
         default=None,
         help="how each group fails: power (forced power-off through the BMC; default), "
-        "graceful (graceful shutdown), reboot (power cycle: forced off, then on again at "
-        "once, without the minimum outage; measured from the two acknowledgements), "
+        "graceful (graceful shutdown), reboot (the BMC's power cycle, as the steps' reboot: "
+        "off and on again, without the minimum outage; measured from the cycle's request "
+        "to its acknowledgement), "
         "partition (cut off the network, the node keeps running), kubelet (kubelet "
         "stopped); partition and kubelet need a driver that can "
         "(SSH), and the nodes undo them by themselves if the run dies",

@@ -70,6 +70,7 @@ from harness.longevity.measure import (
 from harness.longevity.records import CycleRecord, PhaseBudgets
 from harness.power.base import FailureKind
 from harness.safety import NO_RACK
+from harness.scenario import disrupt
 from harness.session import Session
 from harness.slo.client import PrometheusClient
 from harness.slo.evaluate import window_verdicts
@@ -173,9 +174,10 @@ def seed_timeline(tl: Timeline, observer: Observer) -> None:
     tl.extend(batch)
 
 
-#: The failure kinds a longevity cycle can inflict. A reboot is a power cycle of the group:
-#: forced off, then on again at once (no minimum outage), each acknowledged by the BMC, so
-#: it is measured like a power loss from those two acknowledgements.
+#: The failure kinds a longevity cycle can inflict, through the steps' dispatch
+#: (:func:`harness.scenario.disrupt.inflict`). A reboot is the BMC's power cycle of the
+#: group (several nodes: off together, then on together; no minimum outage), measured from
+#: the cycle's request to its acknowledgement (the BMC answers once the node reads on).
 LONGEVITY_KINDS = (
     FailureKind.POWER_OFF,
     FailureKind.GRACEFUL,
@@ -543,26 +545,22 @@ class LiveRunner:
             {v.pv for v in observer.volume_attachments() if v.node in nodes and v.attached},
             nodes,
         )
-        kind = self.failure
-        if kind in (FailureKind.PARTITION, FailureKind.KUBELET_STOP):
-            # The nodes undo the cut by themselves if this run dies: after the outage and
-            # the cleanup budget at the latest.
-            off = session.cut(
-                group.nodes, kind, undo_after_s=self.outage_s + self.budgets.cleanup + 60.0
-            )
-        else:
-            off = session.power_off(
-                group.nodes, graceful=kind is FailureKind.GRACEFUL, protocol=self.protocol
-            )
+        # One dispatch with the steps (harness.scenario.disrupt): a reboot is the BMC's
+        # power cycle; a cut node undoes the cut by itself if this run dies (after the
+        # outage and the cleanup budget at the latest).
+        off = disrupt.inflict(
+            session,
+            group.nodes,
+            self.failure,
+            undo_after_s=self.outage_s + self.budgets.cleanup + 60.0,
+            protocol=self.protocol,
+        )
         t0 = off.first_ack
-        if kind is not FailureKind.REBOOT:  # a reboot's nodes come back at once
+        if not off.back_by_itself:  # a reboot's nodes come back at once
             self._outage(observer, plan, t0)
             wait_until_time(tl, t0 + self.outage_s, "the minimum outage")
         tl.action(MARK, OUTAGE_END)
-        if kind in (FailureKind.PARTITION, FailureKind.KUBELET_STOP):
-            on = session.uncut(group.nodes, kind)
-        else:
-            on = session.power_on(group.nodes, protocol=self.protocol)
+        on = disrupt.restore(session, off, protocol=self.protocol)
         cleaned, note = self._cleanup(tl, observer, tracker, plan, on.first_ack, remediation)
         if cleaned:
             tl.action(MARK, CLEANUP_DONE)

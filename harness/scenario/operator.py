@@ -94,8 +94,10 @@ def drain(
 
 def drain_window(tl: Timeline, nodes: Sequence[str]) -> tuple[Transition, Transition]:
     """From the first node's drain request to the last node's drain end."""
-    start = _first(tl, nodes, "drain sent")
-    end = max((L.require_action(tl, n, "drain done") for n in nodes), key=lambda t: t.mono)
+    start = _first(tl, nodes, Act.DRAIN.at(Stage.SENT))
+    end = max(
+        (L.require_action(tl, n, Act.DRAIN.at(Stage.DONE)) for n in nodes), key=lambda t: t.mono
+    )
     return start, end
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -33,12 +34,13 @@ from harness.checks import (
 from harness.checks import phase as P
 from harness.checks.replay import PodReplay, node_at
 from harness.errors import PermanentError, WaitTimeout
-from harness.kube.actions import restart_pods as restart_pods_action
 from harness.kube.client import JSON, KubeClient
+from harness.kube.ledger import HOLD
 from harness.kube.names import Act, Stage
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT, Observer
 from harness.kube.timeline import ACTION, Timeline, Transition, match
-from harness.power.base import FailureKind, UnsupportedFailure
+from harness.power.base import FailureKind
+from harness.scenario import disrupt
 from harness.scenario import lost as L
 from harness.scenario.errors import NothingToMeasure, UnsupportedKind
 from harness.scenario.report import Measurements
@@ -128,19 +130,14 @@ def power_off(
 ) -> Outage:
     """Power the targets off in parallel; each BMC must confirm within power-ack +
     power-state-verify."""
-    timeline = session.timeline
     alive = {p.uid for p in observer.pods()}
     how = ("graceful shutdown" if graceful else "power off") + (
         f" through {protocol}" if protocol else ""
     )
-    before = len(timeline)
+    kind = FailureKind.GRACEFUL if graceful else FailureKind.POWER_OFF
     with allure.step(f"{how}: {', '.join(targets.nodes)}"):
-        result = session.power_off(targets.nodes, graceful=graceful, protocol=protocol)
-    mine = [t for t in timeline.read_from(before) if t.kind == ACTION]
-    acks = {t.name: t for t in mine if t.transition == Act.POWER_OFF.at(Stage.ACKNOWLEDGED)}
-    sent = min(
-        (t for t in mine if t.transition == Act.POWER_OFF.at(Stage.SENT)), key=lambda t: t.mono
-    )
+        done = disrupt.inflict(session, targets.nodes, kind, undo_after_s=0.0, protocol=protocol)
+    result = done.result
     limit = budgets.power_ack + budgets.power_state_verify
     late = []
     for node in targets.nodes:
@@ -160,11 +157,12 @@ def power_off(
     return Outage(
         targets,
         tuple(p for p in targets.pods if p.uid in alive),
-        sent,
-        acks,
+        done.first_sent,
+        done.acks,
         protocol or "",
         graceful,
         result.skew_s,
+        kind,
     )
 
 
@@ -173,13 +171,9 @@ def power_on(
 ) -> PoweredOn:
     """Power the targets on; re-create a Node object deleted earlier if it is still absent
     (a real kubelet re-registers by itself; the lab's simulated one does not)."""
-    timeline = session.timeline
-    before = len(timeline)
     with allure.step(f"power on: {', '.join(targets.nodes)}"):
-        result = session.power_on(targets.nodes)
-    mine = [t for t in timeline.read_from(before) if t.kind == ACTION]
-    sent = {t.name: t for t in mine if t.transition == Act.POWER_ON.at(Stage.SENT)}
-    acks = {t.name: t for t in mine if t.transition == Act.POWER_ON.at(Stage.ACKNOWLEDGED)}
+        back = disrupt.bring_back(session, targets.nodes, FailureKind.POWER_OFF)
+    result = back.result
     restored = []
     limit = budgets.power_ack + budgets.power_state_verify
     late = []
@@ -194,18 +188,46 @@ def power_on(
     _fail_if(
         late, f"every BMC to confirm the power-on within {limit:g}s", limit, "power-on", late=True
     )
-    return PoweredOn(targets.nodes, sent, acks, tuple(restored))
+    return PoweredOn(targets.nodes, back.sent, back.acks, tuple(restored))
 
 
 # -- failures beyond power: partition, kubelet stop, reboot -----------------------------------
 
 
-def _actions_since(timeline: Timeline, before: int, transition: str) -> dict[str, Transition]:
-    return {
-        t.name: t
-        for t in timeline.read_from(before)
-        if t.kind == ACTION and t.transition == transition
-    }
+def fail(
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    budgets: Budgets,
+    measurements: Measurements,
+    kind: FailureKind,
+    *,
+    hold_s: float,
+) -> tuple[Outage, PoweredOn]:
+    """Fail the targets with ``kind``, hold the failure ``hold_s``, then bring them back:
+    the outage and the return, which the later phases measure from. A reboot holds the
+    power off ``hold_s`` within one power cycle (the node then boots by itself). The one
+    dispatch of a failure step (:mod:`harness.scenario.disrupt`)."""
+    if kind in (FailureKind.POWER_OFF, FailureKind.GRACEFUL):
+        outage = power_off(
+            session, targets, observer, budgets, measurements, graceful=kind is FailureKind.GRACEFUL
+        )
+        _hold(kind, targets.nodes, hold_s, session)
+        return outage, power_on(session, targets, budgets, measurements)
+    if kind is FailureKind.REBOOT:
+        rebooted = reboot(session, targets, observer, measurements, off_s=hold_s)
+        return rebooted.outage, rebooted.back
+    outage = cut(session, targets, observer, kind, undo_after_s=hold_s + budgets.recovery)
+    _hold(kind, targets.nodes, hold_s, session)
+    return outage, uncut(session, outage)
+
+
+def _hold(kind: FailureKind, nodes: Sequence[str], seconds: float, session: Session) -> None:
+    with (
+        allure.step(f"hold the {kind.value} failure of {', '.join(nodes)} for {seconds:g}s"),
+        session.timeline.ledger.waiting(HOLD),
+    ):
+        time.sleep(seconds)
 
 
 def cut(
@@ -219,40 +241,30 @@ def cut(
     """Cut the targets off the network or stop their kubelets; they stay powered on and
     their pods keep running. The undo is armed on each node first (back by itself after
     ``undo_after_s``). A node whose drivers cannot do ``kind`` skips the scenario."""
-    for node in targets.nodes:
-        try:
-            session.failure_driver(node, kind)
-        except UnsupportedFailure as exc:
-            raise UnsupportedKind(str(exc)) from None
-    timeline = session.timeline
+    why = disrupt.unsupported(session, targets.nodes, kind)
+    if why is not None:
+        raise UnsupportedKind(why)
     alive = {p.uid for p in observer.pods()}
-    before = len(timeline)
     with allure.step(f"{kind.value}: {', '.join(targets.nodes)} (undone after {undo_after_s:g}s)"):
-        result = session.cut(targets.nodes, kind, undo_after_s=undo_after_s)
-    sent = _actions_since(timeline, before, f"{kind.value} sent")
-    acks = _actions_since(timeline, before, f"{kind.value} acknowledged")
+        done = disrupt.inflict(session, targets.nodes, kind, undo_after_s=undo_after_s)
     return Outage(
         targets,
         tuple(p for p in targets.pods if p.uid in alive),
-        min(sent.values(), key=lambda t: t.mono),
-        acks,
+        done.first_sent,
+        done.acks,
         "",
         False,
-        result.skew_s,
+        done.result.skew_s,
         kind,
     )
 
 
 def uncut(session: Session, outage: Outage) -> PoweredOn:
     """Undo a partition or a kubelet stop now; later phases measure from the request."""
-    timeline = session.timeline
-    before = len(timeline)
-    verb = "heal" if outage.kind is FailureKind.PARTITION else "kubelet-start"
-    with allure.step(f"{verb}: {', '.join(outage.nodes)}"):
-        session.uncut(outage.nodes, outage.kind)
-    sent = _actions_since(timeline, before, f"{verb} sent")
-    acks = _actions_since(timeline, before, f"{verb} acknowledged")
-    return PoweredOn(outage.nodes, sent, acks, ())
+    verb = disrupt.VERBS[outage.kind][1]
+    with allure.step(f"{verb.value}: {', '.join(outage.nodes)}"):
+        back = disrupt.bring_back(session, outage.nodes, outage.kind)
+    return PoweredOn(outage.nodes, back.sent, back.acks, ())
 
 
 @dataclass(frozen=True)
@@ -272,41 +284,38 @@ def reboot(
     *,
     off_s: float = 0.0,
 ) -> Rebooted:
-    """Power-cycle the targets through their power drivers; returns once each reads back
-    as on (a BMC reads On while the server POSTs and boots: its kubelet comes later).
+    """Power-cycle the targets through their power drivers (:func:`disrupt.inflict`);
+    returns once each reads back as on (a BMC reads On while the server POSTs and boots:
+    its kubelet comes later).
 
     ``off_s`` = 0: one cycle as the driver does it (for one node the BMC's own reset, for
     several the synchronized off and on); > 0: the power stays off ``off_s`` seconds
     between the two. The failure is measured from each node's power-off acknowledgement
     (the cycle's own for a BMC reset), the return from its power-on request (the cycle's
     request for a BMC reset)."""
-    timeline = session.timeline
     alive = {p.uid for p in observer.pods()}
-    before = len(timeline)
     held = f", off for {off_s:g}s" if off_s > 0 else ""
     with allure.step(f"reboot (power cycle{held}): {', '.join(targets.nodes)}"):
-        result = session.power_cycle(targets.nodes, off_s=off_s)
+        done = disrupt.inflict(
+            session, targets.nodes, FailureKind.REBOOT, undo_after_s=0.0, off_s=off_s
+        )
+    result = done.result
     for node in targets.nodes:
         measurements.record(
             f"{node} power cycle confirmed", result.acknowledged[node] - result.sent[node], None
         )
-    cycle_sent = _actions_since(timeline, before, Act.POWER_CYCLE.at(Stage.SENT))
-    cycle_acks = _actions_since(timeline, before, Act.POWER_CYCLE.at(Stage.ACKNOWLEDGED))
-    off_acks = _actions_since(timeline, before, Act.POWER_CYCLE_OFF.at(Stage.ACKNOWLEDGED))
-    on_sent = _actions_since(timeline, before, Act.POWER_CYCLE_ON.at(Stage.SENT))
-    nodes = targets.nodes
+    back = disrupt.restore(session, done)
     outage = Outage(
         targets,
         tuple(p for p in targets.pods if p.uid in alive),
-        min(cycle_sent.values(), key=lambda t: t.mono),
-        {n: off_acks.get(n, cycle_acks[n]) for n in nodes},
+        done.first_sent,
+        done.acks,
         "",
         False,
         0.0,
         FailureKind.REBOOT,
     )
-    back = PoweredOn(nodes, {n: on_sent.get(n, cycle_sent[n]) for n in nodes}, cycle_acks, ())
-    return Rebooted(outage, back)
+    return Rebooted(outage, PoweredOn(targets.nodes, back.sent, back.acks, ()))
 
 
 # -- nodes ---------------------------------------------------------------------------------
@@ -826,7 +835,7 @@ def restart_pods(session: Session, namespace: str, selector: str) -> Restarted:
     timeline = session.timeline
     before = len(timeline)
     with allure.step(f"restart the pods {selector} in {namespace}: {', '.join(sorted(old))}"):
-        restart_pods_action(session.client, namespace, selector, timeline=timeline)
+        disrupt.restart_pods(session, namespace, selector)
     sent = next((t for t in timeline.read_from(before) if t.kind == ACTION), None)
     if sent is None:
         raise PermanentError(f"the restart of {selector} in {namespace} recorded no action")
