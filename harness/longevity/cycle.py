@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import random
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -71,6 +72,9 @@ from harness.longevity.records import CycleRecord, PhaseBudgets
 from harness.power.base import FailureKind
 from harness.safety import NO_RACK
 from harness.scenario import disrupt
+from harness.scenario.errors import NoTargets
+from harness.scenario.targets import by_phrase, parse_phrase
+from harness.scenario.workloads import resolve_workloads as resolve_scenario_workloads
 from harness.session import Session
 from harness.slo.client import PrometheusClient
 from harness.slo.evaluate import window_verdicts
@@ -207,6 +211,7 @@ class LiveRunner:
         journal_path: Path | None = None,
         session_factory: Callable[[Timeline], Session] | None = None,
         say: Say | None = None,
+        target: str | None = None,
     ) -> None:
         self.inventory = inventory
         self.client = client
@@ -222,6 +227,11 @@ class LiveRunner:
                 field="--failure",
             )
         self.failure = failure
+        if target is not None:
+            parse_phrase(target)  # a phrase not understood fails before any cycle
+        #: The steps' target phrase each cycle's group is chosen with, from where the pods
+        #: are at that cycle (None: the group the engine hands over, from a groups file).
+        self.target = target
         self.keep_timelines = keep_timelines
         self.probe_interval_s = probe_interval_s
         self.settle_s = settle_s if settle_s is not None else max(60.0, 3 * budgets.cleanup)
@@ -311,6 +321,28 @@ class LiveRunner:
                     desired = 1 if replicas is None else int(replicas)
                 out.append((spec, f"{spec.kind}/{name}", desired))
         return out
+
+    def choose_group(self, cycle: int, observer: Observer) -> Group:
+        """This cycle's group: the nodes :attr:`target` names now, chosen as the steps do
+        (:func:`harness.scenario.targets.by_phrase`; by default sparing the critical
+        workloads, from where their pods run at this cycle). Seeded by the cycle number, so
+        a resumed run draws the same way."""
+        assert self.target is not None
+        workloads = resolve_scenario_workloads(self.client, self.inventory)
+        try:
+            chosen = by_phrase(
+                self.target,
+                self.inventory,
+                observer,
+                self.client,
+                workloads,
+                rng=random.Random(cycle),
+                seed=cycle,
+            )
+        except NoTargets as exc:
+            raise PermanentError(f"cycle {cycle}: no group for {self.target!r}: {exc}") from None
+        self.say(f"cycle {cycle}: {', '.join(chosen.nodes)} ({chosen.why})")
+        return Group(f"c{cycle}", chosen.nodes)
 
     # -- the steady state ------------------------------------------------------------------
 
@@ -451,6 +483,8 @@ class LiveRunner:
                 raise
             except WaitTimeout as exc:
                 raise SteadyStateLost(cycle, exc.last_seen, exc.waited_s) from None
+            if self.target is not None:
+                group = self.choose_group(cycle, observer)
             targets = self._targets(observer, resolved)
             plan = CyclePlan(cycle, group, tuple(targets), self.probes, self.budgets)
             tl.action(

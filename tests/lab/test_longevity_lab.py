@@ -124,6 +124,8 @@ def test_three_cycles_statistics_match_the_timelines(
         str(lab.inventory_path),
         "--cycles",
         "3",
+        "--groups",
+        "auto",  # the fixed groups, rotated (by default each cycle chooses its own)
         "--out",
         str(out),
         "--keep-timelines",
@@ -210,6 +212,25 @@ def test_reboot_cycles_are_the_bmcs_power_cycle_measured_from_its_request_to_its
     assert first_ack - first_sent < 30.0  # not held off for the 60 s outage
     assert c.detail["power"]["off_s"] == pytest.approx(first_ack - first_sent, abs=2e-3)
     assert lab.inventory.node_names() and all(power(lab, n) is PowerState.ON for n in c.nodes)
+    # The group was chosen by the default target (sparing the critical workloads) from where
+    # the pods were at the cycle's start: every critical workload kept Ready pods elsewhere.
+    assert c.group == "c1"
+    at_start = {
+        (t.namespace, t.name): t.detail
+        for t in tl.snapshot()
+        if t.kind == "Pod" and t.transition == "observed" and t.mono < first_sent
+    }
+    for spec in lab.inventory.workloads:
+        if spec.critical and spec.kind != "DaemonSet" and spec.name:
+            kept = [
+                name
+                for (ns, name), d in at_start.items()
+                if ns == spec.namespace
+                and str(d.get("workload", "")).endswith(f"/{spec.name}")
+                and d.get("ready")
+                and d.get("node") not in c.nodes
+            ]
+            assert kept, f"{spec.name}: no Ready pod left outside {c.nodes}"
     print(f"reboot cycle: down {first_ack - first_sent:.2f}s; phases {c.phases}")
 
 
@@ -227,6 +248,8 @@ def test_crash_mid_cycle_then_recover_then_resume(
             inv,
             "--cycles",
             "2",
+            "--groups",
+            "auto",  # the fixed groups, rotated: g2 is known before the run
             "--out",
             str(out),
             "--outage",
