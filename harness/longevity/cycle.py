@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from harness.checks import phase as P
 from harness.checks.base import wait_until_time
 from harness.checks.replay import RELEASED
 from harness.checks.service import PROBE, Prober
@@ -49,10 +50,10 @@ from harness.inventory import Inventory, WorkloadSpec
 from harness.journal import Terminated
 from harness.kube import actions
 from harness.kube.client import JSON, KubeClient, NotFound, TooManyRequests
-from harness.kube.names import NODE_DOWN_TAINTS, Change, Event
+from harness.kube.names import Change, Event
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT, Observer, PodState
 from harness.kube.timeline import Timeline, Transition, WaitFailed
-from harness.kube.waits import wait_node_not_ready, wait_state
+from harness.kube.waits import wait_state
 from harness.longevity.engine import Say, SteadyStateLost, StopControl
 from harness.longevity.groups import Group
 from harness.longevity.measure import (
@@ -73,6 +74,7 @@ from harness.power.base import FailureKind
 from harness.safety import NO_RACK
 from harness.scenario import disrupt
 from harness.scenario.errors import NoTargets
+from harness.scenario.steady import node_problems, workload_problems
 from harness.scenario.targets import by_phrase, parse_phrase
 from harness.scenario.workloads import resolve_workloads as resolve_scenario_workloads
 from harness.session import Session
@@ -354,28 +356,15 @@ class LiveRunner:
         group: Group,
     ) -> list[tuple[str, str]]:
         """What keeps the cluster from its steady state: (category, text), empty if none."""
-        out: list[tuple[str, str]] = []
-        for name in self.inventory.node_names():
-            n = observer.node(name)
-            if n is None:
-                out.append(("node", f"node {name} absent"))
-                continue
-            if not n.is_ready:
-                out.append(("node", f"node {name} Ready={n.ready or '?'}"))
-            bad = [t.id for t in n.taints if t.key in NODE_DOWN_TAINTS]
-            if bad:
-                out.append(("taint", f"node {name} tainted {', '.join(bad)}"))
-            if name in group.nodes and n.unschedulable:
-                out.append(("cordon", f"node {name} cordoned"))
+        # The nodes and the workloads: the scenarios' definition (harness.scenario.steady).
+        out = node_problems(observer, self.inventory.node_names(), schedulable=group.nodes)
         for w in workloads:
-            pods = observer.pods(namespace=w.namespace, workload=w.workload)
-            avail = [p for p in pods if p.ready and not p.terminating]
-            stuck = [p for p in pods if p.terminating]
-            if len(avail) < w.baseline:
-                out.append(("pods", f"{w.key}: {len(avail)} of {w.baseline} Ready"))
-            if stuck:
-                names = ", ".join(f"{p.name}@{p.node or '-'}" for p in stuck[:5])
-                out.append(("terminating", f"{w.key}: Terminating {names}"))
+            out.extend(workload_problems(observer, w.namespace, w.workload, w.baseline, ref=w.key))
+            avail = [
+                p
+                for p in observer.pods(namespace=w.namespace, workload=w.workload)
+                if p.ready and not p.terminating
+            ]
             if w.racks and len(avail) >= w.baseline:
                 racks = {self._rack(observer, p.node) for p in avail}
                 if len(racks) < w.racks:
@@ -389,7 +378,7 @@ class LiveRunner:
             if not probe.critical:
                 continue
             last = probes.last.get(probe.name)
-            if last != "ok":
+            if last != Change.OK:
                 out.append(("probe", f"service {probe.name}: last probe {last or 'none yet'}"))
         return out
 
@@ -602,45 +591,24 @@ class LiveRunner:
 
     def _outage(self, observer: Observer, plan: CyclePlan, t0: float) -> None:
         """Wait for the outage phases, each until its budget at most (timeouts are fine:
-        the measurement says what happened)."""
+        the measurement says what happened). NotReady and the evacuation are the phases
+        :func:`~harness.longevity.measure.measure_cycle` measures (:mod:`harness.checks.phase`),
+        waited for on the timeline: the wait and the figure are one definition."""
         b = self.budgets
+        tl = observer.timeline
         nodes = set(plan.group.nodes)
         for node in plan.group.nodes:
-            with contextlib.suppress(WaitTimeout):
-                wait_node_not_ready(observer, node, deadline=t0 + b.not_ready)
+            self._phase(tl, P.node_not_ready(node, since=t0), NODE, node, t0 + b.not_ready)
         protected = {w.workload for w in plan.workloads if w.protected}
         victims = [
             p
             for n in plan.group.nodes
             for p in observer.pods(on_node=n)
-            if p.workload in protected and not p.terminating
+            if p.workload in protected and not p.terminating and not p.is_mirror
         ]
-
-        def evacuated() -> bool | None:
-            for v in victims:
-                p = observer.pod(v.namespace, v.name)
-                if p is not None and p.uid == v.uid and not p.terminating:
-                    return None
-            return True
-
-        def evac_seen() -> str:
-            left = [
-                f"{v.namespace}/{v.name}"
-                for v in victims
-                if (p := observer.pod(v.namespace, v.name)) is not None
-                and p.uid == v.uid
-                and not p.terminating
-            ]
-            return f"not evicted yet: {', '.join(left) or 'none'}"
-
-        with contextlib.suppress(WaitTimeout):
-            wait_state(
-                observer,
-                evacuated,
-                deadline=t0 + b.evacuation,
-                description="protected pods on the failed nodes evicted",
-                last_seen=evac_seen,
-            )
+        for v in victims:
+            evicted = P.pod_evicted(v, since=t0, after=t0)
+            self._phase(tl, evicted, POD, v.name, t0 + b.evacuation, namespace=v.namespace)
         deployments = [
             w
             for w in plan.workloads
@@ -670,6 +638,16 @@ class LiveRunner:
                 description="critical Deployments back at their baseline off the failed nodes",
                 last_seen=lambda: "not all replaced",
             )
+
+    @staticmethod
+    def _phase(
+        tl: Timeline, phase: P.Phase, kind: str, name: str, deadline: float, namespace: str = ""
+    ) -> None:
+        """Until ``phase`` ends on the timeline (already, or waited for) or ``deadline``."""
+        if P.end_event(phase, tl.all(kind, name, namespace=namespace or None)) is not None:
+            return
+        with contextlib.suppress(WaitTimeout):
+            tl.wait_for(phase.accepts, deadline, f"{phase.name} {name}")
 
     def _settle(
         self,

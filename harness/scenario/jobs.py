@@ -123,5 +123,10 @@ def completes(
     except WaitFailed as exc:
         raise CheckFailed(what, exc.seen, exc.waited_s, check="job-complete") from None
     took = tl.clock.monotonic() - rerun.created.mono
-    ms.record(f"Job {rerun.ref} re-created", rerun.created.mono - rerun.sent.mono, None)
-    ms.record(f"Job {rerun.ref} complete", took, seconds)
+    ms.record(
+        f"Job {rerun.ref} re-created",
+        rerun.created.mono - rerun.sent.mono,
+        None,
+        started_mono=rerun.sent.mono,
+    )
+    ms.record(f"Job {rerun.ref} complete", took, seconds, started_mono=rerun.created.mono)

@@ -75,6 +75,7 @@ def drain(
     skipped; undo: uncordon), all within ``deadline`` (monotonic). The result merges the
     nodes' drains: ``node`` names them all."""
     clock = session.timeline.clock
+    began = clock.monotonic()
     results: list[DrainResult] = []
     for node in nodes:
         results.append(session.drain(node, timeout_s=max(0.0, deadline - clock.monotonic())))
@@ -85,7 +86,7 @@ def drain(
         attempts=sum(r.attempts for r in results),
         duration_s=sum(r.duration_s for r in results),
     )
-    ms.record("drain", merged.duration_s, budget_s, {"nodes": list(nodes)})
+    ms.record("drain", merged.duration_s, budget_s, {"nodes": list(nodes)}, started_mono=began)
     ms.note(
         "drain: eviction requests refused (429) or retried", merged.attempts - len(merged.evicted)
     )

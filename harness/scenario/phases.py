@@ -142,7 +142,9 @@ def power_off(
     late = []
     for node in targets.nodes:
         took = result.acknowledged[node] - result.sent[node]
-        measurements.record(f"{node} power-off confirmed", took, limit)
+        measurements.record(
+            f"{node} power-off confirmed", took, limit, started_mono=result.sent[node]
+        )
         if took > limit:
             late.append(f"{node} after {took:.1f}s")
     _fail_if(
@@ -153,7 +155,9 @@ def power_off(
         late=True,
     )
     if len(targets.nodes) > 1:
-        measurements.record("power-off acknowledgement skew", result.skew_s, None)
+        measurements.record(
+            "power-off acknowledgement skew", result.skew_s, None, started_mono=result.first_ack
+        )
     return Outage(
         targets,
         tuple(p for p in targets.pods if p.uid in alive),
@@ -179,7 +183,9 @@ def power_on(
     late = []
     for node in targets.nodes:
         took = result.acknowledged[node] - result.sent[node]
-        measurements.record(f"{node} power-on confirmed", took, limit)
+        measurements.record(
+            f"{node} power-on confirmed", took, limit, started_mono=result.sent[node]
+        )
         if took > limit:
             late.append(f"{node} after {took:.1f}s")
         if session.client.get_or_none(f"/api/v1/nodes/{node}") is None:
@@ -302,7 +308,10 @@ def reboot(
     result = done.result
     for node in targets.nodes:
         measurements.record(
-            f"{node} power cycle confirmed", result.acknowledged[node] - result.sent[node], None
+            f"{node} power cycle confirmed",
+            result.acknowledged[node] - result.sent[node],
+            None,
+            started_mono=result.sent[node],
         )
     back = disrupt.restore(session, done)
     outage = Outage(
@@ -338,7 +347,13 @@ def nodes_ready(tl: Timeline, powered_on: PoweredOn, seconds: float, ms: Measure
         went = P.end_event(P.node_not_ready(node, since=since.mono), tl.all(NODE, node))
         was = node_at(tl, node, since.mono)
         if went is None and was is not None and was.ready == "True":
-            ms.record(f"{node} Ready after its return", 0.0, seconds, {"never_not_ready": True})
+            ms.record(
+                f"{node} Ready after its return",
+                0.0,
+                seconds,
+                {"never_not_ready": True},
+                started_mono=since.mono,
+            )
             continue
         m = node_ready(tl, node, since=since, budget_s=seconds)
         ms.check(f"{node} Ready after power-on", m)
@@ -364,7 +379,7 @@ def nodes_tainted(
         by_rack.setdefault(outage.targets.racks.get(node, ""), []).append(node)
     late = []
     for nodes in by_rack.values():
-        seen: list[tuple[float, str, float]] = []
+        seen: list[tuple[float, str, float, float]] = []
         for node in nodes:
             not_ready = wait_node_event(
                 tl,
@@ -377,9 +392,9 @@ def nodes_tainted(
             m = taint_present(
                 tl, node, UNREACHABLE_NO_EXECUTE, since=not_ready, budget_s=allowed(len(nodes))
             )
-            seen.append((not_ready.mono + m.duration_s, node, m.duration_s))
-        for k, (_, node, took) in enumerate(sorted(seen), start=1):
-            ms.record(f"{node} unreachable taint", took, allowed(k))
+            seen.append((not_ready.mono + m.duration_s, node, m.duration_s, m.started_mono))
+        for k, (_, node, took, began) in enumerate(sorted(seen), start=1):
+            ms.record(f"{node} unreachable taint", took, allowed(k), started_mono=began)
             if took > allowed(k):
                 late.append(f"{node} (tainted {k}. in its rack) after {took:.1f}s")
     _fail_if(
@@ -398,7 +413,9 @@ def node_gone(tl: Timeline, node: str, since: Transition, seconds: float, ms: Me
         since.mono + seconds,
         f"Node {node} deleted within {seconds:g}s",
     )
-    ms.record(f"{node} Node object deleted", gone.mono - since.mono, seconds)
+    ms.record(
+        f"{node} Node object deleted", gone.mono - since.mono, seconds, started_mono=since.mono
+    )
 
 
 def out_of_service_removed(
@@ -412,7 +429,12 @@ def out_of_service_removed(
             0.0,
         )
     gone = L.taint_gone(tl, node, L.OUT_OF_SERVICE, sent, seconds)
-    ms.record(f"{node} out-of-service taint removed", gone.mono - sent.mono, seconds)
+    ms.record(
+        f"{node} out-of-service taint removed",
+        gone.mono - sent.mono,
+        seconds,
+        started_mono=sent.mono,
+    )
 
 
 # -- pods ----------------------------------------------------------------------------------
@@ -451,7 +473,7 @@ def subject_terminating(
         what=f"{pod.ref} Terminating after its node's taint",
         check="pods-evicted",
     )
-    ms.record(f"{pod.ref} Terminating", timed.duration_s, seconds)
+    ms.check(f"{pod.ref} Terminating", timed)
 
 
 def pods_deleted(
@@ -467,7 +489,7 @@ def pods_deleted(
         check="pods-deleted",
     )
     for t in timed:
-        ms.record(f"{t.detail['pod']} deleted", t.duration_s, seconds)
+        ms.record(f"{t.detail['pod']} deleted", t.duration_s, seconds, started_mono=t.started_mono)
 
 
 def rescheduled(
@@ -487,6 +509,7 @@ def rescheduled(
             r.scheduled.mono - r.ref.mono,
             seconds,
             {"replacement": r.name, "node": r.node},
+            started_mono=r.ref.mono,
         )
     return found
 
@@ -507,8 +530,14 @@ def replaced_by_ready(
             problems.append(f"missing: {r.lost.ref} -> {r.name}@{r.node} not Ready")
             missing = True
             continue
-        took = phase.reached(ready, seconds).duration_s
-        ms.record(f"{r.lost.ref} replaced by a Ready pod", took, seconds)
+        reached = phase.reached(ready, seconds)
+        took = reached.duration_s
+        ms.record(
+            f"{r.lost.ref} replaced by a Ready pod",
+            took,
+            seconds,
+            started_mono=reached.started_mono,
+        )
         if took > seconds:
             problems.append(f"late: {r.lost.ref} -> {r.name} Ready after {took:.1f}s")
     _fail_if(
@@ -558,6 +587,7 @@ def replacement_ready(
             took,
             seconds,
             {"ready_before_its_volumes_attached": early},
+            started_mono=start,
         )
         if early:
             allure.dynamic.parameter(
@@ -613,7 +643,12 @@ def multi_attach(
             missing = True
             continue
         took = max(0.0, event.mono - r.ref.mono)
-        ms.record(f"{r.name} Multi-Attach error for {pv} reported", took, seconds)
+        ms.record(
+            f"{r.name} Multi-Attach error for {pv} reported",
+            took,
+            seconds,
+            started_mono=r.ref.mono,
+        )
         if took > seconds:
             problems.append(f"{r.name}: Multi-Attach error for {pv} after {took:.1f}s")
         messages.append(f"{pod.namespace}/{r.name} on {r.node}: {event.detail.get('message')}")
@@ -659,15 +694,19 @@ def released(
             problems.append(f"{pv} still attached to {pod.node} {seconds:g}s after {pod.ref} went")
             missing = True
             continue
-        took = phase.reached(release).duration_s
-        ms.record(f"{pv} released by {pod.node}", took, seconds)
+        freed = phase.reached(release)
+        took = freed.duration_s
+        ms.record(f"{pv} released by {pod.node}", took, seconds, started_mono=freed.started_mono)
         taint = P.end_event(
             P.taint_added(pod.node, L.OUT_OF_SERVICE, since=outage.sent.mono),
             tl.all(NODE, pod.node),
         )
         if taint is not None and taint.mono < release.mono:
             ms.record(
-                f"{pv} released after the out-of-service taint", release.mono - taint.mono, None
+                f"{pv} released after the out-of-service taint",
+                release.mono - taint.mono,
+                None,
+                started_mono=taint.mono,
             )
         if took > seconds:
             problems.append(f"{pv} released by {pod.node} {took:.1f}s after {pod.ref} went")
@@ -766,7 +805,7 @@ def member_recreated(
 
     phase = P.pod_ready(since=gone.mono, namespace=pod.namespace, name=pod.name, not_uids={pod.uid})
     ready = tl.wait_for(phase.accepts, gone.mono + seconds, f"a new {pod.ref} Ready")
-    ms.record(f"{pod.ref} re-created and Ready", phase.reached(ready).duration_s, seconds)
+    ms.check(f"{pod.ref} re-created and Ready", phase.reached(ready, seconds))
 
 
 # -- DaemonSets ----------------------------------------------------------------------------
@@ -785,8 +824,7 @@ def daemon_pods_ready_again(
             ack.mono + seconds,
             f"a pod of {p.workload} Ready on {p.node} after its power-on",
         )
-        took = phase.reached(ready).duration_s
-        ms.record(f"{ready.name} Ready after power-on", took, seconds)
+        ms.check(f"{ready.name} Ready after power-on", phase.reached(ready, seconds))
 
 
 def daemon_pods_kept(tl: Timeline, outage: Outage) -> None:
@@ -880,4 +918,10 @@ def restarted_ready(
             check="restarted-ready",
         ) from None
     took = tl.clock.monotonic() - restarted.sent.mono
-    ms.record(f"{restarted.selector} restarted and Ready", took, seconds, {"pods": ready})
+    ms.record(
+        f"{restarted.selector} restarted and Ready",
+        took,
+        seconds,
+        {"pods": ready},
+        started_mono=restarted.sent.mono,
+    )
