@@ -278,12 +278,9 @@ def test_the_slo_chart_closes_the_band_of_a_partition_and_of_a_kubelet_stop(
     with Session(inventory, client=client, timeline=tl, lock=False) as s:
         s.cut(["w1", "w2"], kind, undo_after_s=60.0)
         s.uncut(["w1", "w2"], kind)
-    recorded = [
-        {"wall": t.wall, "name": t.name, "transition": t.transition}
-        for t in tl.snapshot()
-        if t.kind == ACTION
-    ]
-    end = max(a["wall"] for a in recorded) + 100.0  # type: ignore[type-var]
+    done = [t for t in tl.snapshot() if t.kind == ACTION]
+    recorded = [{"wall": t.wall, "name": t.name, "transition": t.transition} for t in done]
+    end = max(t.wall for t in done) + 100.0
     bands = {name: (since, until) for name, since, until in slo_chart._phases(recorded, end)}
     assert set(bands) == {"w1", "w2"}
     for node, (since, until) in bands.items():
