@@ -29,6 +29,7 @@ from harness.journal import (
     EntryState,
     Journal,
     JournalEntry,
+    UndoResult,
     UndoSpec,
     UndoStack,
     install_signal_handlers,
@@ -506,6 +507,24 @@ class Session:
                     self.undo.keep_on_failure = False  # stopped: put everything back now
                 with self.timeline.ledger.waiting(UNDO):  # BMC and API calls
                     self.undo.__exit__(exc_type, exc, tb)
+        finally:
+            self._close()
+
+    def finish(self, *, failed: bool = False) -> list[UndoResult]:
+        """End the session explicitly and say what its undos did: stop watching the stop
+        conditions, undo every disruption still owed, newest first (``failed`` with
+        ``keep_on_failure``: leave them for inspection, unless a stop condition stopped the
+        scenario), then release the cluster lock, the drivers and the journal. A failed undo
+        is in the results, not raised: the caller decides (the ``with`` form raises
+        :class:`~harness.journal.UndoFailed`, or notes it on the body's exception)."""
+        try:
+            self._stop_watching()
+            if self.undo is None or not self.undo_on_exit:
+                return []
+            if self.stopped_by is not None:
+                self.undo.keep_on_failure = False  # stopped: put everything back now
+            with self.timeline.ledger.waiting(UNDO):  # BMC and API calls
+                return self.undo.finish(failed=failed)
         finally:
             self._close()
 

@@ -16,7 +16,7 @@ from harness.kube.names import Act, Stage
 from harness.kube.timeline import ACTION, Timeline
 from harness.scenario import disrupt
 from harness.session import Session
-from tests.fakechaos import Cluster, fake_cluster
+from tests.fakes.chaos import Cluster, fake_cluster
 
 
 @pytest.fixture
