@@ -359,7 +359,11 @@ class LiveRunner:
         # The nodes and the workloads: the scenarios' definition (harness.scenario.steady).
         out = node_problems(observer, self.inventory.node_names(), schedulable=group.nodes)
         for w in workloads:
-            out.extend(workload_problems(observer, w.namespace, w.workload, w.baseline, ref=w.key))
+            out.extend(
+                workload_problems(
+                    observer, w.namespace, w.workload, w.baseline, ref=w.key, exact=False
+                )
+            )
             avail = [
                 p
                 for p in observer.pods(namespace=w.namespace, workload=w.workload)

@@ -92,12 +92,20 @@ def node_problems(
 
 
 def workload_problems(
-    observer: Observer, namespace: str, workload: str, desired: int, *, ref: str = ""
+    observer: Observer,
+    namespace: str,
+    workload: str,
+    desired: int,
+    *,
+    ref: str = "",
+    exact: bool = True,
 ) -> list[tuple[str, str]]:
     """Why a workload (``Kind/name``) is not steady: fewer than ``desired`` pods Ready, or
-    other pods than those (a surplus, or Terminating). Pods that ended (Failed, Succeeded)
-    do not count: their controller replaced them, and a graceful node shutdown leaves them
-    as objects until the pod garbage collector's threshold (12,500 by default)."""
+    a pod Terminating, or (``exact``: a scenario's "as found") any surplus pod; longevity
+    asks for at least ``desired`` (``exact=False``), its controller removes a surplus.
+    Pods that ended (Failed, Succeeded) do not count: their controller replaced them, and a
+    graceful node shutdown leaves them as objects until the pod garbage collector's
+    threshold (12,500 by default)."""
     pods = [
         p
         for p in observer.pods(namespace=namespace, workload=workload)
@@ -105,7 +113,7 @@ def workload_problems(
     ]
     ready = [p for p in pods if p.ready and not p.terminating]
     terminating = [p.name for p in pods if p.terminating]
-    if len(ready) == desired and len(pods) == desired:
+    if len(ready) >= desired and not terminating and (not exact or len(pods) == desired):
         return []
     what = ref or f"{workload} in {namespace}"
     return [
