@@ -390,6 +390,25 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
         row = {"critical": probe.critical, "samples": len(samples)}
         svc_detail[probe.name] = row
         if not samples:
+            # A window shorter than the probe's period (a reboot answered in 0.1 s) holds no
+            # sample: the samples either side of it, both OK, tell the service never failed
+            # at that resolution; anything else is not known and fails the cycle.
+            mine = [t for t in ts if t.kind == PROBE and t.name == probe.name]
+            before = [t for t in mine if t.mono < window_start][-1:]
+            after = [t for t in mine if t.mono > window_end][:1]
+            if before and after and all(t.transition == Change.OK for t in (*before, *after)):
+                row.update(longest_outage_s=0.0, between_samples=True)
+                if probe.critical:
+                    phases["service_outage"].append(
+                        Measurement(
+                            "service-outage",
+                            window_start,
+                            0.0,
+                            None,
+                            {"probe": probe.name, "between_samples": True},
+                        )
+                    )
+                continue
             row["longest_outage_s"] = None
             if probe.critical:
                 violations.append(f"service {probe.name}: no probe samples during the cycle")
