@@ -29,6 +29,7 @@ from harness.journal import (
     EntryState,
     Journal,
     JournalEntry,
+    UndoResult,
     UndoSpec,
     UndoStack,
     install_signal_handlers,
@@ -39,6 +40,7 @@ from harness.kube.actions import Fence, FencingRequired
 from harness.kube.client import JSON, KubeClient, NotFound, Unreachable
 from harness.kube.ledger import BMC, UNDO
 from harness.kube.lock import ClusterLock
+from harness.kube.names import KUBERNETES_TAINT_PREFIX, Act, Event, Stage
 from harness.kube.timeline import ACTION, Timeline
 from harness.power.base import (
     FailureKind,
@@ -347,7 +349,7 @@ def node_manifest(node: JSON) -> JSON:
     spec["taints"] = [
         t
         for t in spec.get("taints") or []
-        if not str(t.get("key", "")).startswith("node.kubernetes.io/")
+        if not str(t.get("key", "")).startswith(KUBERNETES_TAINT_PREFIX)
     ]
     spec.pop("unschedulable", None)
     return {"apiVersion": "v1", "kind": "Node", "metadata": keep, "spec": spec}
@@ -379,7 +381,7 @@ class Session:
     ) -> None:
         self.inventory = inventory
         self._client = client
-        self.timeline = timeline or Timeline()
+        self.timeline = timeline if timeline is not None else Timeline()
         self.journal_path = journal_path or journal_path_for(inventory)
         self.keep_on_failure = keep_on_failure
         self.dry_run = dry_run
@@ -469,7 +471,7 @@ class Session:
         if not self._stop_armed or self.stopped_by is not None:
             return
         self.stopped_by = StoppedByCondition(condition, detail)
-        self.timeline.action("stop-condition", "breached", condition=condition, detail=detail)
+        self.timeline.action("stop-condition", Event.BREACHED, condition=condition, detail=detail)
         self.say(f"STOP: {self.stopped_by}; undoing the scenario's disruptions")
         if self._restore_stop_signal is not None:
             signal.pthread_kill(threading.main_thread().ident or 0, STOP_SIGNAL)
@@ -505,6 +507,24 @@ class Session:
                     self.undo.keep_on_failure = False  # stopped: put everything back now
                 with self.timeline.ledger.waiting(UNDO):  # BMC and API calls
                     self.undo.__exit__(exc_type, exc, tb)
+        finally:
+            self._close()
+
+    def finish(self, *, failed: bool = False) -> list[UndoResult]:
+        """End the session explicitly and say what its undos did: stop watching the stop
+        conditions, undo every disruption still owed, newest first (``failed`` with
+        ``keep_on_failure``: leave them for inspection, unless a stop condition stopped the
+        scenario), then release the cluster lock, the drivers and the journal. A failed undo
+        is in the results, not raised: the caller decides (the ``with`` form raises
+        :class:`~harness.journal.UndoFailed`, or notes it on the body's exception)."""
+        try:
+            self._stop_watching()
+            if self.undo is None or not self.undo_on_exit:
+                return []
+            if self.stopped_by is not None:
+                self.undo.keep_on_failure = False  # stopped: put everything back now
+            with self.timeline.ledger.waiting(UNDO):  # BMC and API calls
+                return self.undo.finish(failed=failed)
         finally:
             self._close()
 
@@ -660,7 +680,7 @@ class Session:
         if len(names) > 1:
             self.timeline.action(
                 names[0],
-                "power-off ack skew",
+                Event.POWER_OFF_SKEW,
                 skew_ms=round(result.skew_s * 1000, 1),
                 sent_spread_ms=round(result.sent_spread_s * 1000, 1),
                 nodes=",".join(names),
@@ -692,15 +712,15 @@ class Session:
             names, lambda node: prepare_off(self.driver(node, protocol), graceful=graceful)
         )
         for node, shot in shots.items():
-            stamps: tuple[tuple[str, float | None, dict[str, Any]], ...] = (
-                ("sent", shot.sent, {"graceful": graceful, "protocol": protocol or ""}),
-                ("acknowledged", shot.acknowledged, {}),
-                ("confirmed", shot.confirmed, {}),
+            stamps: tuple[tuple[Stage, float | None, dict[str, Any]], ...] = (
+                (Stage.SENT, shot.sent, {"graceful": graceful, "protocol": protocol or ""}),
+                (Stage.ACKNOWLEDGED, shot.acknowledged, {}),
+                (Stage.CONFIRMED, shot.confirmed, {}),
             )
-            for what, mono, detail in stamps:
+            for stage, mono, detail in stamps:
                 if mono is not None:
                     self.timeline.record(
-                        ACTION, node, f"power-off {what}", detail=detail, mono=mono
+                        ACTION, node, Act.POWER_OFF.at(stage), detail=detail, mono=mono
                     )
             if shot.sent is not None:
                 result.sent[node] = shot.sent
@@ -746,14 +766,14 @@ class Session:
                 prepared = Unprepared(driver, graceful)
                 result.sent[node] = time.monotonic()
                 self.timeline.action(
-                    node, "power-off sent", graceful=graceful, protocol=protocol or ""
+                    node, Act.POWER_OFF.at(Stage.SENT), graceful=graceful, protocol=protocol or ""
                 )
                 prepared.fire()
                 result.acknowledged[node] = time.monotonic()
-                self.timeline.action(node, "power-off acknowledged")
+                self.timeline.action(node, Act.POWER_OFF.at(Stage.ACKNOWLEDGED))
                 prepared.confirm()
                 result.confirmed[node] = time.monotonic()
-                self.timeline.action(node, "power-off confirmed")
+                self.timeline.action(node, Act.POWER_OFF.at(Stage.CONFIRMED))
 
             self._journaled("power_off", f"node/{node}", UndoSpec.power_on(node), act)
             self.down.add(node)
@@ -782,10 +802,10 @@ class Session:
                     return
             driver = self.driver(node, proto)
             result.sent[node] = time.monotonic()
-            self.timeline.action(node, "power-on sent")
+            self.timeline.action(node, Act.POWER_ON.at(Stage.SENT))
             driver.on()
             result.acknowledged[node] = time.monotonic()
-            self.timeline.action(node, "power-on acknowledged")
+            self.timeline.action(node, Act.POWER_ON.at(Stage.ACKNOWLEDGED))
             self._power_restored(node)
             self._told(result, node, "power-on", PowerState.ON)
 
@@ -847,10 +867,10 @@ class Session:
 
             def act() -> None:
                 result.sent[node] = time.monotonic()
-                self.timeline.action(node, "power-cycle sent", protocol=protocol or "")
+                self.timeline.action(node, Act.POWER_CYCLE.at(Stage.SENT), protocol=protocol or "")
                 driver.cycle()  # returns once the node reads back as on
                 result.acknowledged[node] = time.monotonic()
-                self.timeline.action(node, "power-cycle acknowledged")
+                self.timeline.action(node, Act.POWER_CYCLE.at(Stage.ACKNOWLEDGED))
 
             self._journaled("power_cycle", target, UndoSpec.power_on(node), act)
             self._undone("power_cycle", target)
@@ -897,10 +917,12 @@ class Session:
                             )
                         ) from None
                     cycle.sent[node] = time.monotonic()
-                    self.timeline.action(node, "power-cycle sent", protocol=protocol or "")
-                    self._fire(node, prepared, off, "power-cycle off", protocol)
+                    self.timeline.action(
+                        node, Act.POWER_CYCLE.at(Stage.SENT), protocol=protocol or ""
+                    )
+                    self._fire(node, prepared, off, Act.POWER_CYCLE_OFF, protocol)
                     if off_s > 0:
-                        self.timeline.action(node, "power-cycle held off", seconds=off_s)
+                        self.timeline.action(node, Event.POWER_CYCLE_HELD_OFF, seconds=off_s)
                         time.sleep(max(0.0, off.confirmed[node] + off_s - time.monotonic()))
                 except BaseException:
                     on_barrier.abort()  # the others power on without waiting for this one
@@ -909,9 +931,9 @@ class Session:
                     prepared = released(node, lambda: prepare_on(driver), on_barrier)
                 except threading.BrokenBarrierError:
                     prepared = prepare_on(driver)  # on by itself: never left off
-                self._fire(node, prepared, on, "power-cycle on", protocol)
+                self._fire(node, prepared, on, Act.POWER_CYCLE_ON, protocol)
                 cycle.acknowledged[node] = time.monotonic()
-                self.timeline.action(node, "power-cycle acknowledged")
+                self.timeline.action(node, Act.POWER_CYCLE.at(Stage.ACKNOWLEDGED))
 
             self._journaled("power_cycle", target, UndoSpec.power_on(node), act)
             self._undone("power_cycle", target)
@@ -924,7 +946,7 @@ class Session:
         if len(names) > 1:
             self.timeline.action(
                 names[0],
-                "power-cycle ack skew",
+                Event.POWER_CYCLE_SKEW,
                 off_skew_ms=round(off.skew_s * 1000, 1),
                 on_skew_ms=round(on.skew_s * 1000, 1),
                 nodes=",".join(names),
@@ -941,18 +963,18 @@ class Session:
         node: str,
         prepared: PreparedPower,
         result: PowerResult,
-        what: str,
+        what: Act,
         protocol: str | None,
     ) -> None:
         """Send a prepared request and read the new state back, each step on the timeline."""
         result.sent[node] = time.monotonic()
-        self.timeline.action(node, f"{what} sent", protocol=protocol or "")
+        self.timeline.action(node, what.at(Stage.SENT), protocol=protocol or "")
         prepared.fire()
         result.acknowledged[node] = time.monotonic()
-        self.timeline.action(node, f"{what} acknowledged")
+        self.timeline.action(node, what.at(Stage.ACKNOWLEDGED))
         prepared.confirm()
         result.confirmed[node] = time.monotonic()
-        self.timeline.action(node, f"{what} confirmed")
+        self.timeline.action(node, what.at(Stage.CONFIRMED))
 
     def _told(self, result: PowerResult, node: str, what: str, state: PowerState) -> None:
         """Tell one node's acknowledgement (with its read-back) as soon as it arrived."""
@@ -1048,6 +1070,8 @@ class Session:
             return PowerResult(names)
         result = PowerResult(names)
 
+        verb = Act.PARTITION if kind is FailureKind.PARTITION else Act.KUBELET_STOP
+
         def one(node: str) -> None:
             driver, protocol = chosen[node]
             if kind is FailureKind.PARTITION:
@@ -1066,11 +1090,11 @@ class Session:
             def act() -> None:
                 result.sent[node] = time.monotonic()
                 self.timeline.action(
-                    node, f"{kind.value} sent", protocol=protocol, undo_after_s=undo_after_s
+                    node, verb.at(Stage.SENT), protocol=protocol, undo_after_s=undo_after_s
                 )
                 cut()
                 result.acknowledged[node] = time.monotonic()
-                self.timeline.action(node, f"{kind.value} acknowledged")
+                self.timeline.action(node, verb.at(Stage.ACKNOWLEDGED))
 
             self._journaled(kind.value, f"node/{node}", undo, act)
             self.down.add(node)
@@ -1089,8 +1113,8 @@ class Session:
         def one(node: str) -> None:
             driver, protocol = self.failure_driver(node, kind)
             result.sent[node] = time.monotonic()
-            verb = "heal" if kind is FailureKind.PARTITION else "kubelet-start"
-            self.timeline.action(node, f"{verb} sent", protocol=protocol)
+            verb = Act.HEAL if kind is FailureKind.PARTITION else Act.KUBELET_START
+            self.timeline.action(node, verb.at(Stage.SENT), protocol=protocol)
             if kind is FailureKind.PARTITION:
                 assert isinstance(driver, SupportsPartition)
                 driver.heal(node)
@@ -1098,7 +1122,7 @@ class Session:
                 assert isinstance(driver, SupportsKubeletStop)
                 driver.start_kubelet(node)
             result.acknowledged[node] = time.monotonic()
-            self.timeline.action(node, f"{verb} acknowledged")
+            self.timeline.action(node, verb.at(Stage.ACKNOWLEDGED))
             self._undone(kind.value, f"node/{node}")
             self.down.discard(node)
 
@@ -1227,14 +1251,14 @@ class Session:
                 continue
             if state is PowerState.OFF:
                 fence = Fence(node, off_by=proto)
-                self.timeline.action(node, "fenced", via=proto)
+                self.timeline.action(node, Event.FENCED, via=proto)
                 return fence
             seen.append(f"{proto} reads power {state.value}")
         said = "; ".join(seen) or "it has no BMC (SSH cannot tell off from cut off)"
         if override is None or not override.strip():
             raise FencingRequired(node, what, f"no BMC confirmed power OFF ({said})")
         fence = Fence(node, override=override.strip())
-        self.timeline.action(node, "fencing overridden", reason=fence.override, bmc=said)
+        self.timeline.action(node, Event.FENCE_OVERRIDDEN, reason=fence.override, bmc=said)
         if self.journal is not None:
             self.journal.note("fence_override", f"node/{node}", f"{fence.override} (BMC: {said})")
         self.fence_overrides.append(f"{node}: {fence.override} (BMC: {said})")

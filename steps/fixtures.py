@@ -35,6 +35,7 @@ from pytest_bdd.steps import step_function_context_registry
 from harness.budgets import Budgets
 from harness.checks import Prober
 from harness.inventory import Inventory
+from harness.journal import UndoFailed
 from harness.kube.client import KubeClient
 from harness.kube.ledger import Ledger
 from harness.kube.observer import Observer
@@ -400,10 +401,6 @@ def baseline(
         )
 
 
-class _ScenarioFailed(Exception):
-    """Passed to the session's exit when the scenario failed (for --keep-on-failure)."""
-
-
 class UndoIncomplete(Exception):
     """Some undos failed after a failed scenario: the cluster is not fully restored."""
 
@@ -432,13 +429,18 @@ def session(
             report.attach_failure_evidence(
                 kube, namespaces, timeline, baseline.snapshot, steady.snapshot(observer)
             )
-        exc = _ScenarioFailed() if failed else None
         ledger = timeline.ledger
         try:
             with allure.step("undo what the scenario left disrupted"), ledger.part("undo"):
-                s.__exit__(type(exc) if exc else None, exc, None)
-            if exc is not None and getattr(exc, "__notes__", None):
-                raise UndoIncomplete("; ".join(exc.__notes__))
+                undone = s.finish(failed=failed)
+                if not failed and not all(r.ok for r in undone):
+                    raise UndoFailed(undone)
+            if failed and not all(r.ok for r in undone):
+                raise UndoIncomplete(
+                    "; ".join(
+                        f"undo failed: {r.description}: {r.error}" for r in undone if not r.ok
+                    )
+                )
             if not (failed and keep):
                 with (
                     allure.step(f"wait up to {budgets.recovery:g}s for the cluster as found"),

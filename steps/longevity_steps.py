@@ -57,8 +57,9 @@ class CyclesMissed(AssertionError):
 def workers_lose_power_in_turn(
     inventory: Inventory, cycles: int, outage: Limit, tmp_path: Path
 ) -> LongevityRun:
-    """Run ``cycles`` longevity cycles over groups of a third of the workers (each group
-    spread across the racks), nodes off for at least ``outage`` each time."""
+    """Run ``cycles`` longevity cycles, each over a third of the workers chosen at that
+    cycle as the target steps choose them (one per rack, sparing the critical workloads,
+    from where the pods are then), nodes off for at least ``outage`` each time."""
     if inventory.source is None:
         pytest.fail("the inventory was not loaded from a file")
     opts = RunOptions(

@@ -43,7 +43,7 @@ from harness.errors import ConfigError
 from harness.inventory import Inventory
 from harness.kube.actions import DrainResult
 from harness.kube.client import KubeClient
-from harness.kube.ledger import HOLD
+from harness.kube.names import Act, Change, Kind, Stage
 from harness.kube.observer import Observer
 from harness.kube.timeline import ACTION, Timeline, Transition, match
 from harness.power.base import FailureKind
@@ -203,7 +203,12 @@ def _probe_outage(
 def cluster_in_steady_state(baseline: Baseline, measurements: Measurements) -> None:
     """Every inventory node Ready without failure taints, every workload fully Ready, every
     volume attached once, every service probe answering (waits up to the recovery budget)."""
-    measurements.record("settle before the scenario", baseline.settled_s, None)
+    measurements.record(
+        "settle before the scenario",
+        baseline.settled_s,
+        None,
+        started_mono=baseline.at_mono - baseline.settled_s,
+    )
 
 
 @given(
@@ -646,55 +651,19 @@ def fail_nodes(
                 nothing=f"{workers.text} workers and {primary.text} primaries",
             )
         )
-    hold_s = limit.seconds(budgets)
     with session.timeline.ledger.part(f"{kind.value} failure and return"):
-        return _fail_and_return(
-            request, session, targets, observer, budgets, measurements, kind, hold_s
-        )
-
-
-def _fail_and_return(
-    request: pytest.FixtureRequest,
-    session: Session,
-    targets: Targets,
-    observer: Observer,
-    budgets: Budgets,
-    measurements: Measurements,
-    kind: FailureKind,
-    hold_s: float,
-) -> Outage:
-    nodes = targets.nodes
-    if kind in (FailureKind.POWER_OFF, FailureKind.GRACEFUL):
-        outage = phases.power_off(
+        outage, back = phases.fail(
             session,
             targets,
             observer,
             budgets,
             measurements,
-            graceful=kind is FailureKind.GRACEFUL,
+            kind,
+            hold_s=limit.seconds(budgets),
         )
-        _hold(kind, nodes, hold_s, session)
-        back = phases.power_on(session, targets, budgets, measurements)
-    elif kind is FailureKind.REBOOT:
-        rebooted = phases.reboot(session, targets, observer, measurements, off_s=hold_s)
-        outage, back = rebooted.outage, rebooted.back
-    else:
-        outage = phases.cut(
-            session, targets, observer, kind, undo_after_s=hold_s + budgets.recovery
-        )
-        _hold(kind, nodes, hold_s, session)
-        back = phases.uncut(session, outage)
     _provide(request, "targets", targets)
     _provide(request, "powered_on", back)
     return outage
-
-
-def _hold(kind: FailureKind, nodes: Sequence[str], seconds: float, session: Session) -> None:
-    with (
-        allure.step(f"hold the {kind.value} failure of {', '.join(nodes)} for {seconds:g}s"),
-        session.timeline.ledger.waiting(HOLD),
-    ):
-        time.sleep(seconds)
 
 
 def _provide(request: pytest.FixtureRequest, name: str, value: object) -> None:
@@ -873,7 +842,7 @@ def node_object_gone(
     what = "Node deleted: " + ", ".join(targets.nodes)
     with _within(limit, budgets, what) as seconds:
         for node in targets.nodes:
-            sent = L.last_action(timeline, node, {"delete-node sent"}) or resolution
+            sent = L.last_action(timeline, node, {Act.DELETE_NODE.at(Stage.SENT)}) or resolution
             phases.node_gone(timeline, node, sent, seconds, measurements)
 
 
@@ -906,7 +875,9 @@ def out_of_service_taint_gone(
 ) -> None:
     """The out-of-service taint was removed from each chosen node after it powered on (not
     before), and the Node no longer carries it, measured from the removal request."""
-    unremoved = [n for n in targets.nodes if L.last_action(timeline, n, {"untaint sent"}) is None]
+    unremoved = [
+        n for n in targets.nodes if L.last_action(timeline, n, {Act.UNTAINT.at(Stage.SENT)}) is None
+    ]
     if unremoved:  # the feature never asked: a harness error, not the cluster's failure
         raise MissingStep(
             f"the out-of-service taint gone from {', '.join(unremoved)}",
@@ -1159,7 +1130,9 @@ def member_stays_terminating(
             raise CheckFailed(f"{pod.ref} Terminating first", "not Terminating", 0.0)
         with _waiting(f"{pod.ref} still Terminating", seconds):
             m = still_terminating(timeline, pod.namespace, pod.name, since=since, hold_s=seconds)
-        measurements.record(f"{pod.ref} held Terminating", m.duration_s, None)
+        measurements.record(
+            f"{pod.ref} held Terminating", m.duration_s, None, started_mono=m.started_mono
+        )
 
 
 @then("no second copy of the member was started")
@@ -1239,7 +1212,9 @@ def daemon_pods_not_ready(
             check="daemonset-not-ready",
         )
     for t in timed:
-        measurements.record(f"{t.detail['pod']} NotReady", t.duration_s, seconds)
+        measurements.record(
+            f"{t.detail['pod']} NotReady", t.duration_s, seconds, started_mono=t.started_mono
+        )
 
 
 @then(_p("the node's DaemonSet pods are Ready again within {limit:Limit}"))
@@ -1366,7 +1341,9 @@ def services_available(
             min_success_ratio=0.0,
             max_outage_s=budget,
         )
-        measurements.record(f"{w.ref} longest outage", m.duration_s, budget, m.detail)
+        measurements.record(
+            f"{w.ref} longest outage", m.duration_s, budget, m.detail, started_mono=m.started_mono
+        )
 
 
 @then(_p("every critical workload kept at least {count:d} Ready replica throughout"))
@@ -1435,11 +1412,13 @@ def api_fully_ready(
     ack = powered_on.last_sent
     with _waiting("/readyz passing", seconds):
         ok = timeline.wait_for(
-            match("Probe", API_PROBE, "ok", after=ack),
+            match(Kind.PROBE, API_PROBE, Change.OK, after=ack),
             ack.mono + seconds,
             "GET /readyz passing after the power-on",
         )
-    measurements.record("API ready after power-on", ok.mono - ack.mono, seconds)
+    measurements.record(
+        "API ready after power-on", ok.mono - ack.mono, seconds, started_mono=ack.mono
+    )
     verbose = kube.request("GET", "/readyz", params={"verbose": "true"})
     allure.attach(
         str(verbose.get("text", verbose)),
@@ -1482,13 +1461,15 @@ def node_api_ready(
         try:
             with _waiting(f"{node.name}'s own /readyz passing", seconds):
                 ok = timeline.wait_for(
-                    match("Probe", name, "ok", after=ack),
+                    match(Kind.PROBE, name, Change.OK, after=ack),
                     ack.mono + seconds,
                     f"GET {node.api_endpoint}/readyz passing after the power-on",
                 )
         finally:
             prober.stop()
-        measurements.record(f"{node.name} API server ready", ok.mono - ack.mono, seconds)
+        measurements.record(
+            f"{node.name} API server ready", ok.mono - ack.mono, seconds, started_mono=ack.mono
+        )
 
 
 @then(_p("the cluster is back to steady state within {limit:Limit}"))
@@ -1520,7 +1501,7 @@ def back_to_steady_state(
             found=baseline.nodes,
             description="the cluster as the scenario found it",
         )
-    measurements.record("recovery", time.monotonic() - start, seconds)
+    measurements.record("recovery", time.monotonic() - start, seconds, started_mono=start)
 
 
 @then(
@@ -1553,4 +1534,6 @@ def tokens_moved(
     node itself still off, or back). Fails when one was read on the lost node, or when no
     token was written on the lost node at all."""
     moved = moved_off(tokens, tokens_read_on, outage.nodes, [p.name for p in outage.targets.pods])
-    measurements.record("data moved to another node", 0.0, None, {"volumes": moved})
+    measurements.record(
+        "data moved to another node", 0.0, None, {"volumes": moved}, started_mono=None
+    )

@@ -3,6 +3,8 @@
 Use them as ``{"type": "action", "provider": {"type": "python", "module":
 "harness.chaos.actions", "func": "power_off_nodes", "arguments": {...}}}``.
 
+Every failure goes through the same dispatch as the Gherkin steps and ``powercut longevity``
+(:mod:`harness.scenario.disrupt`), so a reboot here is the BMC's power cycle there too.
 Every action runs in its own :class:`~harness.session.Session`: it takes the cluster lock
 for the time of the call, checks the inventory's blast-radius limits, and journals each
 disruption with its undo *before* acting, as every powercut run does. The disruption is
@@ -47,9 +49,9 @@ from harness.errors import ConfigError, PowercutError, WaitTimeout
 from harness.inventory import Inventory
 from harness.journal import UndoFailed
 from harness.journal import recover as recover_journal
-from harness.kube import actions as kube
 from harness.kube import waits
 from harness.power.base import FailureKind, PowerState
+from harness.scenario import disrupt
 from harness.session import ClusterExecutor, Session, power_protocol_for_restore
 
 __all__ = [
@@ -61,18 +63,24 @@ __all__ = [
     "partition_node",
     "power_off_nodes",
     "power_on_nodes",
+    "reboot_nodes",
     "recover",
     "remove_out_of_service",
     "restart_pods",
     "restore_node",
     "set_out_of_service",
+    "start_kubelet",
+    "stop_kubelet",
     "uncordon_node",
     "wait_for_eviction",
     "wait_for_node_ready",
 ]
 
-#: Journal actions that take a node down (powered off, or cut off by a partition).
-DOWN = ("power_off", "partition")
+#: Journal actions that take a node down (powered off, cut off by a partition, its kubelet
+#: stopped, or power-cycled and not yet back).
+DOWN = ("power_off", "partition", "kubelet", "power_cycle")
+#: Of those, what ``power_on_nodes`` settles.
+POWERED_DOWN = ("power_off", "power_cycle", "partition")
 #: Budgets a node's pods take to be evicted after it went down.
 EVICTION_BUDGETS = ("node_not_ready", "taint_applied", "pod_eviction")
 NodeNames = str | Sequence[str] | None
@@ -147,13 +155,42 @@ def power_off_nodes(
         down = nodes_of(owed_in(s, DOWN))
         s.down.update(down)
         chosen = _pick(s, nodes, role, rack, count, down)
-        result = s.power_off(chosen, graceful=graceful, protocol=protocol or None)
+        kind = FailureKind.GRACEFUL if graceful else FailureKind.POWER_OFF
+        done = disrupt.inflict(s, chosen, kind, undo_after_s=0.0, protocol=protocol or None)
         return {
             "nodes": chosen,
             "graceful": graceful,
-            "ack_skew_s": round(result.skew_s, 3),
+            "ack_skew_s": round(done.result.skew_s, 3),
             "journal": str(s.journal_path),
         }
+
+
+def reboot_nodes(
+    nodes: NodeNames = None,
+    role: str = "worker",
+    rack: str | None = None,
+    count: int = 1,
+    wait_ready: bool = True,
+    within: Within = None,
+    protocol: str | None = None,
+    configuration: Configuration = None,
+) -> dict[str, Any]:
+    """Reboot nodes: the BMC's power cycle (as the steps' and longevity's reboot; several
+    nodes: off together, then on together), journaled with a power-on as the undo until
+    each reads on again. Chosen as ``power_off_nodes`` does. With ``wait_ready`` it then
+    waits until they are Ready, ``within`` the ``node-ready-after-power-on`` budget by
+    default. Nothing to roll back once it returned."""
+    inventory = load(configuration)
+    with session(inventory) as s:
+        down = nodes_of(owed_in(s, DOWN))
+        s.down.update(down)
+        chosen = _pick(s, nodes, role, rack, count, down)
+        done = disrupt.inflict(
+            s, chosen, FailureKind.REBOOT, undo_after_s=0.0, protocol=protocol or None
+        )
+        took = {n: round(a - done.result.sent[n], 3) for n, a in done.result.acknowledged.items()}
+    ready_s = _wait_ready(inventory, chosen, within) if wait_ready else None
+    return {"nodes": chosen, "cycle_s": took, "ready_after_s": ready_s}
 
 
 def _reads_on(s: Session, node: str, protocol: str | None) -> bool:
@@ -180,16 +217,16 @@ def power_on_nodes(
     """
     inventory = load(configuration)
     with session(inventory) as s:
-        chosen = names(nodes) or nodes_of(owed_in(s, DOWN))
+        chosen = names(nodes) or nodes_of(owed_in(s, POWERED_DOWN))
         if not chosen:
             log.info("power_on_nodes: nothing to power on (the journal owes no power-on)")
             return {"nodes": [], "ready_after_s": 0.0}
         try:
-            s.power_on(chosen, protocol=protocol or None)
+            disrupt.bring_back(s, chosen, FailureKind.POWER_OFF, protocol=protocol or None)
         except BaseException:
-            mark_undone(s, DOWN, [n for n in chosen if _reads_on(s, n, protocol)])
+            mark_undone(s, POWERED_DOWN, [n for n in chosen if _reads_on(s, n, protocol)])
             raise
-        mark_undone(s, DOWN, chosen)
+        mark_undone(s, POWERED_DOWN, chosen)
     ready_s = _wait_ready(inventory, chosen, within) if wait_ready else None
     return {"nodes": chosen, "ready_after_s": ready_s}
 
@@ -263,7 +300,7 @@ def partition_node(
     with session(inventory) as s:
         s.down.update(nodes_of(owed_in(s, DOWN)))
         undo_after = seconds(inventory, heal_after, HEAL_BUDGETS)
-        s.cut([node], FailureKind.PARTITION, undo_after_s=undo_after)
+        disrupt.inflict(s, [node], FailureKind.PARTITION, undo_after_s=undo_after)
         log.info("partitioned %s (heals by itself after %gs)", node, undo_after)
         return {"node": node, "heal_after_s": undo_after, "journal": str(s.journal_path)}
 
@@ -274,8 +311,36 @@ def heal_partition(node: str | None = None, configuration: Configuration = None)
     inventory = load(configuration)
     with session(inventory) as s:
         chosen = names(node) or nodes_of(owed_in(s, ("partition",)))
-        s.uncut(chosen, FailureKind.PARTITION)
+        disrupt.bring_back(s, chosen, FailureKind.PARTITION)
         mark_undone(s, ("partition",), chosen)  # cut by an earlier session: its entries
+        return {"nodes": chosen}
+
+
+def stop_kubelet(
+    node: str, start_after: Within = None, configuration: Configuration = None
+) -> dict[str, Any]:
+    """Stop a node's kubelet while its containers keep running, through the first of its
+    drivers that can (as the steps' and longevity's ``kubelet`` failure): journaled with
+    the kubelet's start as the undo, counted against the safety limits. The driver arms a
+    start after ``start_after`` (by default the budgets ``partition_node`` uses) before it
+    stops it. Undo now with ``start_kubelet`` or ``powercut recover``."""
+    inventory = load(configuration)
+    with session(inventory) as s:
+        s.down.update(nodes_of(owed_in(s, DOWN)))
+        undo_after = seconds(inventory, start_after, HEAL_BUDGETS)
+        disrupt.inflict(s, [node], FailureKind.KUBELET_STOP, undo_after_s=undo_after)
+        log.info("stopped the kubelet of %s (starts by itself after %gs)", node, undo_after)
+        return {"node": node, "start_after_s": undo_after, "journal": str(s.journal_path)}
+
+
+def start_kubelet(node: str | None = None, configuration: Configuration = None) -> dict[str, Any]:
+    """Start stopped kubelets now; without ``node``, every node the journal shows with its
+    kubelet stopped."""
+    inventory = load(configuration)
+    with session(inventory) as s:
+        chosen = names(node) or nodes_of(owed_in(s, ("kubelet",)))
+        disrupt.bring_back(s, chosen, FailureKind.KUBELET_STOP)
+        mark_undone(s, ("kubelet",), chosen)
         return {"nodes": chosen}
 
 
@@ -433,9 +498,7 @@ def restart_pods(
     returns their names."""
     inventory = load(configuration)
     with session(inventory) as s:
-        return kube.restart_pods(
-            s.client, namespace, selector, grace_period_s=grace_period_s, timeline=s.timeline
-        )
+        return disrupt.restart_pods(s, namespace, selector, grace_period_s=grace_period_s)
 
 
 # -- everything ------------------------------------------------------------------------------

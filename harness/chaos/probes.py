@@ -36,6 +36,7 @@ from harness.checks import phase as P
 from harness.errors import ConfigError, PowercutError, WaitTimeout
 from harness.inventory import Inventory, WorkloadSpec
 from harness.kube import waits
+from harness.kube.names import Change
 from harness.kube.observer import Observer, workload_of
 from harness.kube.timeline import Timeline
 from harness.power.factory import driver_for
@@ -226,7 +227,7 @@ def service_healthy(
         ok = True
         for name, target in targets.items():
             sample = Prober(timeline, target, name=name).probe_once()
-            if sample.transition != "ok":
+            if sample.transition != Change.OK:
                 log.warning("service_healthy: %s: %s", name, timeline.describe(sample))
                 ok = False
         return ok

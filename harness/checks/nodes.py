@@ -5,11 +5,21 @@ from __future__ import annotations
 from harness.checks import phase as P
 from harness.checks.base import Measurement, Ref, ref_label, ref_mono
 from harness.checks.replay import node_at, node_summary
+from harness.kube.names import (
+    NOT_READY_NO_EXECUTE,
+    OUT_OF_SERVICE_NO_EXECUTE,
+    UNREACHABLE_NO_EXECUTE,
+)
 from harness.kube.timeline import Timeline
 
-UNREACHABLE_NO_EXECUTE = "node.kubernetes.io/unreachable:NoExecute"
-NOT_READY_NO_EXECUTE = "node.kubernetes.io/not-ready:NoExecute"
-OUT_OF_SERVICE_NO_EXECUTE = "node.kubernetes.io/out-of-service:NoExecute"
+__all__ = [
+    "NOT_READY_NO_EXECUTE",
+    "OUT_OF_SERVICE_NO_EXECUTE",
+    "UNREACHABLE_NO_EXECUTE",
+    "node_not_ready",
+    "node_ready",
+    "taint_present",
+]
 
 
 def _ready_change(

@@ -35,7 +35,7 @@ from harness.checks.base import (
 )
 from harness.checks.replay import RELEASED
 from harness.errors import WaitTimeout
-from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
+from harness.kube.names import Change, Kind
 from harness.kube.timeline import Predicate, Timeline, Transition
 
 __all__ = [
@@ -58,8 +58,10 @@ __all__ = [
     "volume_released",
 ]
 
+NODE, POD, VOLUME_ATTACHMENT = Kind.NODE, Kind.POD, Kind.VOLUME_ATTACHMENT
+
 #: The pod transitions after which a pod no longer runs where it was (evicted or removed).
-EVICTED = frozenset({"terminating", "deleted"})
+EVICTED = frozenset({Change.TERMINATING, Change.DELETED})
 
 
 def _nothing(_t: Transition) -> Mapping[str, Any]:
@@ -236,7 +238,7 @@ def taint_added(node: str, taint: str, *, since: float, already: bool = False) -
         NODE,
         since,
         lambda t: (
-            t.name == node and t.transition == "taint-added" and t.detail.get("taint") == taint
+            t.name == node and t.transition == Change.TAINT_ADDED and t.detail.get("taint") == taint
         ),
         {"node": node, "taint": taint},
         report=lambda _t: {"already": False},
@@ -323,7 +325,7 @@ def pod_ready(
     def ends(t: Transition) -> bool:
         d = t.detail
         return (
-            t.transition == "ready"
+            t.transition == Change.READY
             and (namespace is None or t.namespace == namespace)
             and (uid is None or d.get("uid") == uid)
             and (name is None or t.name == name)
@@ -383,7 +385,7 @@ def volume_attached(pv: str, *, since: float, not_on: str | None = None) -> Phas
         VOLUME_ATTACHMENT,
         since,
         lambda t: (
-            t.transition == "attached"
+            t.transition == Change.ATTACHED
             and t.detail.get("pv") == pv
             and (not_on is None or t.detail.get("node") != not_on)
         ),
@@ -407,7 +409,7 @@ def multi_attach(
         POD,
         since,
         lambda t: (
-            t.transition == "multi-attach"
+            t.transition == Change.MULTI_ATTACH
             and (until is None or t.mono <= until)
             and (namespace is None or t.namespace == namespace)
             and (pod is None or t.name == pod)

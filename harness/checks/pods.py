@@ -17,6 +17,7 @@ from harness.checks.base import (
 )
 from harness.checks.replay import PodReplay, PodSnap, availability, pods_at
 from harness.errors import ConfigError, WaitTimeout
+from harness.kube.names import Change
 from harness.kube.observer import POD
 from harness.kube.timeline import Timeline, Transition
 
@@ -221,7 +222,7 @@ def still_terminating(
     def gone(t: Transition) -> bool:
         return (
             t.kind == POD
-            and t.transition == "deleted"
+            and t.transition == Change.DELETED
             and t.detail.get("uid") == uid
             and start < t.mono <= end
         )

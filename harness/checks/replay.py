@@ -11,12 +11,13 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
+from harness.kube.names import VOLUME_RELEASED, Change, Kind
 from harness.kube.timeline import Timeline, Transition
 
-_STATE = frozenset({"observed", "created"})
+NODE, POD, VOLUME_ATTACHMENT = Kind.NODE, Kind.POD, Kind.VOLUME_ATTACHMENT
+_STATE = frozenset({Change.OBSERVED, Change.CREATED})
 #: The VolumeAttachment transitions after which the node no longer holds the volume.
-RELEASED = frozenset({"detached", "deleted"})
+RELEASED = VOLUME_RELEASED
 
 
 class PodSnap(NamedTuple):
@@ -80,7 +81,7 @@ class PodReplay:
                 str(d.get("workload") or ""),
                 t.mono,
             )
-        elif t.transition == "deleted":
+        elif t.transition == Change.DELETED:
             if cur is not None:
                 self.deleted[uid] = cur._replace(since=t.mono)
                 del self.alive[uid]
@@ -99,15 +100,15 @@ class PodReplay:
                     t.mono,
                 )
             node = str(d.get("node") or cur.node)
-            if t.transition == "ready":
+            if t.transition == Change.READY:
                 snap = cur._replace(ready=True, node=node, since=t.mono)
-            elif t.transition == "not-ready":
+            elif t.transition == Change.NOT_READY:
                 snap = cur._replace(ready=False, node=node, since=t.mono)
-            elif t.transition == "terminating":
+            elif t.transition == Change.TERMINATING:
                 snap = cur._replace(terminating=True, node=node, since=t.mono)
-            elif t.transition == "scheduled":
+            elif t.transition == Change.SCHEDULED:
                 snap = cur._replace(node=node, since=t.mono)
-            elif t.transition == "phase":
+            elif t.transition == Change.PHASE:
                 snap = cur._replace(phase=str(d.get("phase") or ""), since=t.mono)
             else:
                 return None  # events (multi-attach, ...) do not change pod state
@@ -244,15 +245,15 @@ def node_at(tl: Timeline, node: str, at: float) -> NodeSnap | None:
             continue
         if snap is None:
             snap = NodeSnap(node, True, "", False, frozenset(), t.mono)
-        if t.transition in ("ready", "not-ready"):
+        if t.transition in (Change.READY, Change.NOT_READY):
             snap = snap._replace(ready=str(d.get("status") or ""), since=t.mono)
-        elif t.transition == "taint-added":
+        elif t.transition == Change.TAINT_ADDED:
             snap = snap._replace(taints=snap.taints | {str(d.get("taint"))}, since=t.mono)
-        elif t.transition == "taint-removed":
+        elif t.transition == Change.TAINT_REMOVED:
             snap = snap._replace(taints=snap.taints - {str(d.get("taint"))}, since=t.mono)
-        elif t.transition in ("cordoned", "uncordoned"):
-            snap = snap._replace(unschedulable=t.transition == "cordoned", since=t.mono)
-        elif t.transition == "deleted":
+        elif t.transition in (Change.CORDONED, Change.UNCORDONED):
+            snap = snap._replace(unschedulable=t.transition == Change.CORDONED, since=t.mono)
+        elif t.transition == Change.DELETED:
             snap = snap._replace(present=False, since=t.mono)
     return snap
 
@@ -294,8 +295,8 @@ def attachments_at(transitions: Iterable[Transition], at: float) -> dict[str, At
         node, pv = str(t.detail.get("node") or ""), str(t.detail.get("pv") or "")
         if t.transition in _STATE:
             state[t.name] = AttachmentSnap(node, pv, bool(t.detail.get("attached")))
-        elif t.transition in ("attached", "detached"):
-            state[t.name] = AttachmentSnap(node, pv, t.transition == "attached")
-        elif t.transition == "deleted":
+        elif t.transition in (Change.ATTACHED, Change.DETACHED):
+            state[t.name] = AttachmentSnap(node, pv, t.transition == Change.ATTACHED)
+        elif t.transition == Change.DELETED:
             state.pop(t.name, None)
     return state

@@ -21,9 +21,10 @@ import urllib3
 
 from harness.checks.base import CheckFailed, Measurement, Ref, ref_label, ref_mono, watch_until
 from harness.errors import ConfigError
+from harness.kube.names import Change, Kind
 from harness.kube.timeline import Timeline, Transition
 
-PROBE = "Probe"
+PROBE = Kind.PROBE
 
 
 class Prober:
@@ -94,7 +95,7 @@ class Prober:
             detail["error"] = f"{type(exc).__name__}: {exc}"[:160]
         detail["latency_ms"] = round((time.monotonic() - mono) * 1000, 1)
         return self.timeline.record(
-            PROBE, self.name, "ok" if ok else "fail", detail=detail, mono=mono, wall=wall
+            PROBE, self.name, Change.OK if ok else Change.FAIL, detail=detail, mono=mono, wall=wall
         )
 
     def _run(self) -> None:
@@ -139,7 +140,7 @@ def outages(samples: list[Transition]) -> list[tuple[float, float, bool]]:
     out: list[tuple[float, float, bool]] = []
     began: float | None = None
     for t in samples:
-        if t.transition == "fail":
+        if t.transition == Change.FAIL:
             if began is None:
                 began = t.mono
         elif began is not None:
@@ -180,7 +181,7 @@ def probe_health(
         for t in new:
             if t.kind != PROBE or t.name != probe or not s <= t.mono <= e:
                 continue
-            if t.transition == "ok":
+            if t.transition == Change.OK:
                 began = None
             elif began is None:
                 began = t.mono
@@ -198,7 +199,7 @@ def probe_health(
         raise CheckFailed(
             expected, "no probe samples (is the prober running?)", 0.0, check="probe-health"
         )
-    ok = sum(1 for t in samples if t.transition == "ok")
+    ok = sum(1 for t in samples if t.transition == Change.OK)
     ratio = ok / len(samples)
     runs = outages(samples)
     # One still going at the last sample lasted at least until the window end (or now).

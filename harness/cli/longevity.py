@@ -95,7 +95,19 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--groups",
         default=None,
         metavar="auto|FILE",
-        help="failure groups: auto (spread across racks; default) or a YAML file",
+        help="fixed failure groups, rotated: auto (the workers dealt out across racks into "
+        "1/fraction groups) or a YAML file; by default each cycle's group is chosen "
+        "with --target instead",
+    )
+    p.add_argument(
+        "--target",
+        default=None,
+        metavar="PHRASE",
+        help="how each cycle's group is chosen, from where the pods are at that cycle, as "
+        'the steps say it: "<amount> of the worker nodes, one per rack, sparing the '
+        'critical workloads" (default, with --fraction as the amount), "<amount> of the '
+        'worker nodes, one per rack", "<amount> worker nodes" or "every node of the rack '
+        'running the most critical pods"',
     )
     p.add_argument("--cycles", type=_positive_int, default=None, help="total number of cycles")
     p.add_argument(
@@ -126,8 +138,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         choices=("power", "graceful", "reboot", "partition", "kubelet"),
         default=None,
         help="how each group fails: power (forced power-off through the BMC; default), "
-        "graceful (graceful shutdown), reboot (power cycle: forced off, then on again at "
-        "once, without the minimum outage; measured from the two acknowledgements), "
+        "graceful (graceful shutdown), reboot (the BMC's power cycle, as the steps' reboot: "
+        "off and on again, without the minimum outage; measured from the cycle's request "
+        "to its acknowledgement), "
         "partition (cut off the network, the node keeps running), kubelet (kubelet "
         "stopped); partition and kubelet need a driver that can "
         "(SSH), and the nodes undo them by themselves if the run dies",
@@ -178,6 +191,7 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
         "inventory": str(args.inventory) if args.inventory else None,
         "fraction": parse_fraction(args.fraction) if args.fraction is not None else None,
         "groups": args.groups,
+        "target": args.target,
         "cycles": args.cycles,
         "duration_s": args.duration,
         "outage_s": args.outage,

@@ -104,6 +104,27 @@ class UndoStack:
                 results.append(UndoResult(description, True, None, entry_id, note=note))
         return results
 
+    def finish(self, *, failed: bool = False) -> list[UndoResult]:
+        """End the scenario explicitly: run every undo, newest first, and return what each
+        did (a failed undo is in the list, not raised). ``failed`` with ``keep_on_failure``:
+        leave the disruptions in place for inspection instead (:attr:`kept`; the journal
+        still owes them) and return nothing."""
+        if failed and self.keep_on_failure:
+            self._keep()
+            return []
+        return self.run()
+
+    def _keep(self) -> None:
+        self.kept = [description for description, _, _ in reversed(self._stack)]
+        self._stack.clear()
+        if self.kept:
+            log.warning(
+                "keep-on-failure: leaving %d disruption(s) in place: %s; "
+                "run `powercut recover` to undo them",
+                len(self.kept),
+                "; ".join(self.kept),
+            )
+
     def __enter__(self) -> Self:
         return self
 
@@ -114,15 +135,7 @@ class UndoStack:
         tb: TracebackType | None,
     ) -> None:
         if isinstance(exc, Exception) and self.keep_on_failure:
-            self.kept = [description for description, _, _ in reversed(self._stack)]
-            self._stack.clear()
-            if self.kept:
-                log.warning(
-                    "keep-on-failure: leaving %d disruption(s) in place: %s; "
-                    "run `powercut recover` to undo them",
-                    len(self.kept),
-                    "; ".join(self.kept),
-                )
+            self._keep()
             return
         results = self.run()
         failed = [r for r in results if not r.ok]

@@ -23,15 +23,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.errors import PermanentError, TemporaryError, WaitTimeout
+from harness.kube import names
 from harness.kube.client import JSON, Conflict, Gone, KubeClient, NotFound, TooManyRequests
+from harness.kube.names import Act, Event, Stage
 from harness.kube.timeline import SYSTEM_CLOCK, Clock, Timeline
 
 log = logging.getLogger(__name__)
 
-OUT_OF_SERVICE_KEY = "node.kubernetes.io/out-of-service"
-OUT_OF_SERVICE_VALUE = "nodeshutdown"
-OUT_OF_SERVICE_EFFECT = "NoExecute"
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+OUT_OF_SERVICE_KEY = names.TAINT_OUT_OF_SERVICE
+OUT_OF_SERVICE_VALUE = names.OUT_OF_SERVICE_VALUE
+OUT_OF_SERVICE_EFFECT = names.NO_EXECUTE
+MIRROR_ANNOTATION = names.ANNOTATION_MIRROR
 #: Labels the Job controller adds to a Job and its pod template (removed on re-run).
 JOB_GENERATED_LABELS = (
     "controller-uid",
@@ -121,22 +123,25 @@ def node_ready(client: KubeClient, node: str) -> bool | None:
 
 @contextmanager
 def _recorded(
-    timeline: Timeline | None, verb: str, name: str, namespace: str = "", **detail: Any
+    timeline: Timeline | None, verb: Act, name: str, namespace: str = "", **detail: Any
 ) -> Iterator[dict[str, Any]]:
     """Record ``<verb> sent`` now and ``<verb> done`` (with the yielded dict) or ``failed``."""
     result: dict[str, Any] = {}
     if timeline is None:
         yield result
         return
-    timeline.action(name, f"{verb} sent", namespace=namespace, **detail)
+    timeline.action(name, verb.at(Stage.SENT), namespace=namespace, **detail)
     try:
         yield result
     except BaseException as exc:
         timeline.action(
-            name, f"{verb} failed", namespace=namespace, error=f"{type(exc).__name__}: {exc}"[:300]
+            name,
+            verb.at(Stage.FAILED),
+            namespace=namespace,
+            error=f"{type(exc).__name__}: {exc}"[:300],
         )
         raise
-    timeline.action(name, f"{verb} done", namespace=namespace, **result)
+    timeline.action(name, verb.at(Stage.DONE), namespace=namespace, **result)
 
 
 def _meta(obj: JSON) -> JSON:
@@ -244,13 +249,13 @@ def _wait_gone(
 
 def cordon(client: KubeClient, node: str, *, timeline: Timeline | None = None) -> None:
     """Mark the node unschedulable (idempotent)."""
-    with _recorded(timeline, "cordon", node):
+    with _recorded(timeline, Act.CORDON, node):
         client.patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": True}})
 
 
 def uncordon(client: KubeClient, node: str, *, timeline: Timeline | None = None) -> None:
     """Mark the node schedulable again (idempotent)."""
-    with _recorded(timeline, "uncordon", node):
+    with _recorded(timeline, Act.UNCORDON, node):
         client.patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": None}})
 
 
@@ -295,7 +300,7 @@ def add_taint(
             return None
         return [*taints, {"key": key, "value": value, "effect": effect}]
 
-    with _recorded(timeline, "taint", node, taint=f"{key}={value}:{effect}") as result:
+    with _recorded(timeline, Act.TAINT, node, taint=f"{key}={value}:{effect}") as result:
         result["changed"] = _update_taints(client, node, change)
     return bool(result["changed"])
 
@@ -309,7 +314,7 @@ def remove_taint(
         kept = [t for t in taints if not (t.get("key") == key and t.get("effect") == effect)]
         return kept if len(kept) != len(taints) else None
 
-    with _recorded(timeline, "untaint", node, taint=f"{key}:{effect}") as result:
+    with _recorded(timeline, Act.UNTAINT, node, taint=f"{key}:{effect}") as result:
         result["changed"] = _update_taints(client, node, change)
     return bool(result["changed"])
 
@@ -410,7 +415,7 @@ def drain(
                 )
             )
 
-    with _recorded(timeline, "drain", node) as summary:
+    with _recorded(timeline, Act.DRAIN, node) as summary:
         cordon(client, node, timeline=timeline)
         skipped: dict[str, str] = {}
         pending: dict[str, JSON] = {}
@@ -462,7 +467,7 @@ def drain(
                 if timeline is not None:
                     timeline.action(
                         str(m["name"]),
-                        "evicted",
+                        Event.EVICTED,
                         namespace=str(m["namespace"]),
                         node=node,
                         attempts=attempts[ref],
@@ -522,7 +527,7 @@ def delete_node(
     ``deadline`` it waits until the node is gone (``WaitTimeout`` otherwise).
     """
     path = f"/api/v1/nodes/{node}"
-    with _recorded(timeline, "delete-node", node) as summary:
+    with _recorded(timeline, Act.DELETE_NODE, node) as summary:
         current = client.get_or_none(path)
         if current is None:
             summary["already_absent"] = True
@@ -556,7 +561,7 @@ def delete_node(
                     log.warning("node %s: cleared stuck finalizers %s", node, ", ".join(cleared))
                     summary["finalizers_cleared"] = list(cleared)
                     if timeline is not None:
-                        timeline.action(node, "finalizers cleared", finalizers=list(cleared))
+                        timeline.action(node, Event.FINALIZERS_CLEARED, finalizers=list(cleared))
         if deadline is not None:
             _wait_gone(
                 client,
@@ -619,7 +624,7 @@ def force_delete_pods(
     elif fence is not None:
         _require_fence(node, fence, "force-delete the pods of")
     deleted: list[str] = []
-    with _recorded(timeline, "force-delete-pods", node) as summary:
+    with _recorded(timeline, Act.FORCE_DELETE_PODS, node) as summary:
         for pod in _pods_on(client, node, namespace):
             m = _meta(pod)
             if _is_mirror(pod) or (not include_daemonsets and _owner_kind(pod) == "DaemonSet"):
@@ -652,7 +657,7 @@ def restart_pods(
     Returns the names of the pods deleted. Use the waits to see the new ones Ready.
     """
     names: list[str] = []
-    with _recorded(timeline, "restart-pods", selector, namespace=namespace) as summary:
+    with _recorded(timeline, Act.RESTART_PODS, selector, namespace=namespace) as summary:
         items, _ = client.list(f"/api/v1/namespaces/{namespace}/pods", labelSelector=selector)
         for pod in items:
             m = _meta(pod)
@@ -707,7 +712,7 @@ def rerun_job(
     it again from its spec minus generated fields. Returns the new Job."""
     collection = f"/apis/batch/v1/namespaces/{namespace}/jobs"
     path = f"{collection}/{name}"
-    with _recorded(timeline, "rerun-job", name, namespace=namespace) as summary:
+    with _recorded(timeline, Act.RERUN_JOB, name, namespace=namespace) as summary:
         job = client.get(path)
         uid = str(_meta(job).get("uid"))
         manifest = job_for_rerun(job)

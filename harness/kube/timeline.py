@@ -28,12 +28,13 @@ import orjson
 from harness import progress
 from harness.errors import PermanentError, WaitTimeout
 from harness.kube.ledger import KUBERNETES, Ledger
+from harness.kube.names import Kind
 
 T = TypeVar("T")
 Predicate = Callable[["Transition"], bool]
 
 #: ``kind`` of the harness's own actions (``Timeline.action``).
-ACTION = "Action"
+ACTION = Kind.ACTION
 
 
 class WaitFailed(PermanentError):

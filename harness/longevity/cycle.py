@@ -35,11 +35,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import random
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from harness.checks import phase as P
 from harness.checks.base import wait_until_time
 from harness.checks.replay import RELEASED
 from harness.checks.service import PROBE, Prober
@@ -48,9 +50,10 @@ from harness.inventory import Inventory, WorkloadSpec
 from harness.journal import Terminated
 from harness.kube import actions
 from harness.kube.client import JSON, KubeClient, NotFound, TooManyRequests
+from harness.kube.names import Change, Event
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT, Observer, PodState
 from harness.kube.timeline import Timeline, Transition, WaitFailed
-from harness.kube.waits import wait_node_not_ready, wait_state
+from harness.kube.waits import wait_state
 from harness.longevity.engine import Say, SteadyStateLost, StopControl
 from harness.longevity.groups import Group
 from harness.longevity.measure import (
@@ -69,6 +72,11 @@ from harness.longevity.measure import (
 from harness.longevity.records import CycleRecord, PhaseBudgets
 from harness.power.base import FailureKind
 from harness.safety import NO_RACK
+from harness.scenario import disrupt
+from harness.scenario.errors import NoTargets
+from harness.scenario.steady import node_problems, workload_problems
+from harness.scenario.targets import by_phrase, parse_phrase
+from harness.scenario.workloads import resolve_workloads as resolve_scenario_workloads
 from harness.session import Session
 from harness.slo.client import PrometheusClient
 from harness.slo.evaluate import window_verdicts
@@ -83,12 +91,6 @@ PLURAL: Final = {
     "StatefulSet": "statefulsets",
     "DaemonSet": "daemonsets",
 }
-#: Taints that say a node is not back (the node lifecycle controller's and the operator's).
-NODE_DOWN_TAINTS: Final = (
-    "node.kubernetes.io/unreachable",
-    "node.kubernetes.io/not-ready",
-    "node.kubernetes.io/out-of-service",
-)
 TIMELINES_DIR: Final = "timelines"
 
 
@@ -133,7 +135,7 @@ class _Tracker:
                     continue
                 if t.transition in RELEASED and t.detail.get("node") in self.nodes:
                     self.released.add(pv)
-                elif t.transition == "attached" and pv in self.released:
+                elif t.transition == Change.ATTACHED and pv in self.released:
                     self.reattached.add(pv)
 
     @property
@@ -178,9 +180,10 @@ def seed_timeline(tl: Timeline, observer: Observer) -> None:
     tl.extend(batch)
 
 
-#: The failure kinds a longevity cycle can inflict. A reboot is a power cycle of the group:
-#: forced off, then on again at once (no minimum outage), each acknowledged by the BMC, so
-#: it is measured like a power loss from those two acknowledgements.
+#: The failure kinds a longevity cycle can inflict, through the steps' dispatch
+#: (:func:`harness.scenario.disrupt.inflict`). A reboot is the BMC's power cycle of the
+#: group (several nodes: off together, then on together; no minimum outage), measured from
+#: the cycle's request to its acknowledgement (the BMC answers once the node reads on).
 LONGEVITY_KINDS = (
     FailureKind.POWER_OFF,
     FailureKind.GRACEFUL,
@@ -210,6 +213,7 @@ class LiveRunner:
         journal_path: Path | None = None,
         session_factory: Callable[[Timeline], Session] | None = None,
         say: Say | None = None,
+        target: str | None = None,
     ) -> None:
         self.inventory = inventory
         self.client = client
@@ -225,6 +229,11 @@ class LiveRunner:
                 field="--failure",
             )
         self.failure = failure
+        if target is not None:
+            parse_phrase(target)  # a phrase not understood fails before any cycle
+        #: The steps' target phrase each cycle's group is chosen with, from where the pods
+        #: are at that cycle (None: the group the engine hands over, from a groups file).
+        self.target = target
         self.keep_timelines = keep_timelines
         self.probe_interval_s = probe_interval_s
         self.settle_s = settle_s if settle_s is not None else max(60.0, 3 * budgets.cleanup)
@@ -315,6 +324,28 @@ class LiveRunner:
                 out.append((spec, f"{spec.kind}/{name}", desired))
         return out
 
+    def choose_group(self, cycle: int, observer: Observer) -> Group:
+        """This cycle's group: the nodes :attr:`target` names now, chosen as the steps do
+        (:func:`harness.scenario.targets.by_phrase`; by default sparing the critical
+        workloads, from where their pods run at this cycle). Seeded by the cycle number, so
+        a resumed run draws the same way."""
+        assert self.target is not None
+        workloads = resolve_scenario_workloads(self.client, self.inventory)
+        try:
+            chosen = by_phrase(
+                self.target,
+                self.inventory,
+                observer,
+                self.client,
+                workloads,
+                rng=random.Random(cycle),
+                seed=cycle,
+            )
+        except NoTargets as exc:
+            raise PermanentError(f"cycle {cycle}: no group for {self.target!r}: {exc}") from None
+        self.say(f"cycle {cycle}: {', '.join(chosen.nodes)} ({chosen.why})")
+        return Group(f"c{cycle}", chosen.nodes)
+
     # -- the steady state ------------------------------------------------------------------
 
     def _problems(
@@ -325,28 +356,19 @@ class LiveRunner:
         group: Group,
     ) -> list[tuple[str, str]]:
         """What keeps the cluster from its steady state: (category, text), empty if none."""
-        out: list[tuple[str, str]] = []
-        for name in self.inventory.node_names():
-            n = observer.node(name)
-            if n is None:
-                out.append(("node", f"node {name} absent"))
-                continue
-            if not n.is_ready:
-                out.append(("node", f"node {name} Ready={n.ready or '?'}"))
-            bad = [t.id for t in n.taints if t.key in NODE_DOWN_TAINTS]
-            if bad:
-                out.append(("taint", f"node {name} tainted {', '.join(bad)}"))
-            if name in group.nodes and n.unschedulable:
-                out.append(("cordon", f"node {name} cordoned"))
+        # The nodes and the workloads: the scenarios' definition (harness.scenario.steady).
+        out = node_problems(observer, self.inventory.node_names(), schedulable=group.nodes)
         for w in workloads:
-            pods = observer.pods(namespace=w.namespace, workload=w.workload)
-            avail = [p for p in pods if p.ready and not p.terminating]
-            stuck = [p for p in pods if p.terminating]
-            if len(avail) < w.baseline:
-                out.append(("pods", f"{w.key}: {len(avail)} of {w.baseline} Ready"))
-            if stuck:
-                names = ", ".join(f"{p.name}@{p.node or '-'}" for p in stuck[:5])
-                out.append(("terminating", f"{w.key}: Terminating {names}"))
+            out.extend(
+                workload_problems(
+                    observer, w.namespace, w.workload, w.baseline, ref=w.key, exact=False
+                )
+            )
+            avail = [
+                p
+                for p in observer.pods(namespace=w.namespace, workload=w.workload)
+                if p.ready and not p.terminating
+            ]
             if w.racks and len(avail) >= w.baseline:
                 racks = {self._rack(observer, p.node) for p in avail}
                 if len(racks) < w.racks:
@@ -360,7 +382,7 @@ class LiveRunner:
             if not probe.critical:
                 continue
             last = probes.last.get(probe.name)
-            if last != "ok":
+            if last != Change.OK:
                 out.append(("probe", f"service {probe.name}: last probe {last or 'none yet'}"))
         return out
 
@@ -454,6 +476,8 @@ class LiveRunner:
                 raise
             except WaitTimeout as exc:
                 raise SteadyStateLost(cycle, exc.last_seen, exc.waited_s) from None
+            if self.target is not None:
+                group = self.choose_group(cycle, observer)
             targets = self._targets(observer, resolved)
             plan = CyclePlan(cycle, group, tuple(targets), self.probes, self.budgets)
             tl.action(
@@ -548,26 +572,22 @@ class LiveRunner:
             {v.pv for v in observer.volume_attachments() if v.node in nodes and v.attached},
             nodes,
         )
-        kind = self.failure
-        if kind in (FailureKind.PARTITION, FailureKind.KUBELET_STOP):
-            # The nodes undo the cut by themselves if this run dies: after the outage and
-            # the cleanup budget at the latest.
-            off = session.cut(
-                group.nodes, kind, undo_after_s=self.outage_s + self.budgets.cleanup + 60.0
-            )
-        else:
-            off = session.power_off(
-                group.nodes, graceful=kind is FailureKind.GRACEFUL, protocol=self.protocol
-            )
+        # One dispatch with the steps (harness.scenario.disrupt): a reboot is the BMC's
+        # power cycle; a cut node undoes the cut by itself if this run dies (after the
+        # outage and the cleanup budget at the latest).
+        off = disrupt.inflict(
+            session,
+            group.nodes,
+            self.failure,
+            undo_after_s=self.outage_s + self.budgets.cleanup + 60.0,
+            protocol=self.protocol,
+        )
         t0 = off.first_ack
-        if kind is not FailureKind.REBOOT:  # a reboot's nodes come back at once
+        if not off.back_by_itself:  # a reboot's nodes come back at once
             self._outage(observer, plan, t0)
             wait_until_time(tl, t0 + self.outage_s, "the minimum outage")
         tl.action(MARK, OUTAGE_END)
-        if kind in (FailureKind.PARTITION, FailureKind.KUBELET_STOP):
-            on = session.uncut(group.nodes, kind)
-        else:
-            on = session.power_on(group.nodes, protocol=self.protocol)
+        on = disrupt.restore(session, off, protocol=self.protocol)
         cleaned, note = self._cleanup(tl, observer, tracker, plan, on.first_ack, remediation)
         if cleaned:
             tl.action(MARK, CLEANUP_DONE)
@@ -575,45 +595,24 @@ class LiveRunner:
 
     def _outage(self, observer: Observer, plan: CyclePlan, t0: float) -> None:
         """Wait for the outage phases, each until its budget at most (timeouts are fine:
-        the measurement says what happened)."""
+        the measurement says what happened). NotReady and the evacuation are the phases
+        :func:`~harness.longevity.measure.measure_cycle` measures (:mod:`harness.checks.phase`),
+        waited for on the timeline: the wait and the figure are one definition."""
         b = self.budgets
+        tl = observer.timeline
         nodes = set(plan.group.nodes)
         for node in plan.group.nodes:
-            with contextlib.suppress(WaitTimeout):
-                wait_node_not_ready(observer, node, deadline=t0 + b.not_ready)
+            self._phase(tl, P.node_not_ready(node, since=t0), NODE, node, t0 + b.not_ready)
         protected = {w.workload for w in plan.workloads if w.protected}
         victims = [
             p
             for n in plan.group.nodes
             for p in observer.pods(on_node=n)
-            if p.workload in protected and not p.terminating
+            if p.workload in protected and not p.terminating and not p.is_mirror
         ]
-
-        def evacuated() -> bool | None:
-            for v in victims:
-                p = observer.pod(v.namespace, v.name)
-                if p is not None and p.uid == v.uid and not p.terminating:
-                    return None
-            return True
-
-        def evac_seen() -> str:
-            left = [
-                f"{v.namespace}/{v.name}"
-                for v in victims
-                if (p := observer.pod(v.namespace, v.name)) is not None
-                and p.uid == v.uid
-                and not p.terminating
-            ]
-            return f"not evicted yet: {', '.join(left) or 'none'}"
-
-        with contextlib.suppress(WaitTimeout):
-            wait_state(
-                observer,
-                evacuated,
-                deadline=t0 + b.evacuation,
-                description="protected pods on the failed nodes evicted",
-                last_seen=evac_seen,
-            )
+        for v in victims:
+            evicted = P.pod_evicted(v, since=t0, after=t0)
+            self._phase(tl, evicted, POD, v.name, t0 + b.evacuation, namespace=v.namespace)
         deployments = [
             w
             for w in plan.workloads
@@ -643,6 +642,16 @@ class LiveRunner:
                 description="critical Deployments back at their baseline off the failed nodes",
                 last_seen=lambda: "not all replaced",
             )
+
+    @staticmethod
+    def _phase(
+        tl: Timeline, phase: P.Phase, kind: str, name: str, deadline: float, namespace: str = ""
+    ) -> None:
+        """Until ``phase`` ends on the timeline (already, or waited for) or ``deadline``."""
+        if P.end_event(phase, tl.all(kind, name, namespace=namespace or None)) is not None:
+            return
+        with contextlib.suppress(WaitTimeout):
+            tl.wait_for(phase.accepts, deadline, f"{phase.name} {name}")
 
     def _settle(
         self,
@@ -748,7 +757,7 @@ class LiveRunner:
                     )
                 except NotFound:
                     continue
-                tl.action(p.name, "restarted", namespace=p.namespace, node=node)
+                tl.action(p.name, Event.RESTARTED, namespace=p.namespace, node=node)
                 remediation.setdefault(f"{prefix}restarted", []).append(f"{p.namespace}/{p.name}")
                 self.say(f"cleanup: restarted {p.namespace}/{p.name}, not Ready on {node}")
         problems = self._problems(observer, tracker, workloads, group)
@@ -774,7 +783,7 @@ class LiveRunner:
                 continue
             except NotFound:
                 continue
-            tl.action(pod.name, "respread eviction", namespace=pod.namespace, node=pod.node)
+            tl.action(pod.name, Event.RESPREAD_EVICTION, namespace=pod.namespace, node=pod.node)
             remediation.setdefault(f"{prefix}respread", []).append(f"{pod.namespace}/{pod.name}")
             self.say(f"cleanup: evicted {pod.namespace}/{pod.name} so {w.key} spreads again")
 

@@ -260,7 +260,9 @@ class Engine:
                     result.reason = reason
                     break
                 group = group_for_cycle(self.groups, cycle)
-                progress.cycle(f"cycle {cycle}: {group}", _running_stats(seen))
+                # a group chosen at each cycle has no nodes yet: the runner says them
+                what = str(group) if group.nodes else "its group chosen from where the pods are"
+                progress.cycle(f"cycle {cycle}: {what}", _running_stats(seen))
                 try:
                     record = self.runner.run_cycle(cycle, group)
                 except SteadyStateLost as exc:

@@ -65,6 +65,7 @@ from harness.checks import phase as P
 from harness.checks.base import Measurement
 from harness.checks.replay import PodReplay, PodSnap, attachments_at, availability
 from harness.checks.service import PROBE, outages
+from harness.kube.names import BACK_AT, DOWN_FROM, Act, Change, Stage
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
 from harness.kube.timeline import ACTION, Transition
 from harness.longevity.groups import Group
@@ -87,14 +88,18 @@ OUTAGE_END: Final = "outage end"
 CLEANUP_DONE: Final = "cleanup done"
 OBSERVATION_END: Final = "observation end"
 
-POWER_OFF_SENT: Final = "power-off sent"
-POWER_OFF_ACK: Final = "power-off acknowledged"
-POWER_ON_ACK: Final = "power-on acknowledged"
-#: The same three moments when the cycle cut the nodes off the network or stopped their
-#: kubelets (``powercut longevity --failure partition|kubelet``) instead of powering them off.
-FAILED_SENT: Final = frozenset({POWER_OFF_SENT, "partition sent", "kubelet sent"})
-FAILED_ACK: Final = frozenset({POWER_OFF_ACK, "partition acknowledged", "kubelet acknowledged"})
-BACK_ACK: Final = frozenset({POWER_ON_ACK, "heal acknowledged", "kubelet-start acknowledged"})
+POWER_OFF_SENT: Final = Act.POWER_OFF.at(Stage.SENT)
+POWER_OFF_ACK: Final = Act.POWER_OFF.at(Stage.ACKNOWLEDGED)
+POWER_ON_ACK: Final = Act.POWER_ON.at(Stage.ACKNOWLEDGED)
+#: The same three moments when the cycle cut the nodes off the network, stopped their
+#: kubelets or power-cycled them (``powercut longevity --failure partition|kubelet|reboot``)
+#: instead of powering them off: a power cycle's node is down from its request and back at
+#: its acknowledgement (the BMC answers once it reads on again).
+FAILED_SENT: Final = frozenset(
+    a.at(Stage.SENT) for a in (Act.POWER_OFF, Act.PARTITION, Act.KUBELET_STOP, Act.POWER_CYCLE)
+)
+FAILED_ACK: Final = frozenset(DOWN_FROM)
+BACK_ACK: Final = frozenset(BACK_AT)
 
 NODE_BOUND_KINDS: Final = frozenset({"StatefulSet", "DaemonSet"})
 #: A surviving StatefulSet member that does one of these while the nodes are off is lost.
@@ -385,6 +390,25 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
         row = {"critical": probe.critical, "samples": len(samples)}
         svc_detail[probe.name] = row
         if not samples:
+            # A window shorter than the probe's period (a reboot answered in 0.1 s) holds no
+            # sample: the samples either side of it, both OK, tell the service never failed
+            # at that resolution; anything else is not known and fails the cycle.
+            mine = [t for t in ts if t.kind == PROBE and t.name == probe.name]
+            before = [t for t in mine if t.mono < window_start][-1:]
+            after = [t for t in mine if t.mono > window_end][:1]
+            if before and after and all(t.transition == Change.OK for t in (*before, *after)):
+                row.update(longest_outage_s=0.0, between_samples=True)
+                if probe.critical:
+                    phases["service_outage"].append(
+                        Measurement(
+                            "service-outage",
+                            window_start,
+                            0.0,
+                            None,
+                            {"probe": probe.name, "between_samples": True},
+                        )
+                    )
+                continue
             row["longest_outage_s"] = None
             if probe.critical:
                 violations.append(f"service {probe.name}: no probe samples during the cycle")
@@ -392,7 +416,7 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
         runs = outages(samples)
         longest = max((b - a for a, b, _ in runs), default=0.0)
         row.update(
-            failed=sum(1 for t in samples if t.transition == "fail"),
+            failed=sum(1 for t in samples if t.transition == Change.FAIL),
             outages=len(runs),
             longest_outage_s=_r(longest),
             ongoing_at_end=bool(runs and runs[-1][2]),
@@ -441,7 +465,9 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
         row["to_node"] = str(m.detail.get("to_node") or "")
         row["reattach_s"] = _r(m.duration_s)
     detail["multi_attach_events"] = sum(
-        1 for t in ts if t.kind == POD and t.transition == "multi-attach" and t.mono >= window_start
+        1
+        for t in ts
+        if t.kind == POD and t.transition == Change.MULTI_ATTACH and t.mono >= window_start
     )
     detail["volumes"] = vol_detail
 

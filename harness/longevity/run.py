@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from harness.longevity.groups import (
 from harness.longevity.records import CYCLES_FILE, CycleLog, PhaseBudgets, RunLog, read_log
 from harness.longevity.report import ReportFiles, write_report
 from harness.power.base import FailureKind
+from harness.scenario.targets import DEFAULT_PHRASE, parse_phrase
 from harness.session import Session, journal_path_for
 
 __all__ = ["STOP_FILE", "RunOptions", "RunOutcome", "options_for_resume", "run_longevity"]
@@ -55,7 +57,10 @@ class RunOptions:
     inventory: Path
     out: Path
     fraction: float = 1 / 3
-    groups: str = "auto"  # "auto" or the path of a groups file
+    #: "target": each cycle's group chosen with ``target`` (the default); "auto": fixed
+    #: groups rotated (auto_groups); else the path of a groups file.
+    groups: str = "target"
+    target: str | None = None  # a steps' target phrase; None: a fraction, sparing
     cycles: int | None = None  # total cycles in the run directory
     duration_s: float | None = None
     outage_s: float = 120.0
@@ -77,6 +82,7 @@ class RunOptions:
             "inventory": str(self.inventory),
             "fraction": self.fraction,
             "groups": self.groups,
+            "target": self.target,
             "cycles": self.cycles,
             "duration_s": self.duration_s,
             "outage_s": self.outage_s,
@@ -116,7 +122,8 @@ def options_for_resume(out: Path, given: Mapping[str, Any]) -> tuple[RunOptions,
         inventory=Path(merged["inventory"]),
         out=out,
         fraction=float(merged.get("fraction", 1 / 3)),
-        groups=str(merged.get("groups", "auto")),
+        groups=str(merged.get("groups", "auto")),  # runs from before targets: fixed groups
+        target=merged.get("target"),
         cycles=None if merged.get("cycles") is None else int(merged["cycles"]),
         duration_s=None if merged.get("duration_s") is None else float(merged["duration_s"]),
         outage_s=float(merged.get("outage_s", 120.0)),
@@ -132,7 +139,27 @@ def options_for_resume(out: Path, given: Mapping[str, Any]) -> tuple[RunOptions,
     return opts, previous
 
 
+def target_phrase(opts: RunOptions) -> str | None:
+    """The steps' target phrase each cycle's group is chosen with; None with fixed groups.
+    By default a fraction of the workers (``--fraction``), one per rack, sparing the
+    critical workloads."""
+    if opts.groups != "target":
+        if opts.target is not None:
+            raise ConfigError("give either --target or --groups, not both", field="--target")
+        return None
+    if opts.target is not None:
+        return opts.target
+    if abs(opts.fraction - 1 / 3) < 1e-9:
+        return DEFAULT_PHRASE
+    share = Fraction(opts.fraction).limit_denominator(1000)
+    return f"{share} of the worker nodes, one per rack, sparing the critical workloads"
+
+
 def _groups(opts: RunOptions, inventory: Inventory, previous: RunLog | None) -> list[Group]:
+    phrase = target_phrase(opts)
+    if phrase is not None:
+        parse_phrase(phrase)
+        return [Group("chosen each cycle", ())]
     if previous is not None and previous.start and previous.start.get("groups"):
         groups = groups_from_json(previous.start["groups"])
         validate_groups(inventory, groups)
@@ -210,6 +237,7 @@ def run_longevity(
                 "inventory_name": inventory.name or opts.inventory.stem,
                 "options": opts.to_json(),
                 "groups": [g.to_json() for g in groups],
+                "target": target_phrase(opts),
                 "budgets": budgets.as_dict(),
                 "first_cycle": first,
                 "deadline_at": deadline,
@@ -219,9 +247,14 @@ def run_longevity(
                 "pid": os.getpid(),
             }
             cycle_log.append(header)
+            phrase = target_phrase(opts)
             say(
-                f"longevity: {len(groups)} group(s) "
-                + "; ".join(str(g) for g in groups)
+                (
+                    f"longevity: each cycle's group is {phrase!r}, chosen from where the "
+                    "pods are at that cycle"
+                    if phrase is not None
+                    else f"longevity: {len(groups)} group(s) " + "; ".join(str(g) for g in groups)
+                )
                 + f"; cycles from {first}"
                 + (f" to {opts.cycles}" if opts.cycles is not None else "")
                 + (f"; until {time.ctime(deadline)}" if deadline is not None else "")
@@ -244,6 +277,7 @@ def run_longevity(
                     (lambda tl: session_factory(inventory, kube, tl)) if session_factory else None
                 ),
                 say=say,
+                target=phrase,
             )
             engine = Engine(
                 runner=runner,

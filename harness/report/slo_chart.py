@@ -2,8 +2,9 @@
 the harness's actions (the disruption's phases), with the verdict in the title.
 
 Input is the JSON form of ``harness.slo.evaluate.SloResult.to_json()`` plus an ``actions``
-list (``{"wall", "name", "transition"}``), so this module imports nothing of the harness and
-the report can redraw a chart from an attachment. Output is deterministic and every piece
+list (``{"wall", "name", "transition"}``), so this module imports nothing of the harness but
+its vocabulary (:mod:`harness.kube.names`) and the report can redraw a chart from an
+attachment. Output is deterministic and every piece
 of text is XML-escaped.
 """
 
@@ -13,6 +14,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 from xml.sax.saxutils import escape
+
+from harness.kube.names import BACK_AT, DOWN_FROM
 
 __all__ = ["slo_chart_svg"]
 
@@ -24,9 +27,11 @@ TOP = 40
 BOTTOM = 56
 FONT = "DejaVu Sans, Arial, Helvetica, sans-serif"
 SERIES_COLOURS = ("#2563eb", "#0d9488", "#9333ea", "#ca8a04", "#db2777", "#4b5563")
-#: Actions that start a disruption phase and those that end it, for the shaded bands.
-PHASE_STARTS = ("power-off acknowledged", "partition acknowledged", "power-cycle sent")
-PHASE_ENDS = ("power-on acknowledged", "power-cycle acknowledged", "partition healed")
+#: Actions that start a disruption phase and those that end it, for the shaded bands: a
+#: power-off, partition or kubelet stop until the power-on, heal or kubelet start; a power
+#: cycle from its request to its acknowledgement.
+PHASE_STARTS = DOWN_FROM
+PHASE_ENDS = BACK_AT
 
 
 def _num(value: object) -> float | None:
@@ -60,7 +65,8 @@ def _series_label(labels: Mapping[str, str]) -> str:
 
 
 def _phases(actions: Sequence[Mapping[str, Any]], end: float) -> list[tuple[str, float, float]]:
-    """(node, from, to) where a node was down: from a power-off / partition to its end."""
+    """(node, from, to) where a node was down: from a power-off, partition, kubelet stop or
+    power cycle to its end."""
     open_: dict[str, float] = {}
     out: list[tuple[str, float, float]] = []
     for a in sorted(actions, key=lambda a: float(a.get("wall", 0.0))):

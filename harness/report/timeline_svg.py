@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from xml.sax.saxutils import escape as _xml_escape
 
+from harness.kube.names import Change
+
 SVG_NS = "http://www.w3.org/2000/svg"
 
 # -- geometry (px) -------------------------------------------------------------------------
@@ -272,15 +274,15 @@ def _pod_state(flags: Mapping[str, Any]) -> str | None:
 def _apply_node(st: _LaneState, r: Record) -> bool:
     """Update node flags; False when the record is a point event, not a phase change."""
     tr, d = r.transition, r.detail
-    if tr in ("observed", "created"):
+    if tr in (Change.OBSERVED, Change.CREATED):
         if "ready" in d:  # the Ready condition's status: "True", "False" or "Unknown"
             ready = _truthy(d["ready"])
             st.flags["ready"] = "Unknown" if ready is None else ready
-    elif tr == "ready":
+    elif tr == Change.READY:
         st.flags["ready"] = True
-    elif tr == "not-ready":
+    elif tr == Change.NOT_READY:
         st.flags["ready"] = "Unknown" if str(d.get("status")) == "Unknown" else False
-    elif tr == "deleted":
+    elif tr == Change.DELETED:
         st.flags["deleted"] = True
         return False
     else:
@@ -292,20 +294,20 @@ def _apply_pod(st: _LaneState, r: Record) -> bool:
     tr, d = r.transition, r.detail
     if d.get("node"):
         st.lane.node = str(d["node"])
-    if tr in ("observed", "created"):
+    if tr in (Change.OBSERVED, Change.CREATED):
         st.flags["phase"] = d.get("phase") or "Pending"
         st.flags["ready"] = _flag(d.get("ready"))
         st.flags["terminating"] = _flag(d.get("terminating"))
-    elif tr == "ready":
+    elif tr == Change.READY:
         st.flags["ready"] = True
         st.flags.setdefault("phase", "Running")
-    elif tr == "not-ready":
+    elif tr == Change.NOT_READY:
         st.flags["ready"] = False
-    elif tr == "terminating":
+    elif tr == Change.TERMINATING:
         st.flags["terminating"] = True
-    elif tr == "phase":
+    elif tr == Change.PHASE:
         st.flags["phase"] = d.get("phase") or st.flags.get("phase")
-    elif tr == "deleted":
+    elif tr == Change.DELETED:
         st.flags["deleted"] = True
         return False
     else:
@@ -318,12 +320,12 @@ _GENERIC_POINTS = frozenset({"event", "attach-error", "detach-error", "multi-att
 
 def _apply_generic(st: _LaneState, r: Record) -> bool:
     tr, d = r.transition, r.detail
-    if tr == "deleted":
+    if tr == Change.DELETED:
         st.flags["deleted"] = True
         return False
     if tr in _GENERIC_POINTS:
         return False
-    if tr in ("observed", "created", "endpoints"):
+    if tr in (Change.OBSERVED, Change.CREATED, Change.ENDPOINTS):
         if "ready" in d and "total" in d:
             st.flags["state"] = f"{d['ready']}/{d['total']} ready"
         elif "attached" in d:
@@ -332,7 +334,7 @@ def _apply_generic(st: _LaneState, r: Record) -> bool:
             st.flags["state"] = str(d["phase"])
         else:
             st.flags["state"] = "present"
-    elif tr == "phase" and "phase" in d:
+    elif tr == Change.PHASE and "phase" in d:
         st.flags["state"] = str(d["phase"])
     else:
         st.flags["state"] = tr
@@ -366,7 +368,7 @@ def build_swimlanes(
         st = states.get(key)
         if st is None:
             st = states[key] = _LaneState(Lane(r.kind, r.namespace, r.name))
-        if r.transition not in ("observed",):
+        if r.transition not in (Change.OBSERVED,):
             st.lane.affected = True
         if r.kind == "node":
             phase_change = _apply_node(st, r)

@@ -121,4 +121,6 @@ def longest_outage(
     m = probe_health(
         timeline, probe, start=since, end=end, min_success_ratio=0.0, max_outage_s=seconds
     )
-    measurements.record(f"{what} longest outage", m.duration_s, seconds, m.detail)
+    measurements.record(
+        f"{what} longest outage", m.duration_s, seconds, m.detail, started_mono=m.started_mono
+    )

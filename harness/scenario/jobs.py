@@ -17,6 +17,7 @@ import allure
 from harness.checks import CheckFailed
 from harness.errors import PermanentError, WaitTimeout
 from harness.kube.client import JSON, KubeClient, NotFound
+from harness.kube.names import Act, Stage
 from harness.kube.timeline import ACTION, Timeline, Transition, WaitFailed
 from harness.scenario.errors import NothingToMeasure
 from harness.scenario.report import Measurements
@@ -62,8 +63,8 @@ def rerun(session: Session, namespace: str, name: str, timeout_s: float) -> Reru
     with allure.step(f"re-run the Job {namespace}/{name} from its manifest"):
         new = session.rerun_job(namespace, name, timeout_s=timeout_s)
     mine = [t for t in tl.read_from(before) if t.kind == ACTION and t.name == name]
-    sent = next((t for t in mine if t.transition == "rerun-job sent"), None)
-    created = next((t for t in mine if t.transition == "rerun-job done"), None)
+    sent = next((t for t in mine if t.transition == Act.RERUN_JOB.at(Stage.SENT)), None)
+    created = next((t for t in mine if t.transition == Act.RERUN_JOB.at(Stage.DONE)), None)
     if sent is None or created is None:
         raise PermanentError(f"the re-run of Job {namespace}/{name} recorded no action")
     return Rerun(
@@ -122,5 +123,10 @@ def completes(
     except WaitFailed as exc:
         raise CheckFailed(what, exc.seen, exc.waited_s, check="job-complete") from None
     took = tl.clock.monotonic() - rerun.created.mono
-    ms.record(f"Job {rerun.ref} re-created", rerun.created.mono - rerun.sent.mono, None)
-    ms.record(f"Job {rerun.ref} complete", took, seconds)
+    ms.record(
+        f"Job {rerun.ref} re-created",
+        rerun.created.mono - rerun.sent.mono,
+        None,
+        started_mono=rerun.sent.mono,
+    )
+    ms.record(f"Job {rerun.ref} complete", took, seconds, started_mono=rerun.created.mono)

@@ -28,12 +28,13 @@ from harness.checks import CheckFailed, Measurement
 from harness.checks import phase as P
 from harness.checks.replay import attachments_at, pods_at
 from harness.errors import PermanentError, WaitTimeout
+from harness.kube.names import OUT_OF_SERVICE_NO_EXECUTE, Change
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
 from harness.kube.timeline import ACTION, Timeline, Transition
 from harness.scenario.errors import NothingToMeasure
 from harness.scenario.workloads import PodInfo
 
-OUT_OF_SERVICE = "node.kubernetes.io/out-of-service:NoExecute"
+OUT_OF_SERVICE = OUT_OF_SERVICE_NO_EXECUTE
 
 
 def _fail(expected: str, late: list[str], missing: list[str], waited: float, check: str) -> None:
@@ -96,8 +97,8 @@ def stopped_blocking(tl: Timeline, pod: PodInfo) -> Transition | None:
             for t in tl.all(POD, pod.name, namespace=pod.namespace)
             if t.detail.get("uid") == pod.uid
             and (
-                t.transition in {"terminating", "deleted"}
-                or (t.transition == "phase" and t.detail.get("phase") in TERMINAL_PHASES)
+                t.transition in {Change.TERMINATING, Change.DELETED}
+                or (t.transition == Change.PHASE and t.detail.get("phase") in TERMINAL_PHASES)
             )
         ),
         None,
@@ -205,7 +206,7 @@ def _new_pods_scheduled(
     for t in tl.all(POD, namespace=pod.namespace, after=after):
         uid = str(t.detail.get("uid"))
         if (
-            t.transition == "scheduled"
+            t.transition == Change.SCHEDULED
             and t.detail.get("workload") == pod.workload
             and uid not in known
             and uid not in seen
@@ -341,7 +342,7 @@ def taint_gone(
         lambda t: (
             t.kind == NODE
             and t.name == node
-            and t.transition == "taint-removed"
+            and t.transition == Change.TAINT_REMOVED
             and t.detail.get("taint") == taint
             and t.mono > since.mono
         ),

@@ -16,6 +16,7 @@ import allure
 
 from harness.checks import CheckFailed
 from harness.kube.actions import DrainResult
+from harness.kube.names import Act, Stage
 from harness.kube.timeline import Timeline, Transition
 from harness.scenario import lost as L
 from harness.scenario.report import Measurements
@@ -33,7 +34,7 @@ def delete_nodes(session: Session, nodes: Sequence[str]) -> Transition:
     """Delete each Node object (undo: re-create it from its manifest, read before)."""
     for node in nodes:
         session.delete_node(node)
-    return _first(session.timeline, nodes, "delete-node sent")
+    return _first(session.timeline, nodes, Act.DELETE_NODE.at(Stage.SENT))
 
 
 def force_delete_pods(session: Session, nodes: Sequence[str], outage: Outage) -> Transition:
@@ -51,7 +52,7 @@ def force_delete_pods(session: Session, nodes: Sequence[str], outage: Outage) ->
             f"deleted: {', '.join(deleted) or 'none'}",
             0.0,
         )
-    return _first(session.timeline, nodes, "force-delete-pods sent")
+    return _first(session.timeline, nodes, Act.FORCE_DELETE_PODS.at(Stage.SENT))
 
 
 def taint_out_of_service(session: Session, nodes: Sequence[str]) -> Transition:
@@ -59,7 +60,7 @@ def taint_out_of_service(session: Session, nodes: Sequence[str]) -> Transition:
     own BMC confirmed power OFF (undo: remove it)."""
     for node in nodes:
         session.add_out_of_service_taint(node)
-    return _first(session.timeline, nodes, "taint sent")
+    return _first(session.timeline, nodes, Act.TAINT.at(Stage.SENT))
 
 
 def remove_out_of_service_taint(session: Session, nodes: Sequence[str]) -> None:
@@ -74,6 +75,7 @@ def drain(
     skipped; undo: uncordon), all within ``deadline`` (monotonic). The result merges the
     nodes' drains: ``node`` names them all."""
     clock = session.timeline.clock
+    began = clock.monotonic()
     results: list[DrainResult] = []
     for node in nodes:
         results.append(session.drain(node, timeout_s=max(0.0, deadline - clock.monotonic())))
@@ -84,7 +86,7 @@ def drain(
         attempts=sum(r.attempts for r in results),
         duration_s=sum(r.duration_s for r in results),
     )
-    ms.record("drain", merged.duration_s, budget_s, {"nodes": list(nodes)})
+    ms.record("drain", merged.duration_s, budget_s, {"nodes": list(nodes)}, started_mono=began)
     ms.note(
         "drain: eviction requests refused (429) or retried", merged.attempts - len(merged.evicted)
     )
@@ -93,8 +95,10 @@ def drain(
 
 def drain_window(tl: Timeline, nodes: Sequence[str]) -> tuple[Transition, Transition]:
     """From the first node's drain request to the last node's drain end."""
-    start = _first(tl, nodes, "drain sent")
-    end = max((L.require_action(tl, n, "drain done") for n in nodes), key=lambda t: t.mono)
+    start = _first(tl, nodes, Act.DRAIN.at(Stage.SENT))
+    end = max(
+        (L.require_action(tl, n, Act.DRAIN.at(Stage.DONE)) for n in nodes), key=lambda t: t.mono
+    )
     return start, end
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -33,11 +34,13 @@ from harness.checks import (
 from harness.checks import phase as P
 from harness.checks.replay import PodReplay, node_at
 from harness.errors import PermanentError, WaitTimeout
-from harness.kube.actions import restart_pods as restart_pods_action
 from harness.kube.client import JSON, KubeClient
+from harness.kube.ledger import HOLD
+from harness.kube.names import Act, Stage
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT, Observer
 from harness.kube.timeline import ACTION, Timeline, Transition, match
-from harness.power.base import FailureKind, UnsupportedFailure
+from harness.power.base import FailureKind
+from harness.scenario import disrupt
 from harness.scenario import lost as L
 from harness.scenario.errors import NothingToMeasure, UnsupportedKind
 from harness.scenario.report import Measurements
@@ -127,22 +130,21 @@ def power_off(
 ) -> Outage:
     """Power the targets off in parallel; each BMC must confirm within power-ack +
     power-state-verify."""
-    timeline = session.timeline
     alive = {p.uid for p in observer.pods()}
     how = ("graceful shutdown" if graceful else "power off") + (
         f" through {protocol}" if protocol else ""
     )
-    before = len(timeline)
+    kind = FailureKind.GRACEFUL if graceful else FailureKind.POWER_OFF
     with allure.step(f"{how}: {', '.join(targets.nodes)}"):
-        result = session.power_off(targets.nodes, graceful=graceful, protocol=protocol)
-    mine = [t for t in timeline.read_from(before) if t.kind == ACTION]
-    acks = {t.name: t for t in mine if t.transition == "power-off acknowledged"}
-    sent = min((t for t in mine if t.transition == "power-off sent"), key=lambda t: t.mono)
+        done = disrupt.inflict(session, targets.nodes, kind, undo_after_s=0.0, protocol=protocol)
+    result = done.result
     limit = budgets.power_ack + budgets.power_state_verify
     late = []
     for node in targets.nodes:
         took = result.acknowledged[node] - result.sent[node]
-        measurements.record(f"{node} power-off confirmed", took, limit)
+        measurements.record(
+            f"{node} power-off confirmed", took, limit, started_mono=result.sent[node]
+        )
         if took > limit:
             late.append(f"{node} after {took:.1f}s")
     _fail_if(
@@ -153,15 +155,18 @@ def power_off(
         late=True,
     )
     if len(targets.nodes) > 1:
-        measurements.record("power-off acknowledgement skew", result.skew_s, None)
+        measurements.record(
+            "power-off acknowledgement skew", result.skew_s, None, started_mono=result.first_ack
+        )
     return Outage(
         targets,
         tuple(p for p in targets.pods if p.uid in alive),
-        sent,
-        acks,
+        done.first_sent,
+        done.acks,
         protocol or "",
         graceful,
         result.skew_s,
+        kind,
     )
 
 
@@ -170,19 +175,17 @@ def power_on(
 ) -> PoweredOn:
     """Power the targets on; re-create a Node object deleted earlier if it is still absent
     (a real kubelet re-registers by itself; the lab's simulated one does not)."""
-    timeline = session.timeline
-    before = len(timeline)
     with allure.step(f"power on: {', '.join(targets.nodes)}"):
-        result = session.power_on(targets.nodes)
-    mine = [t for t in timeline.read_from(before) if t.kind == ACTION]
-    sent = {t.name: t for t in mine if t.transition == "power-on sent"}
-    acks = {t.name: t for t in mine if t.transition == "power-on acknowledged"}
+        back = disrupt.bring_back(session, targets.nodes, FailureKind.POWER_OFF)
+    result = back.result
     restored = []
     limit = budgets.power_ack + budgets.power_state_verify
     late = []
     for node in targets.nodes:
         took = result.acknowledged[node] - result.sent[node]
-        measurements.record(f"{node} power-on confirmed", took, limit)
+        measurements.record(
+            f"{node} power-on confirmed", took, limit, started_mono=result.sent[node]
+        )
         if took > limit:
             late.append(f"{node} after {took:.1f}s")
         if session.client.get_or_none(f"/api/v1/nodes/{node}") is None:
@@ -191,18 +194,46 @@ def power_on(
     _fail_if(
         late, f"every BMC to confirm the power-on within {limit:g}s", limit, "power-on", late=True
     )
-    return PoweredOn(targets.nodes, sent, acks, tuple(restored))
+    return PoweredOn(targets.nodes, back.sent, back.acks, tuple(restored))
 
 
 # -- failures beyond power: partition, kubelet stop, reboot -----------------------------------
 
 
-def _actions_since(timeline: Timeline, before: int, transition: str) -> dict[str, Transition]:
-    return {
-        t.name: t
-        for t in timeline.read_from(before)
-        if t.kind == ACTION and t.transition == transition
-    }
+def fail(
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    budgets: Budgets,
+    measurements: Measurements,
+    kind: FailureKind,
+    *,
+    hold_s: float,
+) -> tuple[Outage, PoweredOn]:
+    """Fail the targets with ``kind``, hold the failure ``hold_s``, then bring them back:
+    the outage and the return, which the later phases measure from. A reboot holds the
+    power off ``hold_s`` within one power cycle (the node then boots by itself). The one
+    dispatch of a failure step (:mod:`harness.scenario.disrupt`)."""
+    if kind in (FailureKind.POWER_OFF, FailureKind.GRACEFUL):
+        outage = power_off(
+            session, targets, observer, budgets, measurements, graceful=kind is FailureKind.GRACEFUL
+        )
+        _hold(kind, targets.nodes, hold_s, session)
+        return outage, power_on(session, targets, budgets, measurements)
+    if kind is FailureKind.REBOOT:
+        rebooted = reboot(session, targets, observer, measurements, off_s=hold_s)
+        return rebooted.outage, rebooted.back
+    outage = cut(session, targets, observer, kind, undo_after_s=hold_s + budgets.recovery)
+    _hold(kind, targets.nodes, hold_s, session)
+    return outage, uncut(session, outage)
+
+
+def _hold(kind: FailureKind, nodes: Sequence[str], seconds: float, session: Session) -> None:
+    with (
+        allure.step(f"hold the {kind.value} failure of {', '.join(nodes)} for {seconds:g}s"),
+        session.timeline.ledger.waiting(HOLD),
+    ):
+        time.sleep(seconds)
 
 
 def cut(
@@ -216,40 +247,30 @@ def cut(
     """Cut the targets off the network or stop their kubelets; they stay powered on and
     their pods keep running. The undo is armed on each node first (back by itself after
     ``undo_after_s``). A node whose drivers cannot do ``kind`` skips the scenario."""
-    for node in targets.nodes:
-        try:
-            session.failure_driver(node, kind)
-        except UnsupportedFailure as exc:
-            raise UnsupportedKind(str(exc)) from None
-    timeline = session.timeline
+    why = disrupt.unsupported(session, targets.nodes, kind)
+    if why is not None:
+        raise UnsupportedKind(why)
     alive = {p.uid for p in observer.pods()}
-    before = len(timeline)
     with allure.step(f"{kind.value}: {', '.join(targets.nodes)} (undone after {undo_after_s:g}s)"):
-        result = session.cut(targets.nodes, kind, undo_after_s=undo_after_s)
-    sent = _actions_since(timeline, before, f"{kind.value} sent")
-    acks = _actions_since(timeline, before, f"{kind.value} acknowledged")
+        done = disrupt.inflict(session, targets.nodes, kind, undo_after_s=undo_after_s)
     return Outage(
         targets,
         tuple(p for p in targets.pods if p.uid in alive),
-        min(sent.values(), key=lambda t: t.mono),
-        acks,
+        done.first_sent,
+        done.acks,
         "",
         False,
-        result.skew_s,
+        done.result.skew_s,
         kind,
     )
 
 
 def uncut(session: Session, outage: Outage) -> PoweredOn:
     """Undo a partition or a kubelet stop now; later phases measure from the request."""
-    timeline = session.timeline
-    before = len(timeline)
-    verb = "heal" if outage.kind is FailureKind.PARTITION else "kubelet-start"
-    with allure.step(f"{verb}: {', '.join(outage.nodes)}"):
-        session.uncut(outage.nodes, outage.kind)
-    sent = _actions_since(timeline, before, f"{verb} sent")
-    acks = _actions_since(timeline, before, f"{verb} acknowledged")
-    return PoweredOn(outage.nodes, sent, acks, ())
+    verb = disrupt.VERBS[outage.kind][1]
+    with allure.step(f"{verb.value}: {', '.join(outage.nodes)}"):
+        back = disrupt.bring_back(session, outage.nodes, outage.kind)
+    return PoweredOn(outage.nodes, back.sent, back.acks, ())
 
 
 @dataclass(frozen=True)
@@ -269,41 +290,41 @@ def reboot(
     *,
     off_s: float = 0.0,
 ) -> Rebooted:
-    """Power-cycle the targets through their power drivers; returns once each reads back
-    as on (a BMC reads On while the server POSTs and boots: its kubelet comes later).
+    """Power-cycle the targets through their power drivers (:func:`disrupt.inflict`);
+    returns once each reads back as on (a BMC reads On while the server POSTs and boots:
+    its kubelet comes later).
 
     ``off_s`` = 0: one cycle as the driver does it (for one node the BMC's own reset, for
     several the synchronized off and on); > 0: the power stays off ``off_s`` seconds
     between the two. The failure is measured from each node's power-off acknowledgement
     (the cycle's own for a BMC reset), the return from its power-on request (the cycle's
     request for a BMC reset)."""
-    timeline = session.timeline
     alive = {p.uid for p in observer.pods()}
-    before = len(timeline)
     held = f", off for {off_s:g}s" if off_s > 0 else ""
     with allure.step(f"reboot (power cycle{held}): {', '.join(targets.nodes)}"):
-        result = session.power_cycle(targets.nodes, off_s=off_s)
+        done = disrupt.inflict(
+            session, targets.nodes, FailureKind.REBOOT, undo_after_s=0.0, off_s=off_s
+        )
+    result = done.result
     for node in targets.nodes:
         measurements.record(
-            f"{node} power cycle confirmed", result.acknowledged[node] - result.sent[node], None
+            f"{node} power cycle confirmed",
+            result.acknowledged[node] - result.sent[node],
+            None,
+            started_mono=result.sent[node],
         )
-    cycle_sent = _actions_since(timeline, before, "power-cycle sent")
-    cycle_acks = _actions_since(timeline, before, "power-cycle acknowledged")
-    off_acks = _actions_since(timeline, before, "power-cycle off acknowledged")
-    on_sent = _actions_since(timeline, before, "power-cycle on sent")
-    nodes = targets.nodes
+    back = disrupt.restore(session, done)
     outage = Outage(
         targets,
         tuple(p for p in targets.pods if p.uid in alive),
-        min(cycle_sent.values(), key=lambda t: t.mono),
-        {n: off_acks.get(n, cycle_acks[n]) for n in nodes},
+        done.first_sent,
+        done.acks,
         "",
         False,
         0.0,
         FailureKind.REBOOT,
     )
-    back = PoweredOn(nodes, {n: on_sent.get(n, cycle_sent[n]) for n in nodes}, cycle_acks, ())
-    return Rebooted(outage, back)
+    return Rebooted(outage, PoweredOn(targets.nodes, back.sent, back.acks, ()))
 
 
 # -- nodes ---------------------------------------------------------------------------------
@@ -326,7 +347,13 @@ def nodes_ready(tl: Timeline, powered_on: PoweredOn, seconds: float, ms: Measure
         went = P.end_event(P.node_not_ready(node, since=since.mono), tl.all(NODE, node))
         was = node_at(tl, node, since.mono)
         if went is None and was is not None and was.ready == "True":
-            ms.record(f"{node} Ready after its return", 0.0, seconds, {"never_not_ready": True})
+            ms.record(
+                f"{node} Ready after its return",
+                0.0,
+                seconds,
+                {"never_not_ready": True},
+                started_mono=since.mono,
+            )
             continue
         m = node_ready(tl, node, since=since, budget_s=seconds)
         ms.check(f"{node} Ready after power-on", m)
@@ -352,7 +379,7 @@ def nodes_tainted(
         by_rack.setdefault(outage.targets.racks.get(node, ""), []).append(node)
     late = []
     for nodes in by_rack.values():
-        seen: list[tuple[float, str, float]] = []
+        seen: list[tuple[float, str, float, float]] = []
         for node in nodes:
             not_ready = wait_node_event(
                 tl,
@@ -365,9 +392,9 @@ def nodes_tainted(
             m = taint_present(
                 tl, node, UNREACHABLE_NO_EXECUTE, since=not_ready, budget_s=allowed(len(nodes))
             )
-            seen.append((not_ready.mono + m.duration_s, node, m.duration_s))
-        for k, (_, node, took) in enumerate(sorted(seen), start=1):
-            ms.record(f"{node} unreachable taint", took, allowed(k))
+            seen.append((not_ready.mono + m.duration_s, node, m.duration_s, m.started_mono))
+        for k, (_, node, took, began) in enumerate(sorted(seen), start=1):
+            ms.record(f"{node} unreachable taint", took, allowed(k), started_mono=began)
             if took > allowed(k):
                 late.append(f"{node} (tainted {k}. in its rack) after {took:.1f}s")
     _fail_if(
@@ -386,13 +413,15 @@ def node_gone(tl: Timeline, node: str, since: Transition, seconds: float, ms: Me
         since.mono + seconds,
         f"Node {node} deleted within {seconds:g}s",
     )
-    ms.record(f"{node} Node object deleted", gone.mono - since.mono, seconds)
+    ms.record(
+        f"{node} Node object deleted", gone.mono - since.mono, seconds, started_mono=since.mono
+    )
 
 
 def out_of_service_removed(
     tl: Timeline, node: str, powered_on: PoweredOn, seconds: float, ms: Measurements
 ) -> None:
-    sent = L.last_action(tl, node, {"untaint sent"})
+    sent = L.last_action(tl, node, {Act.UNTAINT.at(Stage.SENT)})
     if sent is None or sent.mono < powered_on.sent[node].mono:
         raise CheckFailed(
             f"the out-of-service taint removed from {node} after its power-on",
@@ -400,7 +429,12 @@ def out_of_service_removed(
             0.0,
         )
     gone = L.taint_gone(tl, node, L.OUT_OF_SERVICE, sent, seconds)
-    ms.record(f"{node} out-of-service taint removed", gone.mono - sent.mono, seconds)
+    ms.record(
+        f"{node} out-of-service taint removed",
+        gone.mono - sent.mono,
+        seconds,
+        started_mono=sent.mono,
+    )
 
 
 # -- pods ----------------------------------------------------------------------------------
@@ -439,7 +473,7 @@ def subject_terminating(
         what=f"{pod.ref} Terminating after its node's taint",
         check="pods-evicted",
     )
-    ms.record(f"{pod.ref} Terminating", timed.duration_s, seconds)
+    ms.check(f"{pod.ref} Terminating", timed)
 
 
 def pods_deleted(
@@ -455,7 +489,7 @@ def pods_deleted(
         check="pods-deleted",
     )
     for t in timed:
-        ms.record(f"{t.detail['pod']} deleted", t.duration_s, seconds)
+        ms.record(f"{t.detail['pod']} deleted", t.duration_s, seconds, started_mono=t.started_mono)
 
 
 def rescheduled(
@@ -475,6 +509,7 @@ def rescheduled(
             r.scheduled.mono - r.ref.mono,
             seconds,
             {"replacement": r.name, "node": r.node},
+            started_mono=r.ref.mono,
         )
     return found
 
@@ -495,8 +530,14 @@ def replaced_by_ready(
             problems.append(f"missing: {r.lost.ref} -> {r.name}@{r.node} not Ready")
             missing = True
             continue
-        took = phase.reached(ready, seconds).duration_s
-        ms.record(f"{r.lost.ref} replaced by a Ready pod", took, seconds)
+        reached = phase.reached(ready, seconds)
+        took = reached.duration_s
+        ms.record(
+            f"{r.lost.ref} replaced by a Ready pod",
+            took,
+            seconds,
+            started_mono=reached.started_mono,
+        )
         if took > seconds:
             problems.append(f"late: {r.lost.ref} -> {r.name} Ready after {took:.1f}s")
     _fail_if(
@@ -546,6 +587,7 @@ def replacement_ready(
             took,
             seconds,
             {"ready_before_its_volumes_attached": early},
+            started_mono=start,
         )
         if early:
             allure.dynamic.parameter(
@@ -601,7 +643,12 @@ def multi_attach(
             missing = True
             continue
         took = max(0.0, event.mono - r.ref.mono)
-        ms.record(f"{r.name} Multi-Attach error for {pv} reported", took, seconds)
+        ms.record(
+            f"{r.name} Multi-Attach error for {pv} reported",
+            took,
+            seconds,
+            started_mono=r.ref.mono,
+        )
         if took > seconds:
             problems.append(f"{r.name}: Multi-Attach error for {pv} after {took:.1f}s")
         messages.append(f"{pod.namespace}/{r.name} on {r.node}: {event.detail.get('message')}")
@@ -647,15 +694,19 @@ def released(
             problems.append(f"{pv} still attached to {pod.node} {seconds:g}s after {pod.ref} went")
             missing = True
             continue
-        took = phase.reached(release).duration_s
-        ms.record(f"{pv} released by {pod.node}", took, seconds)
+        freed = phase.reached(release)
+        took = freed.duration_s
+        ms.record(f"{pv} released by {pod.node}", took, seconds, started_mono=freed.started_mono)
         taint = P.end_event(
             P.taint_added(pod.node, L.OUT_OF_SERVICE, since=outage.sent.mono),
             tl.all(NODE, pod.node),
         )
         if taint is not None and taint.mono < release.mono:
             ms.record(
-                f"{pv} released after the out-of-service taint", release.mono - taint.mono, None
+                f"{pv} released after the out-of-service taint",
+                release.mono - taint.mono,
+                None,
+                started_mono=taint.mono,
             )
         if took > seconds:
             problems.append(f"{pv} released by {pod.node} {took:.1f}s after {pod.ref} went")
@@ -754,7 +805,7 @@ def member_recreated(
 
     phase = P.pod_ready(since=gone.mono, namespace=pod.namespace, name=pod.name, not_uids={pod.uid})
     ready = tl.wait_for(phase.accepts, gone.mono + seconds, f"a new {pod.ref} Ready")
-    ms.record(f"{pod.ref} re-created and Ready", phase.reached(ready).duration_s, seconds)
+    ms.check(f"{pod.ref} re-created and Ready", phase.reached(ready, seconds))
 
 
 # -- DaemonSets ----------------------------------------------------------------------------
@@ -773,8 +824,7 @@ def daemon_pods_ready_again(
             ack.mono + seconds,
             f"a pod of {p.workload} Ready on {p.node} after its power-on",
         )
-        took = phase.reached(ready).duration_s
-        ms.record(f"{ready.name} Ready after power-on", took, seconds)
+        ms.check(f"{ready.name} Ready after power-on", phase.reached(ready, seconds))
 
 
 def daemon_pods_kept(tl: Timeline, outage: Outage) -> None:
@@ -823,7 +873,7 @@ def restart_pods(session: Session, namespace: str, selector: str) -> Restarted:
     timeline = session.timeline
     before = len(timeline)
     with allure.step(f"restart the pods {selector} in {namespace}: {', '.join(sorted(old))}"):
-        restart_pods_action(session.client, namespace, selector, timeline=timeline)
+        disrupt.restart_pods(session, namespace, selector)
     sent = next((t for t in timeline.read_from(before) if t.kind == ACTION), None)
     if sent is None:
         raise PermanentError(f"the restart of {selector} in {namespace} recorded no action")
@@ -868,4 +918,10 @@ def restarted_ready(
             check="restarted-ready",
         ) from None
     took = tl.clock.monotonic() - restarted.sent.mono
-    ms.record(f"{restarted.selector} restarted and Ready", took, seconds, {"pods": ready})
+    ms.record(
+        f"{restarted.selector} restarted and Ready",
+        took,
+        seconds,
+        {"pods": ready},
+        started_mono=restarted.sent.mono,
+    )

@@ -14,22 +14,17 @@ All checks read the observer's watch-fed state; waiting is on the timeline (no p
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.inventory import Inventory
+from harness.kube.names import NODE_DOWN_TAINTS, Change, Kind
 from harness.kube.observer import Observer
 from harness.kube.waits import wait_state
 from harness.scenario.workloads import Workload
 
-FAILURE_TAINT_KEYS = frozenset(
-    {
-        "node.kubernetes.io/unreachable",
-        "node.kubernetes.io/not-ready",
-        "node.kubernetes.io/out-of-service",
-    }
-)
+FAILURE_TAINT_KEYS = frozenset(NODE_DOWN_TAINTS)
 
 
 @dataclass(frozen=True)
@@ -49,9 +44,90 @@ class Baseline:
     at_mono: float = 0.0  # when it was recorded (monotonic)
 
 
+def node_problems(
+    observer: Observer,
+    names: Sequence[str],
+    found: Mapping[str, NodeFound] | None = None,
+    *,
+    schedulable: Collection[str] = (),
+) -> list[tuple[str, str]]:
+    """Why the nodes are not steady, as (category, text): absent, not Ready, a failure taint
+    (without ``found``) or cordon and taints other than found, cordoned though in
+    ``schedulable``. The one definition the scenarios and longevity share."""
+    out: list[tuple[str, str]] = []
+    for name in names:
+        n = observer.node(name)
+        if n is None:
+            out.append(("node", f"node {name} does not exist"))
+            continue
+        if not n.is_ready:
+            out.append(("node", f"node {name} is not Ready ({n.ready or 'no condition'})"))
+        taints = frozenset(t.id for t in n.taints)
+        if found is not None and name in found:
+            was = found[name]
+            if n.unschedulable != was.unschedulable:
+                out.append(
+                    (
+                        "cordon",
+                        f"node {name} is {'cordoned' if n.unschedulable else 'schedulable'}, "
+                        f"was {'cordoned' if was.unschedulable else 'schedulable'}",
+                    )
+                )
+            if taints != was.taints:
+                extra, missing = sorted(taints - was.taints), sorted(was.taints - taints)
+                out.append(
+                    (
+                        "taint",
+                        f"node {name} taints differ: added {extra or 'none'}, "
+                        f"missing {missing or 'none'}",
+                    )
+                )
+        else:
+            bad = sorted(t for t in taints if t.partition(":")[0] in FAILURE_TAINT_KEYS)
+            if bad:
+                out.append(("taint", f"node {name} has failure taints {', '.join(bad)}"))
+            if name in schedulable and n.unschedulable:
+                out.append(("cordon", f"node {name} is cordoned"))
+    return out
+
+
+def workload_problems(
+    observer: Observer,
+    namespace: str,
+    workload: str,
+    desired: int,
+    *,
+    ref: str = "",
+    exact: bool = True,
+) -> list[tuple[str, str]]:
+    """Why a workload (``Kind/name``) is not steady: fewer than ``desired`` pods Ready, or
+    a pod Terminating, or (``exact``: a scenario's "as found") any surplus pod; longevity
+    asks for at least ``desired`` (``exact=False``), its controller removes a surplus.
+    Pods that ended (Failed, Succeeded) do not count: their controller replaced them, and a
+    graceful node shutdown leaves them as objects until the pod garbage collector's
+    threshold (12,500 by default)."""
+    pods = [
+        p
+        for p in observer.pods(namespace=namespace, workload=workload)
+        if p.phase not in ("Failed", "Succeeded")
+    ]
+    ready = [p for p in pods if p.ready and not p.terminating]
+    terminating = [p.name for p in pods if p.terminating]
+    if len(ready) >= desired and not terminating and (not exact or len(pods) == desired):
+        return []
+    what = ref or f"{workload} in {namespace}"
+    return [
+        (
+            "terminating" if terminating and len(ready) >= desired else "pods",
+            f"{what}: {len(ready)} Ready of {desired} wanted, {len(pods)} pod(s) in all"
+            + (f", Terminating: {', '.join(terminating)}" if terminating else ""),
+        )
+    ]
+
+
 def _probe_ok(observer: Observer, probe: str) -> bool | None:
-    last = observer.timeline.last("Probe", probe)
-    return None if last is None else last.transition == "ok"
+    last = observer.timeline.last(Kind.PROBE, probe)
+    return None if last is None else last.transition == Change.OK
 
 
 def problems(
@@ -61,49 +137,15 @@ def problems(
     found: Mapping[str, NodeFound] | None = None,
 ) -> list[str]:
     """Why the cluster is not in steady state now (empty: it is)."""
-    out: list[str] = []
-    for spec in inventory.nodes:
-        n = observer.node(spec.name)
-        if n is None:
-            out.append(f"node {spec.name} does not exist")
-            continue
-        if not n.is_ready:
-            out.append(f"node {spec.name} is not Ready ({n.ready or 'no condition'})")
-        taints = frozenset(t.id for t in n.taints)
-        if found is not None and spec.name in found:
-            was = found[spec.name]
-            if n.unschedulable != was.unschedulable:
-                out.append(
-                    f"node {spec.name} is {'cordoned' if n.unschedulable else 'schedulable'}, "
-                    f"was {'cordoned' if was.unschedulable else 'schedulable'}"
-                )
-            if taints != was.taints:
-                extra, missing = sorted(taints - was.taints), sorted(was.taints - taints)
-                out.append(
-                    f"node {spec.name} taints differ: added {extra or 'none'}, "
-                    f"missing {missing or 'none'}"
-                )
-        else:
-            bad = sorted(t for t in taints if t.partition(":")[0] in FAILURE_TAINT_KEYS)
-            if bad:
-                out.append(f"node {spec.name} has failure taints {', '.join(bad)}")
+    names = [spec.name for spec in inventory.nodes]
+    out = [text for _, text in node_problems(observer, names, found)]
     for w in workloads:
-        # A pod that ended (Failed, Succeeded) holds nothing and its controller has replaced
-        # it: a graceful node shutdown leaves each of its pods so, as an object, until the
-        # pod garbage collector's threshold (12,500 by default) is reached.
-        pods = [
-            p
-            for p in observer.pods(namespace=w.namespace, workload=w.key)
-            if p.phase not in ("Failed", "Succeeded")
-        ]
-        ready = [p for p in pods if p.ready and not p.terminating]
-        terminating = [p.name for p in pods if p.terminating]
-        if len(ready) != w.desired or len(pods) != w.desired:
-            out.append(
-                f"{w.kind} {w.ref}: {len(ready)} Ready of {w.desired} wanted, "
-                f"{len(pods)} pod(s) in all"
-                + (f", Terminating: {', '.join(terminating)}" if terminating else "")
+        out.extend(
+            text
+            for _, text in workload_problems(
+                observer, w.namespace, w.key, w.desired, ref=f"{w.kind} {w.ref}"
             )
+        )
         if w.health is not None and _probe_ok(observer, w.probe) is False:
             out.append(f"service of {w.ref} fails its health probe ({w.health})")
     by_pv: dict[str, list[str]] = {}

@@ -10,12 +10,13 @@ saying what it lacks.
 
 from __future__ import annotations
 
-import math
 import random
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.errors import ConfigError
 from harness.inventory import Inventory, NodeSpec
 from harness.kube.client import KubeClient
 from harness.kube.observer import Observer
@@ -180,11 +181,28 @@ def third_of_workers(
     workload keeps at least max(1, min_available) pods on the others. Of the sets that
     qualify (up to ``max_tries`` candidates looked at) the one losing the most pods that
     their controllers replace elsewhere, stateless first; ties go to the busiest nodes."""
+    return workers_sparing(
+        inventory, observer, pods, workloads, Amount.parse("one-third"), max_tries=max_tries
+    )
+
+
+def workers_sparing(
+    inventory: Inventory,
+    observer: Observer,
+    pods: Sequence[PodInfo],
+    workloads: Sequence[Workload],
+    amount: Amount,
+    *,
+    rng: random.Random | None = None,
+    max_tries: int = 10_000,
+) -> Targets:
+    """``amount`` of the workers (see :func:`third_of_workers`, which asks for a third),
+    one per rack in turn, sparing the critical workloads: from where their pods are now."""
     workers = _ready_nodes(inventory, observer, "worker")
     total = len(inventory.nodes_by_role("worker"))
     if len(workers) < total:
         raise NoTargets(f"only {len(workers)} of {total} workers are Ready and schedulable")
-    want = math.ceil(total / 3)
+    want = amount.resolve(total, rng or random.Random(0))
     by_rack: dict[str, list[str]] = {}
     for spec in sorted(workers, key=lambda s: (-len(_split(pods, s.name)[0]), s.name)):
         by_rack.setdefault(spec.rack or "(no rack)", []).append(spec.name)
@@ -240,6 +258,64 @@ def third_of_workers(
         tuple(daemons),
         why=f"{want} of {total} workers, one per rack in turn, sparing the critical workloads",
         racks=_racks(inventory, chosen),
+    )
+
+
+#: The target phrases :func:`by_phrase` understands (the steps' wording).
+PHRASES = (
+    "<amount> of the worker nodes, one per rack, sparing the critical workloads",
+    "<amount> of the worker nodes, one per rack",
+    "<amount> worker nodes",
+    "every node of the rack running the most critical pods",
+)
+DEFAULT_PHRASE = "one third of the worker nodes, one per rack, sparing the critical workloads"
+_WORKERS = re.compile(
+    r"^(?P<amount>.+?)\s+(?:of\s+the\s+)?worker\s+nodes?"
+    r"(?P<per_rack>\s*,\s*one\s+per\s+rack)?"
+    r"(?P<sparing>\s*,\s*sparing\s+the\s+critical\s+workloads)?$"
+)
+
+
+def parse_phrase(phrase: str) -> tuple[Amount | None, bool]:
+    """A target phrase as (amount of the workers, sparing the critical workloads); amount
+    None: every node of the busiest rack. Else a :class:`ConfigError` listing the phrases."""
+    text = " ".join(phrase.strip().lower().split())
+    if text == PHRASES[-1]:
+        return None, False
+    m = _WORKERS.match(text)
+    if m is None:
+        raise ConfigError(
+            f"target {phrase!r} is not understood; valid: " + "; ".join(PHRASES),
+            field="--target",
+        )
+    words = m["amount"].replace("one third", "one-third").replace("one half", "one-half")
+    try:
+        amount = Amount.parse(words)
+    except ConfigError as exc:
+        raise ConfigError(str(exc), field="--target") from None
+    return amount, m["sparing"] is not None
+
+
+def by_phrase(
+    phrase: str,
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: Sequence[Workload],
+    *,
+    rng: random.Random,
+    seed: int,
+) -> Targets:
+    """The targets a phrase of :data:`PHRASES` names, chosen from where the workloads' pods
+    are now (the same choices as the steps of that wording)."""
+    amount, sparing = parse_phrase(phrase)
+    pods = workload_pods(kube, workloads)
+    if amount is None:
+        return busiest_rack(inventory, pods, workloads)
+    if sparing:
+        return workers_sparing(inventory, observer, pods, workloads, amount, rng=rng)
+    return select_targets(
+        inventory, observer, kube, workloads, rng=rng, seed=seed, amount=amount, role="worker"
     )
 
 

@@ -245,3 +245,46 @@ def test_measurement_survives_a_saved_timeline() -> None:
         measure_cycle(again.snapshot(), plan()).phases
         == measure_cycle(c.tl.snapshot(), plan()).phases
     )
+
+
+def _short_reboot(before_ok: bool, after_ok: bool) -> Cycle:
+    """A reboot cycle answered in 0.1 s, between two probe samples 0.5 s apart."""
+    c = Cycle()
+    for n in ("w-a1", "w-b1"):
+        c.node(0, n, "observed", ready="True", taints=[])
+    c.probe(9.9, ok=before_ok)
+    c.mark(9.9, "cycle start")
+    c.mark(9.95, "steady")
+    for n in ("w-a1", "w-b1"):
+        c.action(10.0, n, "power-cycle sent")
+        c.action(10.05, n, "power-cycle off acknowledged")
+        c.action(10.1, n, "power-cycle acknowledged")
+    c.mark(10.15, "outage end")
+    c.mark(10.2, "cleanup done")
+    c.probe(10.4, ok=after_ok)
+    c.mark(10.5, "observation end")
+    return c
+
+
+@pytest.mark.parametrize(("before_ok", "after_ok"), [(True, True), (True, False), (False, True)])
+def test_a_cycle_shorter_than_the_probe_period_is_judged_by_the_samples_around_it(
+    before_ok: bool, after_ok: bool
+) -> None:
+    """No sample inside the window: OK on both sides is no outage (0 s, said so); a failed
+    sample on either side leaves it unknown, a violation for a critical service."""
+    p = CyclePlan(
+        cycle=1,
+        group=GROUP,
+        workloads=(),
+        probes=(ProbeTarget("web", "http://127.0.0.1:1/", critical=True),),
+        budgets=BUDGETS,
+    )
+    m = measure_cycle(_short_reboot(before_ok, after_ok).tl.snapshot(), p)
+    row = m.detail["services"]["web"]
+    no_samples = "service web: no probe samples during the cycle"
+    if before_ok and after_ok:
+        assert row["samples"] == 0 and row["between_samples"] is True
+        assert row["longest_outage_s"] == 0.0 and no_samples not in m.violations
+        assert m.phases["service_outage"] == 0.0
+    else:
+        assert row["longest_outage_s"] is None and no_samples in m.violations

@@ -34,6 +34,7 @@ from harness.kube.timeline import Timeline
 from harness.longevity.records import CYCLES_FILE, read_log
 from harness.longevity.run import RunOptions, run_longevity
 from harness.power.base import PowerDriver, PowerState
+from harness.scenario.targets import DEFAULT_PHRASE
 from harness.session import Session, journal_path_for
 from tests.fakes.api import FakeApiServer, node, pod, set_ready
 
@@ -367,6 +368,7 @@ class Sim:
             "inventory": self.inventory_path,
             "out": out,
             "fraction": 1 / 3,
+            "groups": "auto",  # fixed groups, rotated; test_each_cycle_chooses... the default
             "outage_s": 0.3,
             "budget_overrides": FAST_BUDGETS,
             "keep_timelines": "all",
@@ -452,6 +454,21 @@ def test_two_cycles_measured_end_to_end(tmp_path: Path, state: Path) -> None:
     assert not [e for e in Journal.read(journal_path_for(s.inventory)) if e.owes_undo]
 
 
+def test_each_cycle_chooses_its_group_by_the_default_target(tmp_path: Path, state: Path) -> None:
+    """Without fixed groups, each cycle's group is the steps' "one third of the worker nodes,
+    one per rack, sparing the critical workloads", chosen from where the pods are then."""
+    with simulated(tmp_path) as s:
+        outcome = s.run(s.options(tmp_path / "run", cycles=2, groups="target"))
+        assert outcome.result.reason == "2 cycles done", outcome.result
+        assert all(p is PowerState.ON for p in s.sim.power.values())
+    log = read_log(tmp_path / "run" / CYCLES_FILE)
+    assert [c.group for c in log.cycles] == ["c1", "c2"]
+    for c in log.cycles:
+        assert c.status != "failed", c.reason
+        assert len(c.nodes) == 3 and {n[2] for n in c.nodes} == {"a", "b", "c"}
+    assert log.runs[0]["target"] == DEFAULT_PHRASE
+
+
 def test_a_node_that_does_not_come_back_stops_the_run_powered_on(
     tmp_path: Path, state: Path
 ) -> None:
@@ -460,7 +477,7 @@ def test_a_node_that_does_not_come_back_stops_the_run_powered_on(
         outcome = s.run(s.options(tmp_path / "run", cycles=3, settle_s=1.5))
         assert outcome.result.failed
         assert "could not restore the steady state" in outcome.result.reason
-        assert "node w-b1 Ready=Unknown" in outcome.result.reason
+        assert "node w-b1 is not Ready (Unknown)" in outcome.result.reason
         assert s.sim.power["w-b1"] is PowerState.ON
     log = read_log(tmp_path / "run" / CYCLES_FILE)
     assert [c.status for c in log.cycles] == ["failed"]

@@ -58,3 +58,20 @@ def test_a_gap_announced_after_the_phase_was_recorded_is_marked_at_the_end() -> 
     )
     assert ms.mark_gaps() == 1
     assert ms.items[0]["detail"]["gaps"][0]["seconds"] == 22.0
+
+
+def test_a_phase_recorded_from_bare_figures_still_carries_the_gap_it_overlaps() -> None:
+    """Phases computed from two transitions (a Node deleted after its delete request) were
+    recorded without their start, so a gap inside them went unflagged; each now has one."""
+    from harness.kube.names import Act, Change, Kind, Stage
+    from harness.scenario import phases
+
+    tl = _timeline_with_gap(1010.0, 1014.0)
+    sent = tl.record(Kind.ACTION, "w1", Act.DELETE_NODE.at(Stage.SENT), mono=1008.0)
+    tl.record(Kind.NODE, "w1", Change.DELETED, mono=1016.0)
+    ms = Measurements(timeline=tl)
+    phases.node_gone(tl, "w1", sent, 30.0, ms)
+    (item,) = ms.items
+    assert item["phase"] == "w1 Node object deleted" and item["seconds"] == 8.0
+    assert item["started_mono"] == 1008.0
+    assert [g["seconds"] for g in item["detail"]["gaps"]] == [4.0]

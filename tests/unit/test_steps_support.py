@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -295,7 +296,9 @@ class _CyclingSession:
         self.held = held
         self.off_s: list[float] = []
 
-    def power_cycle(self, nodes: tuple[str, ...], *, off_s: float = 0.0) -> Any:
+    def power_cycle(
+        self, nodes: Sequence[str], *, protocol: str | None = None, off_s: float = 0.0
+    ) -> Any:
         from harness.session import PowerResult
 
         self.off_s.append(off_s)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from harness.kube.names import Change
 from harness.kube.observer.vocabulary import OBSERVER
 from harness.kube.timeline import Timeline
 
@@ -50,7 +51,7 @@ def gaps(
     wanted = set(resources) if resources is not None else None
     found: list[Gap] = []
     for t in timeline.all(kind=OBSERVER):
-        if t.transition != "relisted" or "since_mono" not in t.detail:
+        if t.transition != Change.RELISTED or "since_mono" not in t.detail:
             continue
         gap = Gap(
             str(t.detail.get("resource", "")),

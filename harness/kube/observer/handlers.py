@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from harness.kube import fields
 from harness.kube.client import JSON
+from harness.kube.names import Change
 from harness.kube.observer.states import (
     Emit,
     EndpointSliceState,
@@ -115,17 +116,17 @@ class _NodeHandler:
         }
 
     def observed(self, states: list[NodeState]) -> list[Emit]:
-        return [(NODE, "", s.name, "observed", self._state(s)) for s in states]
+        return [(NODE, "", s.name, Change.OBSERVED, self._state(s)) for s in states]
 
     def changes(self, pairs: list[Pair[NodeState]]) -> list[Emit]:
         out: list[Emit] = []
         for old, new in pairs:
             if new is None:
                 if old is not None:
-                    out.append((NODE, "", old.name, "deleted", {"uid": old.uid}))
+                    out.append((NODE, "", old.name, Change.DELETED, {"uid": old.uid}))
                 continue
             if old is None:
-                out.append((NODE, "", new.name, "created", self._state(new)))
+                out.append((NODE, "", new.name, Change.CREATED, self._state(new)))
                 old = NodeState(new.name, new.uid, "", "", False, (), new.zone)
             out.extend(self._diff(old, new))
         return out
@@ -139,7 +140,7 @@ class _NodeHandler:
                     NODE,
                     "",
                     new.name,
-                    "ready" if new.ready == "True" else "not-ready",
+                    Change.READY if new.ready == "True" else Change.NOT_READY,
                     {"status": new.ready, "previous": old.ready, "reason": new.reason},
                 )
             )
@@ -148,13 +149,21 @@ class _NodeHandler:
         for tid, t in after.items():
             if tid not in before:
                 detail = {"taint": tid, "key": t.key, "value": t.value, "effect": t.effect}
-                out.append((NODE, "", new.name, "taint-added", detail))
+                out.append((NODE, "", new.name, Change.TAINT_ADDED, detail))
         for tid, t in before.items():
             if tid not in after:
                 detail = {"taint": tid, "key": t.key, "value": t.value, "effect": t.effect}
-                out.append((NODE, "", new.name, "taint-removed", detail))
+                out.append((NODE, "", new.name, Change.TAINT_REMOVED, detail))
         if new.unschedulable != old.unschedulable:
-            out.append((NODE, "", new.name, "cordoned" if new.unschedulable else "uncordoned", {}))
+            out.append(
+                (
+                    NODE,
+                    "",
+                    new.name,
+                    Change.CORDONED if new.unschedulable else Change.UNCORDONED,
+                    {},
+                )
+            )
         return out
 
 
@@ -196,17 +205,17 @@ class _PodHandler:
         }
 
     def observed(self, states: list[PodState]) -> list[Emit]:
-        return [(POD, s.namespace, s.name, "observed", self._state(s)) for s in states]
+        return [(POD, s.namespace, s.name, Change.OBSERVED, self._state(s)) for s in states]
 
     def changes(self, pairs: list[Pair[PodState]]) -> list[Emit]:
         out: list[Emit] = []
         for old, new in pairs:
             if new is None:
                 if old is not None:
-                    out.append((POD, old.namespace, old.name, "deleted", self._base(old)))
+                    out.append((POD, old.namespace, old.name, Change.DELETED, self._base(old)))
                 continue
             if old is None:
-                out.append((POD, new.namespace, new.name, "created", self._state(new)))
+                out.append((POD, new.namespace, new.name, Change.CREATED, self._state(new)))
                 old = new._replace(node="", phase="Pending", ready=False, terminating=False)
             out.extend(self._diff(old, new))
         return out
@@ -215,21 +224,25 @@ class _PodHandler:
         out: list[Emit] = []
         ns, name = new.namespace, new.name
         if new.node != old.node and new.node:
-            out.append((POD, ns, name, "scheduled", self._base(new)))
+            out.append((POD, ns, name, Change.SCHEDULED, self._base(new)))
         if new.phase != old.phase and new.phase:
             out.append(
                 (
                     POD,
                     ns,
                     name,
-                    "phase",
+                    Change.PHASE,
                     {**self._base(new), "phase": new.phase, "previous": old.phase},
                 )
             )
         if new.ready != old.ready:
-            out.append((POD, ns, name, "ready" if new.ready else "not-ready", self._base(new)))
+            out.append(
+                (POD, ns, name, Change.READY if new.ready else Change.NOT_READY, self._base(new))
+            )
         if new.terminating and not old.terminating:
-            out.append((POD, ns, name, "terminating", {**self._base(new), "grace_s": new.grace_s}))
+            out.append(
+                (POD, ns, name, Change.TERMINATING, {**self._base(new), "grace_s": new.grace_s})
+            )
         return out
 
 
@@ -263,7 +276,7 @@ class _VolumeAttachmentHandler:
                 VOLUME_ATTACHMENT,
                 "",
                 s.name,
-                "observed",
+                Change.OBSERVED,
                 {**self._base(s), "attached": s.attached, "attacher": s.attacher},
             )
             for s in states
@@ -274,26 +287,26 @@ class _VolumeAttachmentHandler:
         for old, new in pairs:
             if new is None:
                 if old is not None:
-                    out.append((VOLUME_ATTACHMENT, "", old.name, "deleted", self._base(old)))
+                    out.append((VOLUME_ATTACHMENT, "", old.name, Change.DELETED, self._base(old)))
                 continue
             if old is None:
                 detail = {**self._base(new), "attached": new.attached, "attacher": new.attacher}
-                out.append((VOLUME_ATTACHMENT, "", new.name, "created", detail))
+                out.append((VOLUME_ATTACHMENT, "", new.name, Change.CREATED, detail))
                 old = new._replace(
                     attached=False, attach_error="", detach_error="", terminating=False
                 )
             base = self._base(new)
             if new.attached != old.attached:
-                what = "attached" if new.attached else "detached"
+                what = Change.ATTACHED if new.attached else Change.DETACHED
                 out.append((VOLUME_ATTACHMENT, "", new.name, what, base))
             if new.attach_error != old.attach_error and new.attach_error:
                 detail = {**base, "message": new.attach_error}
-                out.append((VOLUME_ATTACHMENT, "", new.name, "attach-error", detail))
+                out.append((VOLUME_ATTACHMENT, "", new.name, Change.ATTACH_ERROR, detail))
             if new.detach_error != old.detach_error and new.detach_error:
                 detail = {**base, "message": new.detach_error}
-                out.append((VOLUME_ATTACHMENT, "", new.name, "detach-error", detail))
+                out.append((VOLUME_ATTACHMENT, "", new.name, Change.DETACH_ERROR, detail))
             if new.terminating and not old.terminating:
-                out.append((VOLUME_ATTACHMENT, "", new.name, "terminating", base))
+                out.append((VOLUME_ATTACHMENT, "", new.name, Change.TERMINATING, base))
         return out
 
 
@@ -319,7 +332,7 @@ class _PvcHandler:
                 PVC,
                 s.namespace,
                 s.name,
-                "observed",
+                Change.OBSERVED,
                 {"uid": s.uid, "phase": s.phase, "volume": s.volume},
             )
             for s in states
@@ -330,11 +343,11 @@ class _PvcHandler:
         for old, new in pairs:
             if new is None:
                 if old is not None:
-                    out.append((PVC, old.namespace, old.name, "deleted", {"uid": old.uid}))
+                    out.append((PVC, old.namespace, old.name, Change.DELETED, {"uid": old.uid}))
                 continue
             if old is None:
                 detail = {"uid": new.uid, "phase": new.phase, "volume": new.volume}
-                out.append((PVC, new.namespace, new.name, "created", detail))
+                out.append((PVC, new.namespace, new.name, Change.CREATED, detail))
                 old = new._replace(phase="Pending")
             if new.phase != old.phase and new.phase:
                 detail = {
@@ -343,7 +356,7 @@ class _PvcHandler:
                     "previous": old.phase,
                     "volume": new.volume,
                 }
-                out.append((PVC, new.namespace, new.name, "phase", detail))
+                out.append((PVC, new.namespace, new.name, Change.PHASE, detail))
         return out
 
 
@@ -381,7 +394,7 @@ class _EndpointSliceHandler:
             r, t = self.services.get((s.namespace, s.service), (0, 0))
             self.services[(s.namespace, s.service)] = (r + s.ready, t + s.total)
         return [
-            (SERVICE, ns, svc, "observed", {"ready": r, "total": t})
+            (SERVICE, ns, svc, Change.OBSERVED, {"ready": r, "total": t})
             for (ns, svc), (r, t) in self.services.items()
         ]
 
@@ -402,7 +415,7 @@ class _EndpointSliceHandler:
                 del self.services[key]
             if (r1, t1) != (r0, t0):
                 detail = {"ready": r1, "total": t1, "previous_ready": r0, "previous_total": t0}
-                out.append((SERVICE, key[0], key[1], "endpoints", detail))
+                out.append((SERVICE, key[0], key[1], Change.ENDPOINTS, detail))
         return out
 
 
@@ -453,10 +466,10 @@ class _EventHandler:
             hit = MULTI_ATTACH_RE.search(new.message)
             if "Multi-Attach error" in new.message:
                 detail["volume"] = hit.group(1) if hit else ""
-                what = "multi-attach"
+                what = Change.MULTI_ATTACH
             else:
                 detail["reason"] = new.reason
-                what = "event"
+                what = Change.EVENT
             out.append((new.kind, new.obj_namespace, new.obj_name, what, detail))
         return out
 

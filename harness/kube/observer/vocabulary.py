@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import re
 
-NODE = "Node"
-POD = "Pod"
-VOLUME_ATTACHMENT = "VolumeAttachment"
-PVC = "PersistentVolumeClaim"
-SERVICE = "Service"
-OBSERVER = "Observer"
+from harness.kube import names
+from harness.kube.names import Kind
+
+NODE = Kind.NODE
+POD = Kind.POD
+VOLUME_ATTACHMENT = Kind.VOLUME_ATTACHMENT
+PVC = Kind.PVC
+SERVICE = Kind.SERVICE
+OBSERVER = Kind.OBSERVER
 
 RESOURCES: tuple[str, ...] = (
     "nodes",
@@ -38,6 +41,6 @@ EVENT_REASONS: frozenset[str] = frozenset(
     }
 )
 MULTI_ATTACH_RE = re.compile(r'Multi-Attach error for volume "([^"]+)"')
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"
-ZONE_LABEL = "topology.kubernetes.io/zone"
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+SERVICE_NAME_LABEL = names.LABEL_SERVICE_NAME
+ZONE_LABEL = names.LABEL_ZONE
+MIRROR_ANNOTATION = names.ANNOTATION_MIRROR

@@ -17,6 +17,7 @@ import orjson
 from harness.errors import PermanentError, TemporaryError
 from harness.kube import fields
 from harness.kube.client import ApiError, Gone, KubeClient, WatchEvent
+from harness.kube.names import Change
 from harness.kube.observer.gcpause import _gc_paused
 from harness.kube.observer.handlers import _Handler, _key, _meta, _pairs
 from harness.kube.observer.states import Emit, Key, Pair, S
@@ -88,7 +89,7 @@ class _Watcher(Generic[S]):
             self.error = exc
             self.last_problem = f"{type(exc).__name__}: {exc}"
             log.error("observer %s failed: %s", self.label, self.last_problem)
-            self.obs._note(self.label, "failed", error=self.last_problem[:300])
+            self.obs._note(self.label, Change.FAILED, error=self.last_problem[:300])
         finally:
             self.synced.set()
             client.close()
@@ -120,7 +121,7 @@ class _Watcher(Generic[S]):
                 try:
                     fresh, list_rv = self._list_after_gone(client, exact)
                 except TemporaryError as exc:
-                    self._problem("watch-broken", exc)
+                    self._problem(Change.WATCH_BROKEN, exc)
                     stop.wait(delay)
                     delay = min(delay * 2, high)
                     continue
@@ -129,7 +130,7 @@ class _Watcher(Generic[S]):
                         self.error = exc
                         self.last_problem = f"{type(exc).__name__}: {exc}"
                         return
-                    self._problem("watch-error", exc)
+                    self._problem(Change.WATCH_ERROR, exc)
                     stop.wait(max(high, PERMANENT_RETRY_S))
                     continue
                 self._resync(
@@ -173,7 +174,7 @@ class _Watcher(Generic[S]):
                 start = refused.add(exc.api_message)
                 self.obs._note(
                     self.label,
-                    "watch-gone",
+                    Change.WATCH_GONE,
                     resource_version=rv,
                     attempt=refused.count,
                     cache_start=start,
@@ -191,13 +192,13 @@ class _Watcher(Generic[S]):
             except TemporaryError as exc:
                 if stop.is_set():
                     return
-                self._problem("watch-broken", exc)
+                self._problem(Change.WATCH_BROKEN, exc)
                 stop.wait(delay)
                 delay = min(delay * 2, high)
             except PermanentError as exc:
                 if stop.is_set():
                     return
-                self._problem("watch-error", exc)
+                self._problem(Change.WATCH_ERROR, exc)
                 stop.wait(max(high, PERMANENT_RETRY_S))
             finally:
                 if self._accepted:  # live until now, so nothing missed until shortly before
@@ -305,13 +306,15 @@ class _Watcher(Generic[S]):
                 emits = h.changes(pairs) if pairs else []
         if initial:
             self._publish(emits, mono, wall, None)
-            self.obs._note(self.label, "synced", mono=mono, objects=len(fresh), resource_version=rv)
+            self.obs._note(
+                self.label, Change.SYNCED, mono=mono, objects=len(fresh), resource_version=rv
+            )
         else:
             uncertain = round(max(0.0, mono - self._last_ok), 3)
             self._publish(emits, mono, wall, {"relist": True, "uncertain_s": uncertain})
             self.obs._note(
                 self.label,
-                "relisted",
+                Change.RELISTED,
                 mono=mono,
                 reason=reason,
                 changes=len(emits),
