@@ -108,6 +108,9 @@ RULES: dict[str, str] = {
     "lost_volumes_multi_attach": _SKIP.format(what="no volume held by a lost node")
     + " Singular: "
     + _ONE,
+    "node_still_holds_volumes": _SKIP.format(what="no volume held by a lost node")
+    + " Singular: "
+    + _ONE,
     "node_releases_volumes": _SKIP.format(what="no volume held by a lost node")
     + " Singular: "
     + _ONE,
