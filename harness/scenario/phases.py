@@ -684,7 +684,12 @@ def still_held(tl: Timeline, pods: Sequence[PodInfo], outage: Outage, ms: Measur
                 f"the failure ({release.transition}) while {pod.ref} had not gone"
             )
             continue
-        ms.record(f"{pv} still attached to {pod.node}", now - outage.sent.mono, None)
+        ms.record(
+            f"{pv} still attached to {pod.node}",
+            now - outage.sent.mono,
+            None,
+            started_mono=outage.sent.mono,
+        )
     _fail_if(problems, "each held volume still attached to its lost node", 0.0, "volume-held")
 
 
