@@ -1041,6 +1041,25 @@ def lost_volumes_multi_attach(
         phases.multi_attach(timeline, about, outage, seconds, measurements)
 
 
+@then(_p("the node still holds {pods:Volumes}"))
+def node_still_holds_volumes(
+    pods: Subject,
+    request: pytest.FixtureRequest,
+    workloads: tuple[Workload, ...],
+    outage: Outage,
+    timeline: Timeline,
+    measurements: Measurements,
+) -> None:
+    """Each ReadWriteOnce volume the lost node held at the failure (of every lost pod, or the
+    singleton's) is still attached to it now: no VolumeAttachment of it on that node was
+    detached or deleted since. What a powered-off node's volumes do in Kubernetes until the
+    node returns, its pods are deleted (then the 6-minute force detach) or it is declared
+    out of service. How long each was held since the failure is recorded."""
+    plural = "Then the node still holds the ReadWriteOnce volumes of the lost pods"
+    about = _about(request, outage, pods, workloads, plural)
+    phases.still_held(timeline, about, outage, measurements)
+
+
 @then(_p("the node releases {pods:Volumes} within {limit:Limit}"))
 def node_releases_volumes(
     pods: Subject,

@@ -4,9 +4,11 @@ Feature: Real kubelets, real attachments (kind up --storage csi): the singleton'
   with attachRequired, the real external-attacher): it has a VolumeAttachment to its node.
   The node loses power (`docker kill`); the pod is evicted and its replacement scheduled on
   the other worker, where the attach/detach controller refuses to attach the volume a
-  second time (Multi-Attach) and would wait 6 minutes to force the detach. The
-  out-of-service taint says the node is really off: the lost pods are deleted, the volume
-  detached and attached to the replacement's node at once.
+  second time (Multi-Attach). The evicted pod stays Terminating (no kubelet confirms it),
+  and while it exists the controller keeps its volume attached to the node: no timer runs
+  (its 6-minute forced detach counts only from the pod's deletion). The out-of-service
+  taint says the node is really off: the lost pods are deleted, the volume detached and
+  attached to the replacement's node at once.
 
   Background:
     Given the cluster is in steady state
@@ -20,6 +22,7 @@ Feature: Real kubelets, real attachments (kind up --storage csi): the singleton'
     And the singleton is Terminating within the pod-eviction budget
     And the singleton is rescheduled on another node within the pod-rescheduled budget
     And the singleton's replacement reports a Multi-Attach error within the pod-rescheduled budget
+    And the node still holds the singleton's volume
     When the node is tainted out-of-service
     Then the lost pods are deleted within the pod-gc budget
     And the node releases the singleton's volume within the volume-detach-out-of-service budget

@@ -32,7 +32,7 @@ from harness.checks import (
     volume_moved,
 )
 from harness.checks import phase as P
-from harness.checks.replay import PodReplay, node_at
+from harness.checks.replay import RELEASED, PodReplay, node_at
 from harness.errors import PermanentError, WaitTimeout
 from harness.kube.client import JSON, KubeClient
 from harness.kube.ledger import HOLD
@@ -665,6 +665,32 @@ def multi_attach(
         "multi-attach-seen",
         late=not missing,
     )
+
+
+def still_held(tl: Timeline, pods: Sequence[PodInfo], outage: Outage, ms: Measurements) -> None:
+    """Each held volume is still attached to its lost node now: nothing has detached it
+    since the failure (while its pod has not gone, the attach/detach controller keeps the
+    volume where the node last reported it in use). How long it has been held since the
+    failure is recorded."""
+    now = tl.clock.monotonic()
+    problems = []
+    for pod, pv in _held(tl, pods, outage):
+        release = L.attachment_event(
+            tl, pv, on=pod.node, transitions=RELEASED, after=outage.sent.mono
+        )
+        if release is not None:
+            problems.append(
+                f"{pv} released by {pod.node} {release.mono - outage.sent.mono:.1f}s after "
+                f"the failure ({release.transition}) while {pod.ref} had not gone"
+            )
+            continue
+        ms.record(
+            f"{pv} still attached to {pod.node}",
+            now - outage.sent.mono,
+            None,
+            started_mono=outage.sent.mono,
+        )
+    _fail_if(problems, "each held volume still attached to its lost node", 0.0, "volume-held")
 
 
 def released(

@@ -24,6 +24,10 @@ NAME = os.environ.get("POWERCUT_TEST_KIND_NAME", "pctest")
 #: The workloads' volumes: local-path (default) or csi (the attachable storage, whose
 #: tests and features run only then).
 STORAGE = os.environ.get("POWERCUT_TEST_KIND_STORAGE", "local-path")
+#: The nodes' Docker network (``kind up --network``): one of its own keeps a session apart
+#: from other kind clusters on the same engine, whose ``kind down`` removes a shared
+#: network once they see it unused, even while this one's ``kind up`` is about to join it.
+NETWORK = os.environ.get("POWERCUT_TEST_KIND_NETWORK", "kind")
 POWERCUT = [sys.executable, "-m", "harness.cli"]
 
 
@@ -117,7 +121,7 @@ def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindClust
     try:
         out = powercut(
             "kind", "up", "--workloads", "--name", NAME, "--workers", "2", "--storage", STORAGE,
-            "--base-port", str(BASE_PORT), "--state-dir", str(state),
+            "--base-port", str(BASE_PORT), "--state-dir", str(state), "--network", NETWORK,
             "--inventory-out", str(inv),
         )  # fmt: skip
         client = KubeClient.from_kubeconfig(state / "kubeconfig", timeout_s=10)

@@ -4,6 +4,7 @@ external-attacher, its data on the shared host directory every node reaches."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -22,6 +23,9 @@ pytestmark = [
     ),
 ]
 VOLUME_FEATURES = BUILTIN_FEATURES / "kind-volumes"
+FORCE_DETACH_FEATURES = BUILTIN_FEATURES / "kind-force-detach"
+#: The forced-detach feature waits out the attach/detach controller's 6 minutes: opt-in.
+FORCE_DETACH = os.environ.get("POWERCUT_TEST_KIND_FORCE_DETACH", "") == "1"
 
 
 def test_every_volume_is_attached_to_its_pods_node_by_the_csi_driver(
@@ -59,16 +63,13 @@ def test_every_volume_is_attached_to_its_pods_node_by_the_csi_driver(
     assert seen == 4  # three quorum members and the singleton
 
 
-def test_the_volume_features_pass_with_real_attachments(
-    cluster: KindCluster, tmp_path: Path
-) -> None:
-    """features/kind-volumes: the singleton's Multi-Attach until the out-of-service taint, a
-    StatefulSet member moved by it, every token read back on another node."""
-    out = tmp_path / "report"
+def _run_features(cluster: KindCluster, out: Path, features: Path) -> None:
+    """``powercut run`` of one kind feature set against the session's cluster: every
+    scenario must pass (none skipped)."""
     proc = subprocess.run(
         [
             *POWERCUT, "run", "-i", str(cluster.inventory_path), "--out", str(out),
-            "--features", str(VOLUME_FEATURES), "--no-builtin", "--fail-on-skip",
+            "--features", str(features), "--no-builtin", "--fail-on-skip",
             "--no-html", "--progress", "plain",
         ],
         capture_output=True, text=True, timeout=1800, check=False,
@@ -77,5 +78,27 @@ def test_the_volume_features_pass_with_real_attachments(
     detail = f"{proc.stdout}\n{proc.stderr}\n{log.read_text() if log.is_file() else ''}"
     assert proc.returncode == 0, f"powercut run exited {proc.returncode}:\n{detail[-20000:]}"
     cases = list(ET.parse(out / "junit.xml").getroot().iter("testcase"))  # noqa: S314 (ours)
-    assert len(cases) == len(list(VOLUME_FEATURES.glob("*.feature")))
+    assert len(cases) == len(list(features.glob("*.feature")))
     assert all(not [c for c in case if c.tag in ("failure", "error", "skipped")] for case in cases)
+
+
+def test_the_volume_features_pass_with_real_attachments(
+    cluster: KindCluster, tmp_path: Path
+) -> None:
+    """features/kind-volumes: the singleton's Multi-Attach until the out-of-service taint, a
+    StatefulSet member moved by it, every token read back on another node."""
+    _run_features(cluster, tmp_path / "report", VOLUME_FEATURES)
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.skipif(
+    not FORCE_DETACH,
+    reason="the 6-minute forced detach (~9 min): POWERCUT_TEST_KIND_FORCE_DETACH=1",
+)
+def test_a_force_deleted_pods_volume_is_detached_after_six_minutes(
+    cluster: KindCluster, tmp_path: Path
+) -> None:
+    """features/kind-force-detach: with the node still off, its stuck pods force-deleted but
+    no out-of-service taint, the volume stays attached until the attach/detach controller's
+    6-minute forced detach, then moves with its data."""
+    _run_features(cluster, tmp_path / "report", FORCE_DETACH_FEATURES)

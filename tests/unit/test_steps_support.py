@@ -211,6 +211,45 @@ def test_a_volume_never_released_fails_naming_it() -> None:
         phases.released(tl, [member], outage, 15.0, Measurements())
 
 
+def _held_volume(tl: Timeline) -> tuple[PodInfo, Outage]:
+    member = _pod("db-0", "u3", "StatefulSet/db", pvs=("pv-0",))
+    _at(tl, -1, "VolumeAttachment", "va-1", "observed", node="w1", pv="pv-0", attached=True)
+    _at(tl, -1, "Pod", "db-0", "observed", "lab", uid="u3", node="w1", workload=member.workload)
+    return member, _outage(tl, ("w1",), (member,))
+
+
+def test_a_volume_still_attached_to_the_lost_node_is_held_for_as_long_as_it_has_been() -> None:
+    clock = FakeClock(start=1000.0)
+    tl = Timeline(clock)
+    member, outage = _held_volume(tl)
+    # The pod is deleted (force-deleted): the volume stays until the controller's 6 minutes.
+    _at(tl, 20, "Pod", "db-0", "deleted", "lab", uid="u3", node="w1", workload=member.workload)
+    clock.advance(25.0)
+    ms = Measurements()
+    phases.still_held(tl, [member], outage, ms)
+    assert ms.items[0]["phase"] == "pv-0 still attached to w1"
+    assert ms.items[0]["seconds"] == 25.0
+
+
+def test_a_volume_released_by_the_lost_node_is_not_held_and_fails_naming_it() -> None:
+    clock = FakeClock(start=1000.0)
+    tl = Timeline(clock)
+    member, outage = _held_volume(tl)
+    _at(tl, 18.5, "VolumeAttachment", "va-1", "deleted", node="w1", pv="pv-0")
+    clock.advance(25.0)
+    with pytest.raises(CheckFailed, match=r"pv-0 released by w1 18\.5s after the failure"):
+        phases.still_held(tl, [member], outage, Measurements())
+
+
+def test_no_volume_held_by_the_lost_node_is_nothing_to_judge() -> None:
+    tl = _tl()
+    member = _pod("db-0", "u3", "StatefulSet/db", pvs=("pv-0",))
+    _at(tl, -1, "VolumeAttachment", "va-1", "observed", node="w2", pv="pv-0", attached=True)
+    outage = _outage(tl, ("w1",), (member,))
+    with pytest.raises(NothingToMeasure, match="none of the lost pods had a ReadWriteOnce"):
+        phases.still_held(tl, [member], outage, Measurements())
+
+
 def test_third_of_workers_prefers_a_set_that_loses_replaceable_stateless_pods() -> None:
     """CI once got w-a1, w-b1, w-c2: the busiest-first choice lost only pods with volumes, so
     "every lost stateless pod is replaced" had nothing to check and failed."""

@@ -86,6 +86,7 @@ WINDOW = {
     "no_second_member",
     "daemon_pods_not_evicted",
     "member_stays_terminating",
+    "node_still_holds_volumes",  # no release of a held volume from the failure until now
     "back_to_steady_state",
     "alerts_quiet",
     "every_slo_held",
