@@ -296,13 +296,22 @@ def partition_node(
     and ``recovery`` budgets) before it cuts. Undo now with ``heal_partition``,
     ``power_on_nodes`` or ``powercut recover``. A node none of whose drivers can cut it off
     fails with :class:`~harness.power.base.UnsupportedFailure` before anything is cut."""
+    undo_after, journal = _cut(node, FailureKind.PARTITION, heal_after, configuration)
+    log.info("partitioned %s (heals by itself after %gs)", node, undo_after)
+    return {"node": node, "heal_after_s": undo_after, "journal": journal}
+
+
+def _cut(
+    node: str, kind: FailureKind, undo_after: Within, configuration: Configuration
+) -> tuple[float, str]:
+    """Cut ``node`` off (partition or kubelet stop) with its undo armed after
+    ``undo_after``; returns the seconds armed and the journal's path."""
     inventory = load(configuration)
     with session(inventory) as s:
         s.down.update(nodes_of(owed_in(s, DOWN)))
-        undo_after = seconds(inventory, heal_after, HEAL_BUDGETS)
-        disrupt.inflict(s, [node], FailureKind.PARTITION, undo_after_s=undo_after)
-        log.info("partitioned %s (heals by itself after %gs)", node, undo_after)
-        return {"node": node, "heal_after_s": undo_after, "journal": str(s.journal_path)}
+        seconds_armed = seconds(inventory, undo_after, HEAL_BUDGETS)
+        disrupt.inflict(s, [node], kind, undo_after_s=seconds_armed)
+        return seconds_armed, str(s.journal_path)
 
 
 def heal_partition(node: str | None = None, configuration: Configuration = None) -> dict[str, Any]:
@@ -324,13 +333,9 @@ def stop_kubelet(
     the kubelet's start as the undo, counted against the safety limits. The driver arms a
     start after ``start_after`` (by default the budgets ``partition_node`` uses) before it
     stops it. Undo now with ``start_kubelet`` or ``powercut recover``."""
-    inventory = load(configuration)
-    with session(inventory) as s:
-        s.down.update(nodes_of(owed_in(s, DOWN)))
-        undo_after = seconds(inventory, start_after, HEAL_BUDGETS)
-        disrupt.inflict(s, [node], FailureKind.KUBELET_STOP, undo_after_s=undo_after)
-        log.info("stopped the kubelet of %s (starts by itself after %gs)", node, undo_after)
-        return {"node": node, "start_after_s": undo_after, "journal": str(s.journal_path)}
+    undo_after, journal = _cut(node, FailureKind.KUBELET_STOP, start_after, configuration)
+    log.info("stopped the kubelet of %s (starts by itself after %gs)", node, undo_after)
+    return {"node": node, "start_after_s": undo_after, "journal": journal}
 
 
 def start_kubelet(node: str | None = None, configuration: Configuration = None) -> dict[str, Any]:
