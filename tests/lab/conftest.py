@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -48,6 +49,13 @@ class LabHandle:
 
     def kubectl_like(self, path: str) -> Any:
         return self.client.get(path)
+
+    def booted(self, node: str) -> bool:
+        """On and done booting, as the lab's state file says: its kubelet (kwok) runs. A Node
+        that reads Ready while it still boots is stale: the controller marks it Unknown once
+        the grace period has passed since its last heartbeat."""
+        state = json.loads((self.state_dir / "state.json").read_text())
+        return bool(state["power"].get(node) == "on" and node not in state.get("booting", []))
 
 
 def wait_for(what: str, fn: Callable[[], Any], timeout_s: float, every_s: float = 0.2) -> Any:

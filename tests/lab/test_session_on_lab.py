@@ -54,8 +54,14 @@ def node_ready(lab: LabHandle, node: str = VICTIM) -> bool:
 @pytest.fixture(autouse=True)
 def back_on(lab: LabHandle) -> object:
     # Each test starts from a Ready victim: the test before may have just powered it back
-    # on, and `power off` / `cycle` refuse a node that is not Ready (pre-flight).
-    wait_for(f"{VICTIM} Ready before the test", lambda: node_ready(lab), 90)
+    # on, and `power off` / `cycle` refuse a node that is not Ready (pre-flight). Booted
+    # first: a victim powered on a moment ago still reads the Ready it had before it went
+    # off, until the grace period turns it Unknown (seen: the next test's pre-flight failed).
+    wait_for(
+        f"{VICTIM} booted and Ready before the test",
+        lambda: lab.booted(VICTIM) and node_ready(lab),
+        90,
+    )
     yield None
     for n in (VICTIM, "cp-1", "cp-2"):
         if power(lab, n) is not PowerState.ON:
