@@ -82,7 +82,8 @@ def test_each_entry_says_what_it_provides_and_needs_once_the_dell_step_included(
 def test_every_step_says_how_it_behaves_on_the_lab_kind_and_real_machines() -> None:
     """Every step has its lab/kind/real-machine entry (a new step must say, even if only
     that it reads nothing but the API), and the entry is in its reference text."""
-    from harness.steps.reference import DIFFERENCES, collect, entry, step_modules
+    from harness.steps.reference import collect, entry, step_modules
+    from harness.steps.support.platforms import DIFFERENCES
 
     docs = {d.function: d for d in collect(step_modules())}
     assert set(DIFFERENCES) == set(docs), (
