@@ -31,7 +31,7 @@ from harness.lab.bmc.creds import (
     known_hosts_line,
 )
 from harness.lab.bmc.ipmi import IpmiServer
-from harness.lab.bmc.redfish import RedfishServer
+from harness.lab.bmc.redfish import MIN_THREADS, RedfishServer
 from harness.lab.bmc.ssh import SshServer
 from harness.lab.bmc.target import MemoryTarget, PowerCall, system_uuid
 from harness.lab.machines import LabError
@@ -402,6 +402,31 @@ def test_redfish_off_on_cycle_over_verified_https(
 
     assert node_a.calls() == [OFF_GRACEFUL, ON, OFF_FORCED, ON, RESET]
     assert node_b.calls() == [], "the driver found node-a's system by name among two"
+
+
+def test_redfish_idle_connections_beyond_its_threads_do_not_hold_up_a_request(
+    redfish_server: RedfishServer,
+    creds: LabCredentials,
+    open_redfish: Callable[..., RedfishDriver],
+) -> None:
+    """A synchronized cut opens every node's connection when it prepares and writes on it
+    only when all are prepared. The lab serves every node from one server: its threads must
+    serve requests, not idle connections (at 96 nodes, 64 idle ones held every thread and
+    the other nodes' reads timed out)."""
+    context = ssl.create_default_context(cafile=str(creds.tls_ca_cert))
+    idle: list[ssl.SSLSocket] = []
+    try:
+        for _ in range(MIN_THREADS + 2):  # more than the server's threads (2 systems: 10)
+            raw = socket.create_connection(("127.0.0.1", redfish_server.port), timeout=5)
+            idle.append(context.wrap_socket(raw, server_hostname="127.0.0.1"))
+        driver = open_redfish(redfish_server, timeout_s=5.0)
+        assert driver.state() is PowerState.ON  # served while every idle connection waits
+        # ... and an idle connection is served when its request comes.
+        idle[0].sendall(b"GET /redfish/v1/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert idle[0].recv(64).startswith(b"HTTP/1.1 ")
+    finally:
+        for sock in idle:
+            sock.close()
 
 
 def test_redfish_finds_the_system_by_id_or_alias_and_names_the_choices_otherwise(

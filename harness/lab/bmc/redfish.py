@@ -51,6 +51,7 @@ import bcrypt
 import flask
 import sushy_tools.emulator.main as _emulator
 from cheroot import wsgi as _cheroot
+from cheroot.server import HTTPConnection
 from cheroot.ssl.builtin import BuiltinSSLAdapter
 from sushy_tools import error as _fishy
 from sushy_tools.emulator import auth_basic as _auth_basic
@@ -68,8 +69,12 @@ SUPPORTED_RESET_TYPES: Final[tuple[str, ...]] = tuple(rt.value for rt in ResetTy
 #: An idle keep-alive connection is closed after this long (clients reconnect).
 KEEP_ALIVE_S: Final = 60
 #: Request threads: one per system (a rack cut sends them all at once), within these bounds.
+#: A thread serves a request, not a connection (:class:`_Server`), so 64 serve any lab.
 MIN_THREADS: Final = 10
 MAX_THREADS: Final = 64
+#: Idle connections kept alive per system: its driver's session and a synchronized cut's
+#: own connection, opened when the cut is prepared and written when it is released.
+KEEP_ALIVE_PER_SYSTEM: Final = 2
 
 # Guards the singleton application: which server (if any) owns it right now.
 _APP_LOCK = threading.Lock()
@@ -183,6 +188,29 @@ def _install_hooks() -> None:
         funcs.append(_honest_allowable_values)
 
 
+_WAITED: Final = "_powercut_waited_for_first_request"
+
+
+class _Server(_cheroot.Server):
+    """cheroot's server, except that a new connection waits in the server's selector for
+    its first request instead of taking a request thread at once.
+
+    cheroot hands every accepted connection to a thread, which then blocks reading its first
+    request; only connections kept alive after a request wait in the selector. A
+    synchronized cut opens each node's connection when it is prepared and writes the
+    request when every node is prepared: at 96 nodes the first 64 idle connections held all
+    64 threads, and the other nodes' reads waited until they timed out (10 s, then the cut
+    gave up). A real rack has a BMC per node; the lab serves every node from one server, so
+    its threads serve requests, not connections."""
+
+    def process_conn(self, conn: HTTPConnection) -> None:
+        if getattr(conn, _WAITED, False):
+            super().process_conn(conn)
+            return
+        setattr(conn, _WAITED, True)  # once: then it is served (put_conn checks for data)
+        self.put_conn(conn)
+
+
 class RedfishServer:
     """The sushy-tools emulator for ``targets``, on HTTPS with basic auth.
 
@@ -276,7 +304,7 @@ class RedfishServer:
         self._configure_app(self._state_dir, auth_file)
 
         threads = max(MIN_THREADS, min(MAX_THREADS, len(self.targets)))
-        server = _cheroot.Server(
+        server = _Server(
             (self.host, self.port),
             _emulator.app,
             numthreads=threads,
@@ -288,6 +316,9 @@ class RedfishServer:
             timeout=KEEP_ALIVE_S,
             shutdown_timeout=1,
         )
+        # cheroot closes a connection after its answer once 10 are open (its default), so
+        # at rack scale every read would open a new TLS connection.
+        server.keep_alive_conn_limit = KEEP_ALIVE_PER_SYSTEM * len(self.targets) + MIN_THREADS
         tls = BuiltinSSLAdapter(str(self.certfile), str(self.keyfile))
         tls.context.minimum_version = ssl.TLSVersion.TLSv1_2
         server.ssl_adapter = tls
