@@ -12,9 +12,14 @@ checkout), timed to "ready" (every node Ready, its not-ready taint lifted), its 
 kwok, etcd, API servers, controllers, HAProxy, Prometheus; their resident sets added up
 count the kwok binary's shared pages once per node), then 10,000 pods are created as one
 Deployment and timed until every replica is Ready, the memory read again, and the lab taken
-down and timed. With ``--baseline``, the baseline's lab and this tree's lab of the same
-size are brought up one after the other in the same run (the load is printed with each),
-then this tree's large lab. Targets (issue #26): 500 nodes Ready within 60 s, down within
+down and timed. With ``--outage`` the large lab is brought up with the sample workloads
+(``--workloads``) and, once the pods are Ready, the built-in feature "Every node of one rack
+loses power at once" runs on it end to end (``powercut run -k one_rack_loses``: a whole rack
+of ``--workers-per-rack`` workers cut at once, its pods evicted and replaced, powered on,
+back to steady state), its wall time, verdict and the scenario's harness time printed.
+With ``--baseline``, the baseline's lab and this tree's lab of the same size are brought
+up one after the other in the same run (the load is printed with each), then this tree's
+large lab. Targets (issue #26): 500 nodes Ready within 60 s, down within
 15 s. Prints one table, and the figures as JSON with ``--json``.
 """
 
@@ -61,11 +66,8 @@ def lab(tree: Path, *args: str) -> tuple[float, str]:
     return took, out.stdout
 
 
-def memory_mb(state: Path) -> tuple[float, float, int]:
-    """The memory of the lab's supervisor and every process under it: the sum of their
-    resident sets (pages shared between the kwok processes, their binary, counted once per
-    process), the sum of their proportional sets (each shared page split between its
-    sharers: what the lab really holds), and how many processes that is."""
+def lab_processes(state: Path) -> list[int]:
+    """The lab's supervisor and every process under it."""
     pid = int(json.loads((state / "state.json").read_text())["supervisor_pid"])
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
@@ -81,6 +83,15 @@ def memory_mb(state: Path) -> tuple[float, float, int]:
         p = todo.pop()
         seen.append(p)
         todo.extend(children.get(p, []))
+    return seen
+
+
+def memory_mb(state: Path) -> tuple[float, float, int]:
+    """The memory of the lab's supervisor and every process under it: the sum of their
+    resident sets (pages shared between the kwok processes, their binary, counted once per
+    process), the sum of their proportional sets (each shared page split between its
+    sharers: what the lab really holds), and how many processes that is."""
+    seen = lab_processes(state)
     rss = pss = 0
     for p in seen:
         try:
@@ -92,6 +103,25 @@ def memory_mb(state: Path) -> tuple[float, float, int]:
         except OSError:
             pass
     return rss / 1024, pss / 1024, len(seen)
+
+
+def cpu_seconds(state: Path) -> dict[str, float]:
+    """CPU time (user + system) each kind of the lab's processes has used since it started,
+    by program name (kwok, kube-apiserver, etcd, ...; ``python`` is the supervisor with its
+    BMC emulators). Read right after ``lab up``, it is what bringing the lab up cost: on a
+    machine of C cores the lab cannot be up faster than the total / C seconds."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for p in lab_processes(state):
+        try:
+            head, tail = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        name = head.split("(", 1)[1]
+        fields = tail.split()
+        used = (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / tick
+        out[name] = out.get(name, 0.0) + used
+    return out
 
 
 def pods(state: Path, count: int, tree: Path) -> float:
@@ -135,6 +165,34 @@ def pods(state: Path, count: int, tree: Path) -> float:
     return took
 
 
+def outage(tree: Path, inventory: Path, out: Path) -> dict[str, Any]:
+    """Run the built-in rack outage feature on the lab; its wall time, outcome and the
+    scenario's harness time (read from the Allure results)."""
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "harness.cli", "run", "--inventory", str(inventory),
+            "--out", str(out), "--progress", "plain", "--no-html", "-k", "one_rack_loses",
+        ],
+        cwd=tree,
+        env=dict(os.environ, PYTHONPATH=str(tree)),
+        capture_output=True,
+        text=True,
+        check=False,
+    )  # fmt: skip
+    took = time.monotonic() - t0
+    (out / "run.log").parent.mkdir(parents=True, exist_ok=True)
+    (out / "run.log").write_text(proc.stdout + proc.stderr)
+    row: dict[str, Any] = {"outage_s": took, "outage_rc": proc.returncode}
+    for result in (out / "allure-results").glob("*-result.json"):
+        data = json.loads(result.read_text())
+        row["outage_status"] = data.get("status")
+        for param in data.get("parameters", []):
+            if str(param.get("name", "")).startswith("harness time"):
+                row.setdefault("outage_harness", {})[param["name"]] = param.get("value")
+    return row
+
+
 def one_lab(
     name: str,
     tree: Path,
@@ -144,6 +202,7 @@ def one_lab(
     workers: int,
     pod_count: int,
     timings: str = "fast",
+    rack_outage: bool = False,
 ) -> dict[str, Any]:
     nodes = 3 + racks * workers
     row: dict[str, Any] = {
@@ -155,10 +214,18 @@ def one_lab(
         row["up_s"], _ = lab(
             tree, "up", "--control-planes", "3", "--racks", str(racks),
             "--workers-per-rack", str(workers), "--base-port", str(base_port),
-            "--timings", timings,
+            "--timings", timings, *(["--workloads"] if rack_outage else []),
             "--state-dir", str(state), "--inventory-out", str(state.parent / f"{name}.yaml"),
         )  # fmt: skip
         row["rss_mb"], row["pss_mb"], row["processes"] = memory_mb(state)
+        row["cpu_s"] = cpu_seconds(state)
+        total = sum(row["cpu_s"].values())
+        kinds = sorted(row["cpu_s"].items(), key=lambda kv: -kv[1])
+        print(
+            f"[{name}]   CPU used to come up: {total:.0f} s in all (on {os.cpu_count()} cores at "
+            f"least {total / (os.cpu_count() or 1):.0f} s of wall time): "
+            + ", ".join(f"{k} {v:.0f} s" for k, v in kinds[:6])
+        )
         row["mem_used_mb"] = avail - mem_available_mb()
         print(
             f"[{name}]   up in {row['up_s']:.1f} s, RSS {row['rss_mb']:.0f} MB, PSS "
@@ -171,6 +238,14 @@ def one_lab(
             print(
                 f"[{name}]   {pod_count} pods Ready in {row['pods_ready_s']:.1f} s, PSS "
                 f"{row['pss_pods_mb']:.0f} MB"
+            )
+        if rack_outage:
+            print(f"[{name}]   rack outage ({workers} workers) on it (load {load()})...")
+            row.update(outage(tree, state.parent / f"{name}.yaml", state.parent / "outage"))
+            print(
+                f"[{name}]   rack outage: {row.get('outage_status')} (exit "
+                f"{row['outage_rc']}) in {row['outage_s']:.1f} s; "
+                f"{row.get('outage_harness', {})}"
             )
     except Exception as exc:  # noqa: BLE001 (reported in the table; the lab still goes down)
         row["error"] = str(exc)[-500:]
@@ -195,6 +270,11 @@ def main() -> int:
     ap.add_argument("--state-dir", type=Path, default=Path("/tmp/powercut-scale-bench"))
     ap.add_argument("--json", default="")
     ap.add_argument(
+        "--outage",
+        action="store_true",
+        help="with the sample workloads, run the rack outage feature on the large lab",
+    )
+    ap.add_argument(
         "--timings",
         default="fast",
         help="the large lab's timing profile (fast: 8 s leases, renewed every 2 s by every "
@@ -209,7 +289,7 @@ def main() -> int:
         size = (args.baseline_racks, args.baseline_workers)
         rows.append(one_lab("old", base, state, args.base_port, *size, 0))
         rows.append(one_lab("new", HERE, state, args.base_port, *size, 0))
-    large = (args.racks, args.workers_per_rack, args.pods, args.timings)
+    large = (args.racks, args.workers_per_rack, args.pods, args.timings, args.outage)
     rows.append(one_lab("new", HERE, state, args.base_port, *large))
     print(
         f"\n{'code':4} {'nodes':>5} {'up s':>6} {'PSS MB':>7} {'used MB':>8} {'pods':>6} "
@@ -224,6 +304,11 @@ def main() -> int:
             f"{r['load_before']} / {r['load_after']}  {r['timings']}  {r.get('error', '')}"
         )
     big = rows[-1]
+    if args.outage:
+        print(
+            f"rack outage on it: {big.get('outage_status', 'not run')} "
+            f"in {big.get('outage_s', float('nan')):.0f} s"
+        )
     ok = big.get("up_s", 1e9) <= UP_TARGET_S and big.get("down_s", 1e9) <= DOWN_TARGET_S
     print(
         f"target ({big['nodes']} nodes): Ready within {UP_TARGET_S:.0f} s, down within "
