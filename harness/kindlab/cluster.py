@@ -150,6 +150,7 @@ def up(spec: KindSpec, say: Say, *, rebuild_image: bool = False) -> dict[str, fl
             field="--base-port",
         )
     root = spec.root
+    check_state_dir(root)
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o700)
     engine.ensure(root, None, say)
@@ -258,8 +259,35 @@ def status(root: Path) -> dict[str, Any]:
     return out
 
 
+#: What ``kind up`` writes into its state directory (any one marks a cluster's).
+STATE_MARKS = (
+    "spec.json", "cluster.yaml", "kubeconfig", "timings.json", "dockerd.pid", "dockerd.log",
+    "shared-storage",
+)  # fmt: skip
+
+
+def check_state_dir(root: Path) -> None:
+    """Refuse a state directory that is neither new, empty nor a kind cluster's: ``down``
+    removes it (and deletes the cluster its spec names, else the default one), so a typo or
+    a parent directory must fail before anything is touched."""
+    try:
+        if not root.exists() or not any(root.iterdir()):
+            return
+    except OSError:
+        pass
+    if any((root / mark).exists() for mark in STATE_MARKS):
+        return
+    raise ConfigError(
+        f"{root} is not a kind cluster's state directory (it has none of "
+        f"{', '.join(STATE_MARKS)}) and is not empty: nothing was touched; give a new or "
+        "empty directory, or the one `powercut kind up` was given",
+        field="--state-dir",
+    )
+
+
 def down(root: Path, say: Say, *, keep_state: bool = False) -> list[str]:
     """Delete the cluster and what up left behind; idempotent. Returns what it removed."""
+    check_state_dir(root)
     removed: list[str] = []
     name, network = "powercut", "kind"
     with contextlib.suppress(OSError, ValueError, TypeError):

@@ -157,6 +157,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"a lab is already running (state in {root}); nothing changed")
         return cmd_status(argparse.Namespace(state_dir=root, json=False))
     if root.exists():
+        if not is_lab_dir(root):
+            raise _not_a_lab(root, "--state-dir")
         _teardown(root, quiet=True)  # what a crashed lab left behind
     busy = busy_ports(spec.all_ports())
     if busy:
@@ -299,8 +301,31 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+#: What ``lab up`` writes into a state directory (any one marks a lab's, even a crashed one's).
+_LAB_MARKS = ("lab.json", "pgid", "supervisor.pid", "logs", "pki")
+
+
+def is_lab_dir(root: Path) -> bool:
+    """Whether ``root`` holds a lab's state (or nothing): the only directories ``lab up``
+    and ``lab down`` may remove."""
+    try:
+        return not any(root.iterdir()) or any((root / mark).exists() for mark in _LAB_MARKS)
+    except OSError:
+        return False
+
+
+def _not_a_lab(root: Path, flag: str) -> ConfigError:
+    return ConfigError(
+        f"{root} is not a lab's state directory (it has none of {', '.join(_LAB_MARKS)}) "
+        "and is not empty: nothing was removed; give a new or empty directory, or the one "
+        "`powercut lab up` was given",
+        field=flag,
+    )
+
+
 def _teardown(root: Path, *, quiet: bool = False) -> bool:
-    """Stop the supervisor (then its whole process group) and remove the state dir."""
+    """Stop the supervisor (then its whole process group) and remove the state dir, which
+    the caller has checked is a lab's (:func:`is_lab_dir`)."""
     did = False
     pid = _running_pid(root)
     if pid is not None:
@@ -326,6 +351,8 @@ def cmd_down(args: argparse.Namespace) -> int:
     if not root.exists():
         print("no lab is running; nothing to do")
         return 0
+    if not is_lab_dir(root):
+        raise _not_a_lab(root, "--state-dir")
     spec = None
     with contextlib.suppress(OSError, ValueError, TypeError):
         spec = LabSpec.load(root)
