@@ -30,11 +30,13 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 UP_TARGET_S = 60.0
+IDLE_WINDOW_S = 20.0
 DOWN_TARGET_S = 15.0
 HERE = Path(__file__).resolve().parent.parent
 
@@ -68,7 +70,7 @@ def lab(tree: Path, *args: str) -> tuple[float, str]:
 
 def lab_processes(state: Path) -> list[int]:
     """The lab's supervisor and every process under it."""
-    pid = int(json.loads((state / "state.json").read_text())["supervisor_pid"])
+    pid = int((state / "supervisor.pid").read_text().strip().split(":")[1])
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -103,6 +105,49 @@ def memory_mb(state: Path) -> tuple[float, float, int]:
         except OSError:
             pass
     return rss / 1024, pss / 1024, len(seen)
+
+
+class CpuSampler:
+    """Reads :func:`cpu_seconds` every ``period_s`` while ``lab up`` runs, with the load
+    average: where a lab's CPU went, also when it never came up (the
+    lab is taken down then, and its processes with their counters)."""
+
+    def __init__(self, state: Path, period_s: float = 10.0) -> None:
+        self.state = state
+        self.period_s = period_s
+        self.samples: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._t0 = time.monotonic()
+
+    def __enter__(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            try:
+                cpu = cpu_seconds(self.state)
+            except (OSError, ValueError, IndexError):
+                continue  # the supervisor not started yet
+            self.samples.append(
+                {"t": time.monotonic() - self._t0, "cpu": cpu, "load": load().split()[0]}
+            )
+            self.print(self.samples[-1])
+
+    @staticmethod
+    def print(sample: dict[str, Any]) -> None:
+        cpu: dict[str, float] = sample["cpu"]
+        top = sorted(cpu.items(), key=lambda kv: -kv[1])[:5]
+        print(
+            f"    {sample['t']:5.0f} s: CPU used {sum(cpu.values()):6.0f} s "
+            f"(load {sample['load']}): " + ", ".join(f"{k} {v:.0f}" for k, v in top),
+            flush=True,
+        )
 
 
 def cpu_seconds(state: Path) -> dict[str, float]:
@@ -152,14 +197,24 @@ def pods(state: Path, count: int, tree: Path) -> float:
     )
     deadline = t0 + 1200
     ready = 0
+    from harness.errors import TemporaryError
+
+    dropped = 0
     while time.monotonic() < deadline:
-        d = client.get(f"/apis/apps/v1/namespaces/{ns}/deployments/bulk")
+        try:
+            d = client.get(f"/apis/apps/v1/namespaces/{ns}/deployments/bulk")
+        except TemporaryError:  # an API server dropped the connection under the load
+            dropped += 1
+            time.sleep(2)
+            continue
         ready = (d.get("status") or {}).get("readyReplicas", 0) or 0
         if ready >= count:
             break
         time.sleep(2)
     took = time.monotonic() - t0
     client.close()
+    if dropped:
+        print(f"    (the API servers dropped {dropped} of the bench's polls meanwhile)")
     if ready < count:
         raise RuntimeError(f"only {ready} of {count} pods Ready after {took:.0f} s")
     return took
@@ -211,15 +266,23 @@ def one_lab(
     avail = mem_available_mb()
     print(f"[{name}] lab up: {nodes} nodes (3 control planes, {racks} racks x {workers})...")
     try:
-        row["up_s"], _ = lab(
-            tree, "up", "--control-planes", "3", "--racks", str(racks),
-            "--workers-per-rack", str(workers), "--base-port", str(base_port),
-            "--timings", timings, *(["--workloads"] if rack_outage else []),
-            "--state-dir", str(state), "--inventory-out", str(state.parent / f"{name}.yaml"),
-        )  # fmt: skip
+        with CpuSampler(state) as sampler:
+            row["up_s"], _ = lab(
+                tree, "up", "--control-planes", "3", "--racks", str(racks),
+                "--workers-per-rack", str(workers), "--base-port", str(base_port),
+                "--timings", timings, *(["--workloads"] if rack_outage else []),
+                "--state-dir", str(state), "--inventory-out", str(state.parent / f"{name}.yaml"),
+            )  # fmt: skip
         row["rss_mb"], row["pss_mb"], row["processes"] = memory_mb(state)
         row["cpu_s"] = cpu_seconds(state)
         total = sum(row["cpu_s"].values())
+        time.sleep(IDLE_WINDOW_S)  # what the lab costs once up: leases, status updates
+        idle = cpu_seconds(state)
+        row["idle_cores"] = (sum(idle.values()) - total) / IDLE_WINDOW_S
+        print(
+            f"[{name}]   once up, the lab alone keeps {row['idle_cores']:.2f} cores busy "
+            f"(kwok {(idle.get('kwok', 0) - row['cpu_s'].get('kwok', 0)) / IDLE_WINDOW_S:.2f})"
+        )
         kinds = sorted(row["cpu_s"].items(), key=lambda kv: -kv[1])
         print(
             f"[{name}]   CPU used to come up: {total:.0f} s in all (on {os.cpu_count()} cores at "
@@ -249,6 +312,8 @@ def one_lab(
             )
     except Exception as exc:  # noqa: BLE001 (reported in the table; the lab still goes down)
         row["error"] = str(exc)[-500:]
+        if sampler.samples:
+            row["cpu_s"] = sampler.samples[-1]["cpu"]
         print(f"[{name}]   FAILED: {row['error']}")
     finally:
         row["load_after"] = load()
