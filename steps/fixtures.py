@@ -346,18 +346,20 @@ def observer(kube: KubeClient, namespaces: list[str], timeline: Timeline) -> Ite
 
 
 @pytest.fixture
-def workloads(kube: KubeClient, inventory: Inventory) -> tuple[Workload, ...]:
-    return tuple(resolve_workloads(kube, inventory))
+def workloads(kube: KubeClient, inventory: Inventory, timeline: Timeline) -> tuple[Workload, ...]:
+    with timeline.ledger.part("workloads resolved"):
+        return tuple(resolve_workloads(kube, inventory))
 
 
 @pytest.fixture
 def probers(workloads: tuple[Workload, ...], timeline: Timeline) -> Iterator[dict[str, Prober]]:
     """One health probe per workload with a health endpoint, all scenario long."""
-    running = {
-        w.probe: Prober(timeline, w.health, name=w.probe).start()
-        for w in workloads
-        if w.health is not None
-    }
+    with timeline.ledger.part("probes started"):
+        running = {
+            w.probe: Prober(timeline, w.health, name=w.probe).start()
+            for w in workloads
+            if w.health is not None
+        }
     yield running
     for p in running.values():
         p.stop()
@@ -366,7 +368,8 @@ def probers(workloads: tuple[Workload, ...], timeline: Timeline) -> Iterator[dic
 @pytest.fixture
 def api_probes(kube: KubeClient, timeline: Timeline) -> Iterator[list[ApiProber]]:
     """Probes of the API and of etcd's quorum through the cluster endpoint."""
-    running = [ApiProber(kube, timeline, name).start() for name in (API_PROBE, ETCD_PROBE)]
+    with timeline.ledger.part("probes started"):
+        running = [ApiProber(kube, timeline, name).start() for name in (API_PROBE, ETCD_PROBE)]
     yield running
     for p in running:
         p.stop()
@@ -419,8 +422,9 @@ def session(
 ) -> Iterator[Session]:
     """The disruption session; its teardown undoes, waits for the cluster as found, reports."""
     keep = bool(request.config.getoption("--keep-on-failure"))
-    s = Session(inventory, client=kube, timeline=timeline, keep_on_failure=keep)
-    s.__enter__()
+    with timeline.ledger.part("session start (journal, power drivers)"):
+        s = Session(inventory, client=kube, timeline=timeline, keep_on_failure=keep)
+        s.__enter__()
     try:
         yield s
     finally:
