@@ -205,6 +205,11 @@ class SshServer:
         self._stop.set()
         listener, self._listener = self._listener, None
         if listener is not None:
+            # Wakes the listener thread's accept() at once (closing alone does not: it
+            # waited out its timeout, 0.1 s a node, one node after another: 30 s of a
+            # 291-node lab's `lab down`).
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
             listener.close()
         self.drop_connections()
         if self._listener_thread is not None:
