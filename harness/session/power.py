@@ -29,6 +29,11 @@ from harness.session.parallel import PowerResult, in_parallel, raise_failures
 from harness.session.restore import power_protocol_for_restore, restore_power
 
 
+def _ms(seconds: float) -> float:
+    """Seconds in milliseconds, to a tenth."""
+    return round(seconds * 1000, 1)
+
+
 class PowerActions(SessionCore):
     """Power the nodes off, on, or cycle them, journaled and checked against the
     blast-radius rules."""
@@ -69,15 +74,8 @@ class PowerActions(SessionCore):
             else:
                 self._unsynchronized_off(names, graceful, protocol, result)
         self.last_power = result
-        if len(names) > 1:
-            self.timeline.action(
-                names[0],
-                Event.POWER_OFF_SKEW,
-                skew_ms=round(result.skew_s * 1000, 1),
-                sent_spread_ms=round(result.sent_spread_s * 1000, 1),
-                nodes=",".join(names),
-                synchronized=synchronized,
-            )
+        skews = {"skew_ms": _ms(result.skew_s), "sent_spread_ms": _ms(result.sent_spread_s)}
+        self._record_skew(names, Event.POWER_OFF_SKEW, skews, synchronized=synchronized)
         self.say(f"powered off {', '.join(names)} ({how}); ack skew {result.skew_s * 1000:.0f} ms")
         return result
 
@@ -149,16 +147,7 @@ class PowerActions(SessionCore):
 
             def act() -> None:
                 prepared = Unprepared(driver, graceful)
-                result.sent[node] = time.monotonic()
-                self.timeline.action(
-                    node, Act.POWER_OFF.at(Stage.SENT), graceful=graceful, protocol=protocol or ""
-                )
-                prepared.fire()
-                result.acknowledged[node] = time.monotonic()
-                self.timeline.action(node, Act.POWER_OFF.at(Stage.ACKNOWLEDGED))
-                prepared.confirm()
-                result.confirmed[node] = time.monotonic()
-                self.timeline.action(node, Act.POWER_OFF.at(Stage.CONFIRMED))
+                self._fire(node, prepared, result, Act.POWER_OFF, protocol, graceful=graceful)
 
             self._journaled("power_off", f"node/{node}", UndoSpec.power_on(node), act)
             self.down.add(node)
@@ -343,15 +332,8 @@ class PowerActions(SessionCore):
             )
         finally:
             self.last_power = cycle
-        if len(names) > 1:
-            self.timeline.action(
-                names[0],
-                Event.POWER_CYCLE_SKEW,
-                off_skew_ms=round(off.skew_s * 1000, 1),
-                on_skew_ms=round(on.skew_s * 1000, 1),
-                nodes=",".join(names),
-                synchronized=True,
-            )
+        skews = {"off_skew_ms": _ms(off.skew_s), "on_skew_ms": _ms(on.skew_s)}
+        self._record_skew(names, Event.POWER_CYCLE_SKEW, skews, synchronized=True)
         self.say(
             f"power-cycled {', '.join(names)}; ack skew off {off.skew_s * 1000:.0f} ms, "
             f"on {on.skew_s * 1000:.0f} ms"
@@ -365,16 +347,27 @@ class PowerActions(SessionCore):
         result: PowerResult,
         what: Act,
         protocol: str | None,
+        **detail: Any,
     ) -> None:
-        """Send a prepared request and read the new state back, each step on the timeline."""
+        """Send a prepared request and read the new state back, each step on the timeline
+        (``detail``: more for the request's)."""
         result.sent[node] = time.monotonic()
-        self.timeline.action(node, what.at(Stage.SENT), protocol=protocol or "")
+        self.timeline.action(node, what.at(Stage.SENT), **detail, protocol=protocol or "")
         prepared.fire()
         result.acknowledged[node] = time.monotonic()
         self.timeline.action(node, what.at(Stage.ACKNOWLEDGED))
         prepared.confirm()
         result.confirmed[node] = time.monotonic()
         self.timeline.action(node, what.at(Stage.CONFIRMED))
+
+    def _record_skew(
+        self, names: list[str], event: str, skews: dict[str, float], *, synchronized: bool
+    ) -> None:
+        """Put the skews of a power action on several nodes on the timeline, at its first
+        node (none for one node)."""
+        if len(names) > 1:
+            detail: dict[str, Any] = {**skews, "nodes": ",".join(names)}
+            self.timeline.action(names[0], event, **detail, synchronized=synchronized)
 
     def _told(self, result: PowerResult, node: str, what: str, state: PowerState) -> None:
         """Tell one node's acknowledgement (with its read-back) as soon as it arrived."""

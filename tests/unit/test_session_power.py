@@ -364,6 +364,9 @@ def test_power_off_failing_on_several_nodes_keeps_the_error_type_and_its_fields(
     assert isinstance(info.value.__cause__, WaitTimeout)
 
 
+STAGES = ("sent", "acknowledged", "confirmed")
+
+
 # -- the synchronized cut --------------------------------------------------------------------
 
 
@@ -398,6 +401,13 @@ def test_the_earlier_way_is_still_there_for_comparison(
     inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs
 ) -> None:
     with Session(inventory, client=api.client(), undo_on_exit=False) as s:
-        result = s.power_off(["w1", "w2"], synchronized=False)
+        result = s.power_off(["w1", "w2"], synchronized=False, graceful=True)
+        stages = [s.timeline.first(ACTION, "w1", f"power-off {stage}") for stage in STAGES]
+        marker = s.timeline.first(ACTION, "w1", "power-off ack skew")
     assert not result.synchronized
     assert bmcs.ops("prepare") == [] and sorted(bmcs.ops("off")) == ["w1", "w2"]
+    sent, acknowledged, confirmed = stages  # each step on the timeline, as in a volley
+    assert sent is not None and sent.detail == {"graceful": True, "protocol": ""}
+    assert acknowledged is not None and confirmed is not None
+    assert set(result.confirmed) == {"w1", "w2"}
+    assert marker is not None and marker.detail["synchronized"] is False
