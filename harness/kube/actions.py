@@ -1,31 +1,46 @@
 """What an operator does to a cluster around a node failure, through the API.
 
-Cordon, uncordon, drain through the Eviction API, delete a Node (optionally clearing stuck
-finalizers), force-delete a node's pods, the out-of-service taint, restarting pods, and
-re-running a Job. Every action takes the client explicitly, and, when given a timeline,
-records ``<verb> sent`` and then ``<verb> done`` (or ``<verb> failed``) as ``Action``
-transitions so the report shows what the harness did and when.
+Taints (the out-of-service taint only with a fence: a BMC that confirmed power OFF),
+delete a Node (optionally clearing stuck finalizers), force-delete a node's pods,
+restarting pods, and re-running a Job; cordon, uncordon and drain through the Eviction API
+are :mod:`harness.kube.drain`'s, re-exported here. Every action takes the client
+explicitly, and, when given a timeline, records ``<verb> sent`` and then ``<verb> done``
+(or ``<verb> failed``) as ``Action`` transitions so the report shows what the harness did
+and when.
 
 Deadlines are absolute, on ``clock.monotonic()`` (by default ``time.monotonic``).
-Waiting for objects to go away uses list+watch, never a sleep loop; sleeping only happens
-between retries of an eviction refused by a PodDisruptionBudget (429).
+Waiting for objects to go away uses list+watch, never a sleep loop
+(:func:`harness.kube.acting.wait_gone`); sleeping only happens between retries of an
+eviction refused by a PodDisruptionBudget (429).
 """
 
 from __future__ import annotations
 
 import copy
 import logging
-import math
-import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from harness.errors import PermanentError, TemporaryError, WaitTimeout
+from harness.errors import PermanentError, WaitTimeout
 from harness.kube import names
-from harness.kube.client import JSON, Conflict, Gone, KubeClient, NotFound, TooManyRequests
-from harness.kube.names import Act, Event, Stage
+from harness.kube.acting import (
+    is_mirror,
+    metadata,
+    owner_kind,
+    pod_ref,
+    pods_on,
+    recorded,
+    wait_gone,
+)
+from harness.kube.client import JSON, Conflict, KubeClient, NotFound
+
+# the drain's, re-exported: every action is taken from here
+from harness.kube.drain import DrainProgress as DrainProgress
+from harness.kube.drain import DrainResult as DrainResult
+from harness.kube.drain import cordon as cordon
+from harness.kube.drain import drain as drain
+from harness.kube.drain import uncordon as uncordon
+from harness.kube.names import Act, Event
 from harness.kube.timeline import SYSTEM_CLOCK, Clock, Timeline
 
 log = logging.getLogger(__name__)
@@ -52,8 +67,6 @@ _GENERATED_METADATA = (
     "selfLink",
 )
 _CONFLICT_RETRIES = 5
-
-Key = tuple[str, str]
 
 
 # -- fencing -------------------------------------------------------------------------------
@@ -118,145 +131,7 @@ def node_ready(client: KubeClient, node: str) -> bool | None:
     return False
 
 
-# -- recording -----------------------------------------------------------------------------
-
-
-@contextmanager
-def _recorded(
-    timeline: Timeline | None, verb: Act, name: str, namespace: str = "", **detail: Any
-) -> Iterator[dict[str, Any]]:
-    """Record ``<verb> sent`` now and ``<verb> done`` (with the yielded dict) or ``failed``."""
-    result: dict[str, Any] = {}
-    if timeline is None:
-        yield result
-        return
-    timeline.action(name, verb.at(Stage.SENT), namespace=namespace, **detail)
-    try:
-        yield result
-    except BaseException as exc:
-        timeline.action(
-            name,
-            verb.at(Stage.FAILED),
-            namespace=namespace,
-            error=f"{type(exc).__name__}: {exc}"[:300],
-        )
-        raise
-    timeline.action(name, verb.at(Stage.DONE), namespace=namespace, **result)
-
-
-def _meta(obj: JSON) -> JSON:
-    return obj.get("metadata") or {}
-
-
-def _pod_ref(obj: JSON) -> str:
-    m = _meta(obj)
-    return f"{m.get('namespace', '')}/{m.get('name', '')}"
-
-
-def _owner_kind(obj: JSON) -> str:
-    refs = _meta(obj).get("ownerReferences") or []
-    owner = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
-    return str(owner.get("kind", "")) if owner else ""
-
-
-def _is_mirror(obj: JSON) -> bool:
-    return MIRROR_ANNOTATION in (_meta(obj).get("annotations") or {})
-
-
-def _pods_on(client: KubeClient, node: str, namespace: str | None = None) -> list[JSON]:
-    path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
-    items, _ = client.list(path, fieldSelector=f"spec.nodeName={node}")
-    return items
-
-
-# -- waiting for objects to go -------------------------------------------------------------
-
-
-def _wait_gone(
-    client: KubeClient,
-    collection: str,
-    targets: Mapping[Key, str],
-    *,
-    deadline: float,
-    clock: Clock,
-    expected: str,
-    field_selector: str | None = None,
-) -> None:
-    """Block until none of ``targets`` ((namespace, name) -> uid) exists any more.
-
-    An object with the same name but another uid counts as gone (it was re-created).
-    """
-    remaining = dict(targets)
-    started = clock.monotonic()
-    timers: list[threading.Timer] = []
-    while remaining:
-        try:
-            items, rv = client.list(collection, fieldSelector=field_selector)
-        except TemporaryError:
-            items, rv = None, ""
-        if items is not None:
-            present = {
-                (str(_meta(o).get("namespace") or ""), str(_meta(o).get("name"))): str(
-                    _meta(o).get("uid")
-                )
-                for o in items
-            }
-            remaining = {k: u for k, u in remaining.items() if present.get(k) == u}
-            if not remaining:
-                return
-        now = clock.monotonic()
-        if now >= deadline:
-            left = ", ".join(f"{ns}/{n}" if ns else n for ns, n in sorted(remaining))
-            raise WaitTimeout(expected, f"still present: {left}", now - started)
-        if items is None:
-            clock.sleep(min(1.0, deadline - now))
-            continue
-
-        # The server-side timeout is in whole seconds: end the stream at the deadline itself.
-        def cancel_at_deadline(cancel: Callable[[], None], left: float = deadline - now) -> None:
-            timer = threading.Timer(left, cancel)
-            timer.daemon = True
-            timers.append(timer)
-            timer.start()
-
-        try:
-            for ev in client.watch(
-                collection,
-                resource_version=rv,
-                timeout_s=max(1, math.ceil(deadline - now)),
-                on_open=cancel_at_deadline,
-                fieldSelector=field_selector,
-            ):
-                m = _meta(ev.object)
-                key = (str(m.get("namespace") or ""), str(m.get("name")))
-                if key in remaining and (
-                    ev.type == "DELETED"
-                    or (ev.type in ("ADDED", "MODIFIED") and m.get("uid") != remaining[key])
-                ):
-                    del remaining[key]
-                if not remaining or clock.monotonic() >= deadline:
-                    break
-        except (Gone, TemporaryError):
-            continue  # re-list (a stream cancelled at the deadline ends up here too)
-        finally:
-            for timer in timers:
-                timer.cancel()
-            timers.clear()
-
-
-# -- cordon, taints ------------------------------------------------------------------------
-
-
-def cordon(client: KubeClient, node: str, *, timeline: Timeline | None = None) -> None:
-    """Mark the node unschedulable (idempotent)."""
-    with _recorded(timeline, Act.CORDON, node):
-        client.patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": True}})
-
-
-def uncordon(client: KubeClient, node: str, *, timeline: Timeline | None = None) -> None:
-    """Mark the node schedulable again (idempotent)."""
-    with _recorded(timeline, Act.UNCORDON, node):
-        client.patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": None}})
+# -- taints --------------------------------------------------------------------------------
 
 
 def _update_taints(
@@ -271,7 +146,7 @@ def _update_taints(
         if new is None:
             return False
         body = {
-            "metadata": {"resourceVersion": _meta(obj).get("resourceVersion")},
+            "metadata": {"resourceVersion": metadata(obj).get("resourceVersion")},
             "spec": {"taints": new},
         }
         try:
@@ -300,7 +175,7 @@ def add_taint(
             return None
         return [*taints, {"key": key, "value": value, "effect": effect}]
 
-    with _recorded(timeline, Act.TAINT, node, taint=f"{key}={value}:{effect}") as result:
+    with recorded(timeline, Act.TAINT, node, taint=f"{key}={value}:{effect}") as result:
         result["changed"] = _update_taints(client, node, change)
     return bool(result["changed"])
 
@@ -314,7 +189,7 @@ def remove_taint(
         kept = [t for t in taints if not (t.get("key") == key and t.get("effect") == effect)]
         return kept if len(kept) != len(taints) else None
 
-    with _recorded(timeline, Act.UNTAINT, node, taint=f"{key}:{effect}") as result:
+    with recorded(timeline, Act.UNTAINT, node, taint=f"{key}:{effect}") as result:
         result["changed"] = _update_taints(client, node, change)
     return bool(result["changed"])
 
@@ -342,161 +217,6 @@ def remove_out_of_service_taint(
     client: KubeClient, node: str, *, timeline: Timeline | None = None
 ) -> bool:
     return remove_taint(client, node, OUT_OF_SERVICE_KEY, OUT_OF_SERVICE_EFFECT, timeline=timeline)
-
-
-# -- drain ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DrainProgress:
-    """One step for one pod. ``outcome`` is one of: ``evicted``, ``blocked`` (429 from a
-    PodDisruptionBudget, will retry), ``retrying`` (server error or unreachable),
-    ``already-gone``, ``already-terminating``, ``skipped-daemonset``, ``skipped-mirror``,
-    ``deleted`` (gone after its eviction, only when waiting for deletion)."""
-
-    namespace: str
-    name: str
-    outcome: str
-    attempts: int = 0
-    message: str = ""
-
-
-@dataclass(frozen=True)
-class DrainResult:
-    node: str
-    evicted: tuple[str, ...]
-    skipped: Mapping[str, str] = field(default_factory=dict)  # "ns/name" -> why
-    attempts: int = 0  # eviction requests sent
-    duration_s: float = 0.0
-
-
-def _evict(client: KubeClient, pod: JSON, grace_period_s: int | None) -> None:
-    m = _meta(pod)
-    body: JSON = {
-        "apiVersion": "policy/v1",
-        "kind": "Eviction",
-        "metadata": {"name": m["name"], "namespace": m["namespace"]},
-    }
-    if grace_period_s is not None:
-        body["deleteOptions"] = {"gracePeriodSeconds": grace_period_s}
-    client.create(f"/api/v1/namespaces/{m['namespace']}/pods/{m['name']}/eviction", body)
-
-
-def drain(
-    client: KubeClient,
-    node: str,
-    *,
-    deadline: float,
-    grace_period_s: int | None = None,
-    wait_for_deletion: bool = True,
-    progress: Callable[[DrainProgress], None] | None = None,
-    timeline: Timeline | None = None,
-    retry_s: tuple[float, float] = (0.5, 5.0),
-    clock: Clock = SYSTEM_CLOCK,
-) -> DrainResult:
-    """Cordon the node, then evict its pods through the Eviction API (policy/v1).
-
-    DaemonSet and mirror pods are skipped. A 429 (the eviction would violate a
-    PodDisruptionBudget) or a temporary error is retried with exponential backoff
-    (``retry_s`` = first, max) until ``deadline``, pods being retried independently so one
-    blocked pod does not hold up the others. Other API errors end the drain at once. With
-    ``wait_for_deletion`` it then waits until every evicted pod is gone (on a dead node they
-    stay Terminating: then the wait runs to the deadline, as ``kubectl drain`` would).
-    Raises :class:`~harness.errors.WaitTimeout` naming the pods left and why.
-    """
-    started = clock.monotonic()
-
-    def report(pod: JSON, outcome: str, attempts: int = 0, message: str = "") -> None:
-        if progress is not None:
-            m = _meta(pod)
-            progress(
-                DrainProgress(
-                    str(m.get("namespace")), str(m.get("name")), outcome, attempts, message
-                )
-            )
-
-    with _recorded(timeline, Act.DRAIN, node) as summary:
-        cordon(client, node, timeline=timeline)
-        skipped: dict[str, str] = {}
-        pending: dict[str, JSON] = {}
-        waiting: dict[Key, str] = {}  # pods to see gone: (ns, name) -> uid
-        for pod in _pods_on(client, node):
-            ref, m = _pod_ref(pod), _meta(pod)
-            if _is_mirror(pod):
-                skipped[ref] = "mirror pod"
-                report(pod, "skipped-mirror")
-            elif _owner_kind(pod) == "DaemonSet":
-                skipped[ref] = "DaemonSet pod"
-                report(pod, "skipped-daemonset")
-            elif m.get("deletionTimestamp"):
-                waiting[(str(m["namespace"]), str(m["name"]))] = str(m.get("uid"))
-                report(pod, "already-terminating")
-            else:
-                pending[ref] = pod
-        evicted: list[str] = []
-        attempts: dict[str, int] = dict.fromkeys(pending, 0)
-        next_try: dict[str, float] = dict.fromkeys(pending, started)
-        last_error: dict[str, str] = {}
-        total = 0
-        while pending:
-            now = clock.monotonic()
-            for ref in sorted(pending):
-                if next_try[ref] > now:
-                    continue
-                pod = pending[ref]
-                attempts[ref] += 1
-                total += 1
-                try:
-                    _evict(client, pod, grace_period_s)
-                except NotFound:
-                    del pending[ref]
-                    report(pod, "already-gone", attempts[ref])
-                    continue
-                except (TooManyRequests, TemporaryError) as exc:
-                    delay = min(retry_s[1], retry_s[0] * 2 ** (attempts[ref] - 1))
-                    next_try[ref] = clock.monotonic() + delay
-                    last_error[ref] = str(exc)[:200]
-                    outcome = "blocked" if isinstance(exc, TooManyRequests) else "retrying"
-                    report(pod, outcome, attempts[ref], last_error[ref])
-                    continue
-                del pending[ref]
-                evicted.append(ref)
-                m = _meta(pod)
-                waiting[(str(m["namespace"]), str(m["name"]))] = str(m.get("uid"))
-                report(pod, "evicted", attempts[ref])
-                if timeline is not None:
-                    timeline.action(
-                        str(m["name"]),
-                        Event.EVICTED,
-                        namespace=str(m["namespace"]),
-                        node=node,
-                        attempts=attempts[ref],
-                    )
-            if not pending:
-                break
-            now = clock.monotonic()
-            if now >= deadline:
-                left = "; ".join(
-                    f"{r}: {last_error.get(r, 'not tried')} ({attempts[r]} attempts)"
-                    for r in sorted(pending)
-                )
-                raise WaitTimeout(f"every pod of node {node} evicted", left, now - started)
-            clock.sleep(min(min(next_try[r] for r in pending), deadline) - now)
-        if wait_for_deletion and waiting:
-            _wait_gone(
-                client,
-                "/api/v1/pods",
-                waiting,
-                deadline=deadline,
-                clock=clock,
-                expected=f"evicted pods of node {node} deleted",
-                field_selector=f"spec.nodeName={node}",
-            )
-            if progress is not None:
-                for ns, name in sorted(waiting):
-                    progress(DrainProgress(ns, name, "deleted"))
-        summary.update(evicted=len(evicted), skipped=len(skipped), attempts=total)
-    return DrainResult(node, tuple(evicted), skipped, total, clock.monotonic() - started)
 
 
 # -- deleting ------------------------------------------------------------------------------
@@ -527,12 +247,12 @@ def delete_node(
     ``deadline`` it waits until the node is gone (``WaitTimeout`` otherwise).
     """
     path = f"/api/v1/nodes/{node}"
-    with _recorded(timeline, Act.DELETE_NODE, node) as summary:
+    with recorded(timeline, Act.DELETE_NODE, node) as summary:
         current = client.get_or_none(path)
         if current is None:
             summary["already_absent"] = True
             return DeleteNodeResult(node, True, already_absent=True)
-        uid = str(_meta(current).get("uid"))
+        uid = str(metadata(current).get("uid"))
         try:
             client.delete(path, body={"preconditions": {"uid": uid}})
         except NotFound:
@@ -546,7 +266,7 @@ def delete_node(
             if deadline is not None:
                 grace_end = min(grace_end, deadline)
             try:
-                _wait_gone(
+                wait_gone(
                     client,
                     "/api/v1/nodes",
                     target,
@@ -563,7 +283,7 @@ def delete_node(
                     if timeline is not None:
                         timeline.action(node, Event.FINALIZERS_CLEARED, finalizers=list(cleared))
         if deadline is not None:
-            _wait_gone(
+            wait_gone(
                 client,
                 "/api/v1/nodes",
                 target,
@@ -573,7 +293,7 @@ def delete_node(
                 field_selector=selector,
             )
         now = client.get_or_none(path)
-        gone = now is None or str(_meta(now).get("uid")) != uid
+        gone = now is None or str(metadata(now).get("uid")) != uid
         summary["gone"] = gone
     return DeleteNodeResult(node, gone, cleared)
 
@@ -581,12 +301,14 @@ def delete_node(
 def _clear_finalizers(client: KubeClient, path: str, uid: str) -> tuple[str, ...]:
     for attempt in range(_CONFLICT_RETRIES):
         obj = client.get_or_none(path)
-        if obj is None or str(_meta(obj).get("uid")) != uid:
+        if obj is None or str(metadata(obj).get("uid")) != uid:
             return ()
-        finalizers = tuple(str(f) for f in _meta(obj).get("finalizers") or ())
+        finalizers = tuple(str(f) for f in metadata(obj).get("finalizers") or ())
         if not finalizers:
             return ()
-        body = {"metadata": {"finalizers": None, "resourceVersion": _meta(obj)["resourceVersion"]}}
+        body = {
+            "metadata": {"finalizers": None, "resourceVersion": metadata(obj)["resourceVersion"]}
+        }
         try:
             client.patch(path, body)
         except NotFound:
@@ -624,10 +346,10 @@ def force_delete_pods(
     elif fence is not None:
         _require_fence(node, fence, "force-delete the pods of")
     deleted: list[str] = []
-    with _recorded(timeline, Act.FORCE_DELETE_PODS, node) as summary:
-        for pod in _pods_on(client, node, namespace):
-            m = _meta(pod)
-            if _is_mirror(pod) or (not include_daemonsets and _owner_kind(pod) == "DaemonSet"):
+    with recorded(timeline, Act.FORCE_DELETE_PODS, node) as summary:
+        for pod in pods_on(client, node, namespace):
+            m = metadata(pod)
+            if is_mirror(pod) or (not include_daemonsets and owner_kind(pod) == "DaemonSet"):
                 continue
             if only_terminating and not m.get("deletionTimestamp"):
                 continue
@@ -639,7 +361,7 @@ def force_delete_pods(
                 )
             except NotFound:
                 continue
-            deleted.append(_pod_ref(pod))
+            deleted.append(pod_ref(pod))
         summary["pods"] = len(deleted)
     return deleted
 
@@ -657,10 +379,10 @@ def restart_pods(
     Returns the names of the pods deleted. Use the waits to see the new ones Ready.
     """
     names: list[str] = []
-    with _recorded(timeline, Act.RESTART_PODS, selector, namespace=namespace) as summary:
+    with recorded(timeline, Act.RESTART_PODS, selector, namespace=namespace) as summary:
         items, _ = client.list(f"/api/v1/namespaces/{namespace}/pods", labelSelector=selector)
         for pod in items:
-            m = _meta(pod)
+            m = metadata(pod)
             try:
                 client.delete(
                     f"/api/v1/namespaces/{namespace}/pods/{m['name']}",
@@ -712,9 +434,9 @@ def rerun_job(
     it again from its spec minus generated fields. Returns the new Job."""
     collection = f"/apis/batch/v1/namespaces/{namespace}/jobs"
     path = f"{collection}/{name}"
-    with _recorded(timeline, Act.RERUN_JOB, name, namespace=namespace) as summary:
+    with recorded(timeline, Act.RERUN_JOB, name, namespace=namespace) as summary:
         job = client.get(path)
-        uid = str(_meta(job).get("uid"))
+        uid = str(metadata(job).get("uid"))
         manifest = job_for_rerun(job)
         try:
             client.delete(
@@ -723,7 +445,7 @@ def rerun_job(
         except NotFound:
             pass
         else:
-            _wait_gone(
+            wait_gone(
                 client,
                 collection,
                 {(namespace, name): uid},
@@ -733,5 +455,5 @@ def rerun_job(
                 field_selector=f"metadata.name={name}",
             )
         created = client.create(collection, manifest)
-        summary["uid"] = str(_meta(created).get("uid"))
+        summary["uid"] = str(metadata(created).get("uid"))
     return created

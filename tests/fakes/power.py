@@ -38,7 +38,13 @@ NODE = (
 
 
 #: Where ``driver_for`` is looked up by the code under test.
-MODULES = ("harness.session", "harness.cli.power", "harness.preflight")
+MODULES = (
+    "harness.session.core",
+    "harness.session.executor",
+    "harness.session.restore",
+    "harness.cli.power",
+    "harness.preflight",
+)
 
 
 class FakeDriver:

@@ -36,5 +36,9 @@ def test_no_contract_names_a_module_that_is_not_there() -> None:
         for key in ("layers", "modules", "source_modules", "forbidden_modules"):
             for entry in contract.get(key, []) or []:  # type: ignore[attr-defined]
                 names.extend(n.strip() for n in str(entry).split("|"))
+        # a contract with containers names its layers relative to each container
+        containers = [str(c) for c in contract.get("containers", []) or []]  # type: ignore[attr-defined]
+        if containers:
+            names = [f"{c}.{n}" for c in containers for n in names]
         for name in names:
             assert importlib.util.find_spec(name) is not None, (contract["name"], name)

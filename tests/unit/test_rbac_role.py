@@ -5,7 +5,8 @@ The code is read, not run: every call of the Kubernetes client (``get``, ``list`
 ``create``, ``patch``, ``delete``, ``request`` ...) in the library and the steps is found in
 the syntax tree and its path followed back to the string it is built from: a literal or
 f-string, a local variable, a module constant, an attribute set in ``__init__``, a helper's
-return value, a parameter filled in by the module's own callers, or a dictionary of plurals
+return value, a parameter filled in by the module's own callers (or, for a function the
+module does not call itself, by the modules that import it), or a dictionary of plurals
 (every value). :func:`harness.kube.access.access_of` then turns method and path into the verb
 and resource the API server authorizes, the same rule that names a missing permission in a
 403. A call whose path cannot be followed fails the test, naming its file and line: write the
@@ -286,8 +287,9 @@ def _helper(mod: Module, name: str, depth: int) -> list[str]:
 
 
 def _from_callers(mod: Module, func: ast.AST, param: str, depth: int) -> list[str]:
-    """What the callers of ``func`` pass as ``param``: the module's own calls of it; a
-    constructor's parameter, every call of its class in the scanned code."""
+    """What the callers of ``func`` pass as ``param``: the module's own calls of it (a
+    module's function that it does not call itself: the calls of the modules that import it
+    by name); a constructor's parameter, every call of its class in the scanned code."""
     assert isinstance(func, FUNC)
     positional = [a.arg for a in func.args.posonlyargs + func.args.args]
     wanted, callers = func.name, [mod]
@@ -295,6 +297,9 @@ def _from_callers(mod: Module, func: ast.AST, param: str, depth: int) -> list[st
         cls = mod.enclosing(func, ast.ClassDef)
         assert isinstance(cls, ast.ClassDef)
         wanted, callers = cls.name, _modules()
+    imported = isinstance(mod.parents.get(func), ast.Module) and not _calls(mod, wanted)
+    if imported:
+        callers = [m for m in _modules() if _imports(m, mod.name, wanted)]
     out: list[str] = []
     seen = False
     for caller in callers:
@@ -317,9 +322,27 @@ def _from_callers(mod: Module, func: ast.AST, param: str, depth: int) -> list[st
                     arg = kw.value
             if arg is not None:
                 out += _templates(caller, arg, depth + 1)
-    if not seen:
+    if not seen or (imported and not out):
         raise Unresolved(f"parameter {param} of {wanted}() (no caller found)")
     return out
+
+
+def _calls(mod: Module, name: str) -> bool:
+    """Whether ``mod`` calls a function named ``name`` (by its bare name)."""
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name
+        for n in ast.walk(mod.tree)
+    )
+
+
+def _imports(mod: Module, module: str, name: str) -> bool:
+    """Whether ``mod`` imports ``name`` from ``module`` (``from module import name``)."""
+    return any(
+        isinstance(n, ast.ImportFrom)
+        and n.module == module
+        and any(a.name == name for a in n.names)
+        for n in ast.walk(mod.tree)
+    )
 
 
 @dataclass(frozen=True)

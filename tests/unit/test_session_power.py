@@ -112,7 +112,7 @@ def test_a_failed_power_off_whose_node_reads_on_is_settled_and_not_counted(
     with pytest.raises(SafetyViolation, match="1 already down"):
         power_off(inventory, api, ["w2", "w3"])
     later = time.time() + 31  # the fast profile's power deadline is 30 s
-    monkeypatch.setattr("harness.session._wall", lambda: later)
+    monkeypatch.setattr("harness.session.restore._wall", lambda: later)
     with Session(inventory, client=api.client(), undo_on_exit=False, say=said.append) as s:
         s.power_off(["w2", "w3"])  # 2 down: within max_nodes_down only if w1 is not counted
     assert bmcs.power["w2"] is bmcs.power["w3"] is PowerState.OFF
@@ -140,10 +140,11 @@ def test_a_node_without_a_bmc_that_reads_on_settles_a_power_on(
 ) -> None:
     power_off(inventory, api, ["w1"])
     bmcs.power["w1"] = PowerState.ON  # it came back by itself (or by hand)
-    monkeypatch.setattr(
-        "harness.session.power_protocol_for_restore",
-        lambda _inv, node: (_ for _ in ()).throw(PermanentError(f"{node}: no BMC")),
-    )
+    for module in ("harness.session.power", "harness.session.restore"):  # both ask
+        monkeypatch.setattr(
+            f"{module}.power_protocol_for_restore",
+            lambda _inv, node: (_ for _ in ()).throw(PermanentError(f"{node}: no BMC")),
+        )
     with Session(inventory, client=api.client(), undo_on_exit=False) as s:
         s.power_on(["w1"])
     assert owed(inventory) == []
@@ -363,6 +364,9 @@ def test_power_off_failing_on_several_nodes_keeps_the_error_type_and_its_fields(
     assert isinstance(info.value.__cause__, WaitTimeout)
 
 
+STAGES = ("sent", "acknowledged", "confirmed")
+
+
 # -- the synchronized cut --------------------------------------------------------------------
 
 
@@ -397,6 +401,13 @@ def test_the_earlier_way_is_still_there_for_comparison(
     inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs
 ) -> None:
     with Session(inventory, client=api.client(), undo_on_exit=False) as s:
-        result = s.power_off(["w1", "w2"], synchronized=False)
+        result = s.power_off(["w1", "w2"], synchronized=False, graceful=True)
+        stages = [s.timeline.first(ACTION, "w1", f"power-off {stage}") for stage in STAGES]
+        marker = s.timeline.first(ACTION, "w1", "power-off ack skew")
     assert not result.synchronized
     assert bmcs.ops("prepare") == [] and sorted(bmcs.ops("off")) == ["w1", "w2"]
+    sent, acknowledged, confirmed = stages  # each step on the timeline, as in a volley
+    assert sent is not None and sent.detail == {"graceful": True, "protocol": ""}
+    assert acknowledged is not None and confirmed is not None
+    assert set(result.confirmed) == {"w1", "w2"}
+    assert marker is not None and marker.detail["synchronized"] is False

@@ -72,7 +72,7 @@ class Watchers:
 @pytest.fixture
 def watchers(monkeypatch: pytest.MonkeyPatch) -> Watchers:
     w = Watchers()
-    monkeypatch.setattr("harness.session.watcher_for", w.factory)
+    monkeypatch.setattr("harness.session.stop.watcher_for", w.factory)
     return w
 
 
