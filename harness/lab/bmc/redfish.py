@@ -189,6 +189,8 @@ def _install_hooks() -> None:
 
 
 _WAITED: Final = "_powercut_waited_for_first_request"
+#: Threads kept free for requests: a new connection takes a thread of its own only beyond them.
+_SPARE_THREADS: Final = 8
 
 
 class _Server(_cheroot.Server):
@@ -201,13 +203,20 @@ class _Server(_cheroot.Server):
     request when every node is prepared: at 96 nodes the first 64 idle connections held all
     64 threads, and the other nodes' reads waited until they timed out (10 s, then the cut
     gave up). A real rack has a BMC per node; the lab serves every node from one server, so
-    its threads serve requests, not connections."""
+    beyond a few spare threads (:data:`_SPARE_THREADS`) its threads serve requests, not
+    idle connections."""
 
     def process_conn(self, conn: HTTPConnection) -> None:
         if getattr(conn, _WAITED, False):
             super().process_conn(conn)
             return
         setattr(conn, _WAITED, True)  # once: then it is served (put_conn checks for data)
+        if self.requests.idle - self.requests.qsize > _SPARE_THREADS:
+            # A thread to spare: it waits for the request itself, as cheroot does, and
+            # answers it without a pass through the selector's thread (under a busy GIL
+            # each hand-over between threads can cost a switch interval, 5 ms).
+            super().process_conn(conn)
+            return
         self.put_conn(conn)
 
 
