@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 
 from harness.errors import PermanentError, PowercutError
 from harness.journal import UndoSpec
+from harness.kube.ledger import BMC
 from harness.kube.names import Act, Stage
 from harness.power.base import (
     FailureKind,
@@ -57,7 +58,10 @@ class Cuts(SessionCore):
             raise PermanentError(f"cut: {kind.value} is not a partition or a kubelet stop")
         names = list(nodes)
         plan = self._check_blast_radius(names, kind.value)
-        chosen = {n: self.failure_driver(n, kind) for n in names}
+        # Opening each node's driver (an SSH session: connect, key exchange, login) is a
+        # wait for the node's answers, as the cut's own requests are.
+        with self.timeline.ledger.waiting(BMC):
+            chosen = {n: self.failure_driver(n, kind) for n in names}
         if self.dry_run:
             undo_what = "heal" if kind is FailureKind.PARTITION else "start kubelet"
             for n in names:
