@@ -2,8 +2,10 @@
 
 - :mod:`harness.steps.plugin` is loaded by powercut's pytest plugin (entry point ``pytest11``),
   so every pytest run where powercut is installed knows the whole vocabulary: the
-  scenario fixtures and hooks of :mod:`harness.steps.fixtures`, the shared steps of
-  :mod:`harness.steps.scenario_steps`, the chaostoolkit steps of
+  scenario fixtures and hooks of :mod:`harness.steps.fixtures`, the scenario grammar by
+  subject (:mod:`harness.steps.target_steps`, ``power_steps``, ``operator_steps``,
+  ``node_steps``, ``pod_steps``, ``volume_steps``, ``service_steps``: the list is
+  :data:`harness.steps.plugin.SCENARIO_STEP_MODULES`), the chaostoolkit steps of
   :mod:`harness.steps.chaos_steps` and the longevity steps of :mod:`harness.steps.longevity_steps`.
 - ``features/`` holds the built-in failure cases; ``test_features.py`` (and
   ``test_chaos.py``, ``test_longevity.py``) bind them, and the user's own feature directories
@@ -14,8 +16,8 @@
 
       scenarios("features")
 
-- ``support/`` holds the typed helpers the steps call (victim selection, lost pods, steady
-  state, reporting).
+- ``support/`` holds what the step modules share: the typed fields (``limits``), the
+  sentence and subject phrases (``phrases``), tags and labels, the platforms' differences.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ Hooks: Gherkin tags to Allure labels; a fixture or step that finds nothing to ac
 needs what an earlier step provides (``target_fixture``), placed where nothing provided it,
 is a :class:`~harness.scenario.errors.MissingStep` naming the steps that would, raised
 before it waits or acts. Loaded by :mod:`harness.steps.plugin`; the steps themselves
-(:mod:`harness.steps.scenario_steps` and the ``*_steps`` modules) hold only parsing and delegation.
+(the ``*_steps`` modules, one per subject) hold only parsing and delegation.
 """
 
 from __future__ import annotations

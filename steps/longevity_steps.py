@@ -10,7 +10,7 @@ This module only defines the steps (loaded by :mod:`harness.steps.plugin`);
 ``steps/test_longevity.py`` binds the built-in ``features/longevity/longevity.feature``
 (a folder of its own, so that ``test_features.py``, which binds ``features/*.feature``,
 leaves it alone). The Background step ("the cluster is in steady state") comes from
-:mod:`harness.steps.scenario_steps`; no step here takes the scenario ``session`` (the engine
+:mod:`harness.steps.target_steps`; no step here takes the scenario ``session`` (the engine
 holds the cluster lock and journals every power-off itself).
 """
 

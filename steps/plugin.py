@@ -24,9 +24,21 @@ import pytest
 from harness.errors import ConfigError
 from harness.steps import BUILTIN_FEATURES
 
+#: The scenario grammar's step modules, one per subject, in the order the step reference
+#: lists them.
+SCENARIO_STEP_MODULES = (
+    "harness.steps.target_steps",
+    "harness.steps.power_steps",
+    "harness.steps.operator_steps",
+    "harness.steps.node_steps",
+    "harness.steps.pod_steps",
+    "harness.steps.volume_steps",
+    "harness.steps.service_steps",
+)
+
 pytest_plugins = (
     "harness.steps.fixtures",
-    "harness.steps.scenario_steps",
+    *SCENARIO_STEP_MODULES,
     "harness.steps.chaos_steps",
     "harness.steps.longevity_steps",
     "harness.steps.slo_steps",

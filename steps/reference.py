@@ -193,10 +193,9 @@ class StepDoc:
 
 
 def step_modules() -> list[str]:
-    """Every step module the plugin loads, ``scenario_steps`` first."""
-    first = "harness.steps.scenario_steps"
-    found = [m for m in STEP_MODULES if m.endswith("_steps")]
-    return [first, *(n for n in sorted(found) if n != first)]
+    """Every step module the plugin loads, in its order: the scenario grammar's by subject
+    (targets, failures, operator actions, nodes, pods, volumes, services), then the others."""
+    return [m for m in STEP_MODULES if m.endswith("_steps")]
 
 
 def _fields(parser: StepParser) -> tuple[tuple[str, str], ...]:

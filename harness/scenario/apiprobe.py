@@ -19,14 +19,19 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any, Final
+
+import allure
 
 from harness.checks.base import Ref
 from harness.checks.service import PROBE, probe_health
-from harness.errors import PowercutError, WaitTimeout
+from harness.errors import ConfigError, PowercutError, WaitTimeout
+from harness.inventory import Inventory
 from harness.kube.client import KubeClient
-from harness.kube.timeline import Timeline, match
-from harness.scenario.report import Measurements
+from harness.kube.names import Change, Kind
+from harness.kube.timeline import Timeline, Transition, match
+from harness.scenario.report import Measurements, waiting
 
 API_PROBE: Final = "api"
 ETCD_PROBE: Final = "etcd-quorum"
@@ -124,3 +129,70 @@ def longest_outage(
     measurements.record(
         f"{what} longest outage", m.duration_s, seconds, m.detail, started_mono=m.started_mono
     )
+
+
+def api_ready_after(
+    kube: KubeClient,
+    timeline: Timeline,
+    since: Transition,
+    seconds: float,
+    measurements: Measurements,
+) -> None:
+    """The cluster endpoint's ``GET /readyz`` probe passes after ``since`` (the power-on),
+    within ``seconds``; the verbose answer (every check) is attached to the report."""
+    with waiting("/readyz passing", seconds):
+        ok = timeline.wait_for(
+            match(Kind.PROBE, API_PROBE, Change.OK, after=since),
+            since.mono + seconds,
+            "GET /readyz passing after the power-on",
+        )
+    measurements.record(
+        "API ready after power-on", ok.mono - since.mono, seconds, started_mono=since.mono
+    )
+    verbose = kube.request("GET", "/readyz", params={"verbose": "true"})
+    allure.attach(
+        str(verbose.get("text", verbose)),
+        name="readyz?verbose",
+        attachment_type=allure.attachment_type.TEXT,
+    )
+
+
+def own_api_ready_after(
+    kube: KubeClient,
+    inventory: Inventory,
+    nodes: Sequence[str],
+    timeline: Timeline,
+    since: Transition,
+    seconds: float,
+    measurements: Measurements,
+) -> None:
+    """``GET /readyz`` on each control-plane node's own API server (its inventory
+    ``api_endpoint``) passes after ``since``, within ``seconds``: probed for the wait, then
+    stopped. No control-plane node among ``nodes``, or one without an ``api_endpoint``, is a
+    harness error naming the field."""
+    cps = [n for n in (inventory.node(name) for name in nodes) if n.role == "control-plane"]
+    if not cps:
+        raise ConfigError("no control-plane node was powered on", field="scenario")
+    for node in cps:
+        if node.api_endpoint is None:
+            raise ConfigError(
+                f"node {node.name} has no api_endpoint ('https://host:port' of its own API "
+                "server), so whether it came back cannot be checked",
+                source=str(inventory.source or ""),
+                field=f"nodes[{node.name}].api_endpoint",
+            )
+        name = f"{API_PROBE}@{node.name}"
+        prober = ApiProber(kube, timeline, name, server=node.api_endpoint, path="/readyz")
+        prober.start()
+        try:
+            with waiting(f"{node.name}'s own /readyz passing", seconds):
+                ok = timeline.wait_for(
+                    match(Kind.PROBE, name, Change.OK, after=since),
+                    since.mono + seconds,
+                    f"GET {node.api_endpoint}/readyz passing after the power-on",
+                )
+        finally:
+            prober.stop()
+        measurements.record(
+            f"{node.name} API server ready", ok.mono - since.mono, seconds, started_mono=since.mono
+        )

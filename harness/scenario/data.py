@@ -16,6 +16,7 @@ from harness.checks.data import VolumeToken, tokens_to_json, verify_tokens, writ
 from harness.errors import ConfigError
 from harness.kube.client import KubeClient
 from harness.scenario.report import Measurements
+from harness.scenario.targets import Outage
 from harness.scenario.workloads import Workload
 
 
@@ -108,3 +109,13 @@ def moved_off(
             check="data moved",
         )
     return sorted(t.label for t in moved)
+
+
+def moved_with_data(
+    tokens: Tokens, read_on: dict[str, str], outage: Outage, ms: Measurements
+) -> None:
+    """:func:`moved_off` for the pods the failure's targets ran, recorded as "data moved to
+    another node" with the volumes that moved."""
+    lost_pods = [p.name for p in outage.targets.pods]
+    moved = moved_off(tokens, read_on, outage.nodes, lost_pods)
+    ms.record("data moved to another node", 0.0, None, {"volumes": moved}, started_mono=None)

@@ -93,6 +93,14 @@ def drain(
     return merged
 
 
+def drain_within(
+    session: Session, nodes: Sequence[str], seconds: float, ms: Measurements
+) -> DrainResult:
+    """:func:`drain` with ``seconds`` for all the nodes, from now."""
+    deadline = session.timeline.clock.monotonic() + seconds
+    return drain(session, nodes, deadline, ms, seconds)
+
+
 def drain_window(tl: Timeline, nodes: Sequence[str]) -> tuple[Transition, Transition]:
     """From the first node's drain request to the last node's drain end."""
     start = _first(tl, nodes, Act.DRAIN.at(Stage.SENT))

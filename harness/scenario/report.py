@@ -18,8 +18,9 @@ results, the scenario never imports the report.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -36,6 +37,13 @@ from harness.kube.timeline import Timeline
 
 def _round(x: float) -> float:
     return round(x, 3)
+
+
+@contextlib.contextmanager
+def waiting(what: str, seconds: float) -> Iterator[None]:
+    """The Allure step a wait shows as: "wait up to <seconds>s: ``what``"."""
+    with allure.step(f"wait up to {seconds:g}s: {what}"):
+        yield
 
 
 @dataclass

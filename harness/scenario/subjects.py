@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.errors import PermanentError
-from harness.scenario.errors import MissingStep
+from harness.scenario.errors import MissingStep, NothingToMeasure
 from harness.scenario.targets import Outage
 from harness.scenario.workloads import PodInfo, Workload
 
@@ -104,3 +104,46 @@ def resolve(
         f"{about.phrase}: {about.what} on the lost nodes ({', '.join(outage.nodes)} ran none)",
         about.providers,
     )
+
+
+def replaced_elsewhere(outage: Outage, *, stateless_only: bool = False) -> tuple[PodInfo, ...]:
+    """The lost pods whose controllers replace them elsewhere (DaemonSet pods apart); with
+    ``stateless_only``, those without a ReadWriteOnce volume."""
+    pods = [p for p in outage.lost if p.replaced_elsewhere]
+    return tuple(p for p in pods if p.stateless) if stateless_only else tuple(pods)
+
+
+def about(
+    outage: Outage,
+    kind: SubjectKind | None,
+    workloads: Sequence[Workload],
+    *,
+    step: str,
+    plural: str,
+) -> tuple[PodInfo, ...]:
+    """The lost pods a step is about: every one its controller replaces elsewhere (``kind``
+    None), or the one ``kind`` stands for (:func:`resolve`)."""
+    if kind is None:
+        return replaced_elsewhere(outage)
+    return (resolve(outage, kind, workloads, step=step, plural=plural),)
+
+
+def members(outage: Outage, workloads: Sequence[Workload]) -> tuple[PodInfo, ...]:
+    """Every lost StatefulSet member (the chosen one first, if the target step chose one);
+    none is nothing to judge (a skip naming the lost nodes)."""
+    found = candidates(outage, SubjectKind.MEMBER, workloads)
+    if not found:
+        raise NothingToMeasure(
+            f"no StatefulSet member ran on the lost nodes ({', '.join(outage.nodes)})"
+        )
+    return found
+
+
+def member_or_members(
+    outage: Outage, workloads: Sequence[Workload], *, every: bool, step: str, plural: str
+) -> tuple[PodInfo, ...]:
+    """``every``: every lost member (:func:`members`); else the one "the member" stands for
+    (several: a harness error naming ``plural``)."""
+    if every:
+        return members(outage, workloads)
+    return (resolve(outage, SubjectKind.MEMBER, workloads, step=step, plural=plural),)

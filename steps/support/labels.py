@@ -9,7 +9,7 @@ groups by epic, then feature, then story, so each scenario also gets:
   outline's name as written, so all its examples are one story);
 * **severity** from ``@blocker`` ... ``@trivial``, which also stay (registered) markers.
 
-:mod:`harness.steps.scenario_steps` exposes the two hooks below (through the plugin, to every test).
+:mod:`harness.steps.fixtures` exposes the two hooks below (through the plugin, to every test).
 """
 
 from __future__ import annotations

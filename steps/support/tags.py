@@ -41,7 +41,7 @@ MARKERS = {
     "simulation): network partition, kubelet stop",
     "serial": "must not run in parallel with other disruptive tests",
     "kind": "written for real kubelets in a kind cluster (features/kind)",
-    # Allure severities, written as feature tags (@critical); steps/scenario_steps.py also turns
+    # Allure severities, written as feature tags (@critical); steps/fixtures.py also turns
     # them into the Allure severity label.
     "blocker": "severity: the cluster cannot be released if this fails",
     "critical": "severity: a critical failure case",

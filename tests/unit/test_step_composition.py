@@ -160,7 +160,7 @@ def test_a_drain_of_nodes_without_inventory_pods_skips_the_eviction_check() -> N
 
     from harness.kube.timeline import FakeClock, Timeline
     from harness.scenario.errors import NothingToMeasure
-    from harness.steps.scenario_steps import drain_evicted_all
+    from harness.steps.operator_steps import drain_evicted_all
 
     drained = SimpleNamespace(node="w-b2", evicted=[], duration_s=0.3)
     targets = SimpleNamespace(nodes=["w-b2"], pods=[])

@@ -25,7 +25,6 @@ from typing import Any
 import pytest
 from pytest_bdd.steps import StepFunctionContext, step_function_context_registry
 
-import harness.steps.scenario_steps as S
 from harness.budgets import PROFILES
 from harness.errors import PowercutError
 from harness.kube.timeline import ACTION, FakeClock, Timeline
@@ -268,14 +267,14 @@ def test_the_member_plurals_take_every_lost_member_and_skip_when_there_is_none(
         if c.type == "then" and c.parser.is_matching(text)
     ]
     seen: list[tuple[PodInfo, ...]] = []
-    real = S._members
+    real = subjects.members
 
     def members(outage: Outage, workloads: Any) -> Any:
         found = real(outage, workloads)
         seen.append(tuple(found))
         raise _Resolved(found[0])
 
-    monkeypatch.setattr(S, "_members", members)
+    monkeypatch.setattr(subjects, "members", members)
     outage, on, tl = _scenario("busiest_rack", _lost_kinds(MEMBER, 2))
     with pytest.raises(_Resolved):
         _call(ctx, text, outage, on, tl)

@@ -173,7 +173,7 @@ def test_each_then_after_each_when_has_what_it_needs_or_names_the_missing_step()
 def test_a_then_needing_a_removal_no_step_asked_for_is_a_missing_step() -> None:
     """ "the node no longer has the out-of-service taint" after a power-on but with no
     removal step is a harness error naming it, not a product failure."""
-    import harness.steps.scenario_steps as steps_module
+    import harness.steps.node_steps as steps_module
     from harness.scenario.targets import PoweredOn
 
     tl = _tl()

@@ -1,0 +1,142 @@
+"""The targets as the Givens name them, each choice shown in the report.
+
+One function per target phrase of the grammar: the nodes "chosen for a reason" (the busiest
+worker running a StatefulSet member with a ReadWriteOnce volume, the singleton's, the
+PodDisruptionBudget's, a DaemonSet pod's; the rack running the most critical pods; a third
+of the workers sparing the critical workloads), and the nodes drawn by count, fraction or
+range from a filter (role, rack, names, a label selector). Each chooses through
+:mod:`harness.scenario.targets` and adds the nodes and why to the Allure result (left out
+of the history id: the nodes chosen may differ from run to run).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import allure
+
+from harness.inventory import Inventory
+from harness.kube.client import KubeClient
+from harness.kube.observer import Observer
+from harness.scenario import targets as choose
+from harness.scenario.select import Amount
+from harness.scenario.targets import Targets
+from harness.scenario.workloads import Workload, workload_pods
+
+
+def shown(t: Targets) -> Targets:
+    """``t``, its nodes and why shown as the result's (non-historic) parameters."""
+    allure.dynamic.parameter("nodes", ", ".join(t.nodes), excluded=True)
+    allure.dynamic.parameter("why these nodes", t.why, excluded=True)
+    return t
+
+
+def worker_with_member(
+    inventory: Inventory, observer: Observer, kube: KubeClient, workloads: tuple[Workload, ...]
+) -> Targets:
+    """The busiest worker running a pod of an inventory StatefulSet that mounts a
+    ReadWriteOnce volume ("the member")."""
+    return shown(
+        choose.worker_running(
+            inventory,
+            observer,
+            kube,
+            workloads,
+            subject=lambda p: p.kind == "StatefulSet" and bool(p.pvs),
+            why="a StatefulSet member with a ReadWriteOnce volume",
+        )
+    )
+
+
+def worker_with_singleton(
+    inventory: Inventory, observer: Observer, kube: KubeClient, workloads: tuple[Workload, ...]
+) -> Targets:
+    """The busiest worker running the pod of an inventory Deployment with one replica and a
+    ReadWriteOnce volume ("the singleton")."""
+    single = {(w.namespace, w.key) for w in workloads if w.kind == "Deployment" and w.desired == 1}
+    return shown(
+        choose.worker_running(
+            inventory,
+            observer,
+            kube,
+            workloads,
+            subject=lambda p: (p.namespace, p.workload) in single and bool(p.pvs),
+            why="a singleton Deployment pod with a ReadWriteOnce volume",
+        )
+    )
+
+
+def worker_with_pdb_pods(
+    inventory: Inventory, observer: Observer, kube: KubeClient, workloads: tuple[Workload, ...]
+) -> Targets:
+    """The busiest worker running a pod of a workload with a PodDisruptionBudget and a pod
+    of an inventory DaemonSet."""
+    protected = {(w.namespace, w.key) for w in workloads if w.pdb is not None}
+    return shown(
+        choose.worker_running(
+            inventory,
+            observer,
+            kube,
+            workloads,
+            subject=lambda p: (p.namespace, p.workload) in protected,
+            also=lambda p: p.kind == "DaemonSet",
+            why="pods protected by a PodDisruptionBudget and a DaemonSet pod",
+        )
+    )
+
+
+def worker_with_daemonset_pod(
+    inventory: Inventory, observer: Observer, kube: KubeClient, workloads: tuple[Workload, ...]
+) -> Targets:
+    """The quietest worker (fewest other pods) running a pod of an inventory DaemonSet."""
+    return shown(
+        choose.worker_running(
+            inventory,
+            observer,
+            kube,
+            workloads,
+            subject=lambda p: p.kind == "DaemonSet",
+            why="a DaemonSet pod",
+            prefer_busy=False,
+        )
+    )
+
+
+def control_plane_node(inventory: Inventory, observer: Observer) -> Targets:
+    """The first (by name) of at least three Ready control-plane nodes."""
+    return shown(choose.control_plane_node(inventory, observer))
+
+
+def busiest_rack(
+    inventory: Inventory, kube: KubeClient, workloads: tuple[Workload, ...]
+) -> Targets:
+    """Every node of the rack running the most pods of critical workloads."""
+    return shown(choose.busiest_rack(inventory, workload_pods(kube, workloads), workloads))
+
+
+def third_of_workers(
+    inventory: Inventory, observer: Observer, kube: KubeClient, workloads: tuple[Workload, ...]
+) -> Targets:
+    """A third of the workers, one per rack, sparing the critical workloads."""
+    pods = workload_pods(kube, workloads)
+    return shown(choose.third_of_workers(inventory, observer, pods, workloads))
+
+
+def some(
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: tuple[Workload, ...],
+    rng: random.Random,
+    seed: int,
+    amount: Amount,
+    **filters: Any,
+) -> Targets:
+    """``amount`` of the usable nodes that match ``filters`` (role, rack, names,
+    label_selector: :func:`~harness.scenario.targets.select_targets`), drawn from ``seed``."""
+    return shown(
+        choose.select_targets(
+            inventory, observer, kube, workloads, rng=rng, seed=seed, amount=amount, **filters
+        )
+    )
