@@ -36,6 +36,13 @@ import yaml
 
 from harness.errors import ConfigError, TemporaryError
 from harness.kube.client import KubeClient
+from harness.kube.names import (
+    ANNOTATION_BMC,
+    ANNOTATION_BMC_USERNAME,
+    LABEL_CONTROL_PLANE,
+    LABEL_MASTER,
+    LABEL_ZONE,
+)
 
 __all__ = [
     "BMC_ANNOTATION",
@@ -46,13 +53,10 @@ __all__ = [
     "render",
 ]
 
-BMC_ANNOTATION: Final = "powercut.io/bmc"
-BMC_USERNAME_ANNOTATION: Final = "powercut.io/bmc-username"
-ZONE_LABEL: Final = "topology.kubernetes.io/zone"
-CONTROL_PLANE_LABELS: Final = (
-    "node-role.kubernetes.io/control-plane",
-    "node-role.kubernetes.io/master",
-)
+BMC_ANNOTATION: Final = ANNOTATION_BMC
+BMC_USERNAME_ANNOTATION: Final = ANNOTATION_BMC_USERNAME
+ZONE_LABEL: Final = LABEL_ZONE
+CONTROL_PLANE_LABELS: Final = (LABEL_CONTROL_PLANE, LABEL_MASTER)
 BMH_PATH: Final = "/apis/metal3.io/v1alpha1/baremetalhosts"
 RETRY_S: Final = 30.0
 T = TypeVar("T")
@@ -254,7 +258,7 @@ def render(
         power: dict[str, Any]
         if n.bmc is None:
             lines.append(
-                "    # TODO: no BMC known (no powercut.io/bmc annotation, no BareMetalHost);"
+                f"    # TODO: no BMC known (no {ANNOTATION_BMC} annotation, no BareMetalHost);"
             )
             lines.append("    # write its address here, or use driver: ssh with an ssh block.")
             power = {

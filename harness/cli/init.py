@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Final
 
 from harness.errors import ConfigError
+from harness.kube.names import ANNOTATION_BMC, LABEL_ZONE
 
 INVENTORY: Final = """\
 # powercut inventory: the cluster, its nodes and how to switch their power.
@@ -141,8 +142,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "discover",
         help="nodes, roles, racks and BMCs from the current cluster",
         description="Read the cluster's Nodes (role from the node-role labels, rack from "
-        "topology.kubernetes.io/zone) and their BMCs where the cluster knows them: the "
-        "node annotation powercut.io/bmc (ipmi://host:623, redfish://host, "
+        f"{LABEL_ZONE}) and their BMCs where the cluster knows them: the "
+        f"node annotation {ANNOTATION_BMC} (ipmi://host:623, redfish://host, "
         "redfish+http://host...), else the Metal3 BareMetalHost that provisioned the node. "
         "Credentials are left as references to fill in (password_env BMC_PASSWORD, "
         "username FILL-IN); no Secret is read.",
@@ -157,8 +158,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     disc.add_argument("--context", default=None, help="kubeconfig context (default: current)")
     disc.add_argument(
         "--rack-label",
-        default="topology.kubernetes.io/zone",
-        help="the node label naming its rack (default topology.kubernetes.io/zone)",
+        default=LABEL_ZONE,
+        help=f"the node label naming its rack (default {LABEL_ZONE})",
     )
     disc.add_argument("--name", default=None, help="the inventory's name (for the report)")
     disc.add_argument("--force", action="store_true", help="overwrite FILE if it exists")

@@ -25,6 +25,7 @@ from typing import Any
 from harness.errors import ConfigError, PowercutError
 from harness.kindlab import binaries, engine, images
 from harness.kindlab.spec import NODE_PORTS, KindSpec
+from harness.kube.names import LABEL_CONTROL_PLANE, LABEL_ZONE
 from harness.lab.build import Say
 from harness.lab.spec import busy_ports
 
@@ -98,10 +99,8 @@ def api_nodes(kubeconfig: Path) -> dict[str, dict[str, Any]]:
         labels = meta.get("labels") or {}
         out[meta["name"]] = {
             "ready": {"True": "Ready", "False": "NotReady"}.get(conds.get("Ready", ""), "Unknown"),
-            "zone": labels.get("topology.kubernetes.io/zone", ""),
-            "role": "control-plane"
-            if "node-role.kubernetes.io/control-plane" in labels
-            else "worker",
+            "zone": labels.get(LABEL_ZONE, ""),
+            "role": "control-plane" if LABEL_CONTROL_PLANE in labels else "worker",
         }
     return out
 

@@ -31,6 +31,7 @@ from harness.errors import PowercutError
 from harness.kindlab import binaries, engine, images
 from harness.kindlab import versions as v
 from harness.kindlab.spec import SHARED_STORAGE_PATH, KindSpec
+from harness.kube.names import LABEL_CONTROL_PLANE, NO_SCHEDULE, TAINT_CONTROL_PLANE
 from harness.lab.build import Say
 
 DRIVER = "csi.powercut.io"
@@ -266,10 +267,8 @@ def manifests() -> list[tuple[str, JSON]]:
                     "priorityClassName": "system-cluster-critical",
                     # On a control-plane node: a worker's power loss leaves the storage's
                     # controller running, as an array's controller is not on a worker.
-                    "nodeSelector": {"node-role.kubernetes.io/control-plane": ""},
-                    "tolerations": [
-                        {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
-                    ],
+                    "nodeSelector": {LABEL_CONTROL_PLANE: ""},
+                    "tolerations": [{"key": TAINT_CONTROL_PLANE, "effect": NO_SCHEDULE}],
                     "containers": [
                         _container(
                             "driver",

@@ -12,6 +12,7 @@ from typing import Any
 from harness.errors import ConfigError
 from harness.kindlab import images
 from harness.kindlab import versions as v
+from harness.kube.names import LABEL_ZONE
 
 RACKS = "abcdefghij"
 # NodePorts of the sample workloads (kindlab/workloads.py), each published on 127.0.0.1 by
@@ -189,7 +190,7 @@ class KindSpec:
             node: dict[str, Any] = {
                 "role": n.role,
                 "image": self.node_image,
-                "labels": {"topology.kubernetes.io/zone": n.rack},
+                "labels": {LABEL_ZONE: n.rack},
             }
             if self.storage == "csi":
                 node["extraMounts"] = [

@@ -22,6 +22,7 @@ from harness.errors import PowercutError
 from harness.kindlab import images
 from harness.kindlab.csi import STORAGE_CLASS
 from harness.kindlab.spec import NODE_PORTS, KindSpec
+from harness.kube.names import LABEL_ZONE
 from harness.lab.build import Say
 
 NAMESPACE = "shop"
@@ -58,7 +59,7 @@ def _pod_spec(app: str, volumes: list[str], *, spread: bool) -> JSON:
         spec["topologySpreadConstraints"] = [
             {
                 "maxSkew": 1,
-                "topologyKey": "topology.kubernetes.io/zone",
+                "topologyKey": LABEL_ZONE,
                 "whenUnsatisfiable": "ScheduleAnyway",
                 "labelSelector": {"matchLabels": {"app": app}},
             }

@@ -41,9 +41,12 @@ NODE_DOWN_TAINTS: Final = (TAINT_UNREACHABLE, TAINT_NOT_READY, TAINT_OUT_OF_SERV
 #: The prefix of the taints Kubernetes itself manages.
 KUBERNETES_TAINT_PREFIX: Final = "node.kubernetes.io/"
 
+#: kubeadm's taint on control-plane nodes (the key is the role label's).
+TAINT_CONTROL_PLANE: Final = "node-role.kubernetes.io/control-plane"
+
 LABEL_ZONE: Final = "topology.kubernetes.io/zone"
 LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
-LABEL_CONTROL_PLANE: Final = "node-role.kubernetes.io/control-plane"
+LABEL_CONTROL_PLANE: Final = TAINT_CONTROL_PLANE
 LABEL_MASTER: Final = "node-role.kubernetes.io/master"  # before Kubernetes 1.24
 LABEL_WORKER: Final = "node-role.kubernetes.io/worker"
 LABEL_SERVICE_NAME: Final = "kubernetes.io/service-name"  # on an EndpointSlice

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.budgets import PROFILES, budget_names, dashed
+from harness.kube.names import LABEL_HOSTNAME, LABEL_ZONE
 from harness.lab.inventory_out import inventory_doc, primary_driver
 from harness.lab.prometheus import LAB_RULES
 from harness.lab.spec import LAB_NAMESPACE, LabSpec, Timings, node_labels_and_taints
@@ -63,7 +64,7 @@ def render() -> str:
         "## Racks and nodes",
         "",
         "Racks: " + ", ".join(f"`{r}`" for r in spec.rack_names()) + ". A node's rack is its "
-        "zone (`topology.kubernetes.io/zone`). Control-plane nodes sit in racks too (one per "
+        f"zone (`{LABEL_ZONE}`). Control-plane nodes sit in racks too (one per "
         "rack in turn), so a rack outage takes a control plane with it.",
         "",
         "| node | role | rack (zone) | primary power | alternative | own API server |",
@@ -86,11 +87,7 @@ def render() -> str:
     for role in ("control-plane", "worker"):
         n = next(x for x in nodes if x.role == role)
         labels, taints = node_labels_and_taints(n)
-        rest = {
-            k: v
-            for k, v in labels.items()
-            if k not in ("kubernetes.io/hostname", "topology.kubernetes.io/zone")
-        }
+        rest = {k: v for k, v in labels.items() if k not in (LABEL_HOSTNAME, LABEL_ZONE)}
         t = ", ".join(f"`{x['key']}:{x['effect']}`" for x in taints) or "-"
         out.append(f"| {role} | {_labels(rest)} | {t} |")
     out += [

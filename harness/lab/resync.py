@@ -23,11 +23,12 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.kube.client import KubeClient, NotFound
+from harness.kube.names import ANNOTATION_LAB_RESYNC
 from harness.lab.spec import VOLUME_GATE
 
 log = logging.getLogger("powercut.lab.resync")
 
-ANNOTATION = "lab.powercut.io/resync"
+ANNOTATION = ANNOTATION_LAB_RESYNC
 
 JSON = dict[str, Any]
 

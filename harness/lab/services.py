@@ -10,6 +10,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from harness.kube.client import KubeClient
+from harness.kube.names import LABEL_SERVICE_NAME
 from harness.lab.informer import Informer
 
 
@@ -25,7 +26,7 @@ class HealthEndpoints:
         n = 0
         for s in self.slices.snapshot():
             labels = (s.get("metadata") or {}).get("labels") or {}
-            if labels.get("kubernetes.io/service-name") != service:
+            if labels.get(LABEL_SERVICE_NAME) != service:
                 continue
             for ep in s.get("endpoints") or []:
                 if (ep.get("conditions") or {}).get("ready"):

@@ -13,6 +13,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from harness.errors import ConfigError
+from harness.kube.names import (
+    LAB_VOLUME_GATE,
+    LABEL_CONTROL_PLANE,
+    LABEL_HOSTNAME,
+    LABEL_LAB,
+    LABEL_WORKER,
+    LABEL_ZONE,
+    NO_SCHEDULE,
+    TAINT_CONTROL_PLANE,
+)
 from harness.lab.versions import cache_root
 
 TimingName = Literal["fast", "upstream"]
@@ -20,7 +30,7 @@ TIMING_NAMES: tuple[str, ...] = ("fast", "upstream")
 CSI_DRIVER = "lab.csi.powercut.io"
 # Pods annotated "waiting" are held back from Ready until their volumes are attached to
 # their node (harness/lab/storage.py releases them; the pod-ready stage checks it).
-VOLUME_GATE = "lab.powercut.io/volumes"
+VOLUME_GATE = LAB_VOLUME_GATE
 LAB_NAMESPACE = "lab"
 PORT_SLOTS = 400  # IPMI at base + 200 + i, SSH at base + 200 + slots + i (slots >= 400)
 # Every node's pod CIDR is a /24 of the cluster's: 1,024 of them (10.244.0.0/24 ..
@@ -153,19 +163,19 @@ class Ports:
 def node_labels_and_taints(n: NodeSpec) -> tuple[dict[str, str], list[dict[str, str]]]:
     """The labels and taints of a lab node's Node object (the rack is its zone)."""
     labels = {
-        "kubernetes.io/hostname": n.name,
+        LABEL_HOSTNAME: n.name,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
-        "topology.kubernetes.io/zone": n.rack,
+        LABEL_ZONE: n.rack,
         "type": "kwok",
-        "powercut.io/lab": "true",
+        LABEL_LAB: "true",
     }
     taints = []
     if n.role == "control-plane":
-        labels["node-role.kubernetes.io/control-plane"] = ""
-        taints.append({"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"})
+        labels[LABEL_CONTROL_PLANE] = ""
+        taints.append({"key": TAINT_CONTROL_PLANE, "effect": NO_SCHEDULE})
     else:
-        labels["node-role.kubernetes.io/worker"] = ""
+        labels[LABEL_WORKER] = ""
     return labels, taints
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from harness.errors import PowercutError
 from harness.kube.client import Credentials, KubeClient
+from harness.kube.names import TAINT_NOT_READY, TAINT_UNREACHABLE
 from harness.lab import controlplane as cpl
 from harness.lab import workloads as wl
 from harness.lab.boot import Schedule, thread_timer
@@ -58,7 +59,7 @@ def _node_ready(node: dict[str, Any]) -> bool:
     """Ready, and the node lifecycle controller has lifted its not-ready taint: until then
     the scheduler treats the node as unusable and spreads workloads badly."""
     return _reports_ready(node) and not any(
-        t.get("key") in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+        t.get("key") in (TAINT_NOT_READY, TAINT_UNREACHABLE)
         for t in (node.get("spec") or {}).get("taints") or []
     )
 

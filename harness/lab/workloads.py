@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.kube.names import LABEL_HOSTNAME, LABEL_ZONE
 from harness.lab.spec import CSI_DRIVER, LAB_NAMESPACE, VOLUME_GATE
 
 JSON = dict[str, Any]
@@ -89,8 +90,8 @@ def workload_objects() -> list[tuple[str, JSON]]:
     apps = f"/apis/apps/v1/namespaces/{ns}"
     core = f"/api/v1/namespaces/{ns}"
     pol = f"/apis/policy/v1/namespaces/{ns}"
-    zone = "topology.kubernetes.io/zone"
-    host = "kubernetes.io/hostname"
+    zone = LABEL_ZONE
+    host = LABEL_HOSTNAME
     objs: list[tuple[str, JSON]] = [
         ("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
         (

@@ -4,6 +4,8 @@ steps`) by :mod:`harness.steps.reference`."""
 
 from __future__ import annotations
 
+from harness.kube.names import LABEL_LAB
+
 #: How each step behaves on the embedded lab (kwok nodes, BMC simulators), on kind (real
 #: kubelets in containers, ``harness/power/kind.py``) and on real machines (BMCs, SSH),
 #: where it differs. Every step has an entry (tests/unit/test_steps_doc.py): "the same
@@ -53,7 +55,7 @@ DIFFERENCES: dict[str, str] = {
     "`rack-a`.. (zone labels), yours on real machines; a name it lacks is refused before the "
     "run.",
     "some_labelled_nodes": "Evaluated by the API server: the lab's nodes carry "
-    "`powercut.io/lab=true`, `type=kwok` and the role labels (`docs/lab.md`); kind's and real "
+    f"`{LABEL_LAB}=true`, `type=kwok` and the role labels (`docs/lab.md`); kind's and real "
     "nodes their own labels.",
     "named_nodes": "Node names come from the inventory (lab `cp-1`, `w-a1` ...; kind "
     "`<name>-worker` ...); a name it lacks is refused before the run.",

@@ -6,12 +6,14 @@ collected; the names consumers match are read from the library's source (every
 ``Act.X.at(Stage.Y)``) and from the sets they match against (the SLO chart's bands,
 longevity's power moments). A consumer waiting for a name nothing records (the SLO chart
 once closed a partition's band on ``"partition healed"``, which nothing emits) fails here,
-and so does a library module spelling an action's name as a string of its own.
+and so does a library module spelling an action's name as a string of its own, or a
+taint key, label or annotation that names.py declares (the lab and kindlab included).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +22,7 @@ import pytest
 
 from harness.inventory import Inventory, NodeSpec
 from harness.kube import actions
+from harness.kube import names as well_known
 from harness.kube.actions import Fence
 from harness.kube.client import KubeClient
 from harness.kube.names import BACK_AT, DOWN_FROM, Act, Change, Event, Kind, Stage
@@ -32,19 +35,34 @@ from tests.fakes.api import FakeApiServer, pod
 from tests.fakes.power import FakeBmcs, FakeDriver
 
 ROOT = Path(__file__).resolve().parents[2]
-LIBRARY = [
+#: The library: every Python module of harness/ and steps/ but names.py itself.
+EVERY_MODULE = [
     p
     for d in ("harness", "steps")
     for p in sorted((ROOT / d).rglob("*.py"))
-    if p.name != "names.py" and "/lab/" not in str(p)
+    if p.relative_to(ROOT) != Path("harness/kube/names.py")
 ]
+#: What the action-name check reads: the library less the lab (whose BMC simulators and
+#: supervisor speak of power and of kubelets in their own words).
+LIBRARY = [p for p in EVERY_MODULE if "/lab/" not in str(p)]
+#: Every well-known name names.py declares: its upper-case string constants holding a "/"
+#: (taint keys, labels, annotations, powercut's own, and the ``key:effect`` taints).
+DECLARED = {
+    value
+    for key, value in vars(well_known).items()
+    if key.isupper() and isinstance(value, str) and "/" in value
+}
 #: Strings that look like the vocabulary and are something else: the schema of the fields
-#: the observer decodes (a TypedDict's keys must be literals), what systemd says a kubelet is.
+#: the observer decodes (a TypedDict's keys must be literals), what systemd says a kubelet
+#: is, a budget's description (harness.budgets sits below harness.kube in the layers, so it
+#: cannot import names.py; its text names the taint for the reader).
 NOT_VOCABULARY = {
     ("harness/kube/fields.py", "kubernetes.io/service-name"),
     ("harness/kube/fields.py", "kubernetes.io/config.mirror"),
+    ("harness/kube/fields.py", "topology.kubernetes.io/zone"),
     ("harness/power/kind.py", "kubelet stopped"),
     ("harness/power/kind.py", "kubelet active"),
+    ("harness/budgets.py", "node.kubernetes.io/unreachable"),
 }
 
 
@@ -210,18 +228,8 @@ def _literals(path: Path) -> Iterator[tuple[int, str]]:
             yield node.lineno, node.value
 
 
-def test_no_library_module_spells_an_action_or_a_well_known_name_itself() -> None:
+def test_no_library_module_spells_an_action_itself() -> None:
     verbs = sorted((a.value for a in Act), key=len, reverse=True)
-    well_known = {
-        "node.kubernetes.io/unreachable",
-        "node.kubernetes.io/not-ready",
-        "node.kubernetes.io/out-of-service",
-        "node.kubernetes.io/unreachable:NoExecute",
-        "node.kubernetes.io/not-ready:NoExecute",
-        "node.kubernetes.io/out-of-service:NoExecute",
-        "kubernetes.io/config.mirror",
-        "kubernetes.io/service-name",
-    }
     found = []
     for path in LIBRARY:
         for line, text in _literals(path):
@@ -230,9 +238,50 @@ def test_no_library_module_spells_an_action_or_a_well_known_name_itself() -> Non
             verb = next((v for v in verbs if text.startswith(v + " ")), None)
             rest = text[len(verb) + 1 :] if verb else ""
             staged = bool(verb and rest and " " not in rest and rest.islower())
-            if staged or text in well_known:
+            if staged:
                 found.append(f"{path.relative_to(ROOT)}:{line}: {text!r}")
     assert not found, "spelt outside harness/kube/names.py:\n" + "\n".join(found)
+
+
+def _spelt(text: str) -> list[str]:
+    """The declared names ``text`` spells: the whole string, or a name standing in it."""
+    return sorted(
+        n
+        for n in DECLARED
+        if text == n or re.search(rf"(?<![\w./-]){re.escape(n)}(?![\w.-])", text)
+    )
+
+
+def test_no_library_module_spells_a_well_known_name_names_py_declares() -> None:
+    """A taint key, label or annotation declared in names.py is imported wherever it is used,
+    in the lab and kindlab too (docstrings aside): a literal of it anywhere else fails here,
+    naming the file, the line and the constant to import."""
+    constants = {v: k for k, v in vars(well_known).items() if k.isupper() and isinstance(v, str)}
+    found = []
+    for path in EVERY_MODULE:
+        rel = str(path.relative_to(ROOT))
+        for line, text in _literals(path):
+            for name in _spelt(text):
+                if (rel, name) not in NOT_VOCABULARY and (rel, text) not in NOT_VOCABULARY:
+                    found.append(f"{rel}:{line}: {text!r} (names.{constants[name]})")
+    assert not found, "spelt outside harness/kube/names.py:\n" + "\n".join(found)
+
+
+def test_the_name_check_finds_a_literal_and_a_name_in_a_sentence() -> None:
+    assert _spelt("topology.kubernetes.io/zone") == ["topology.kubernetes.io/zone"]
+    assert _spelt("the node annotation powercut.io/bmc (ipmi://...)") == ["powercut.io/bmc"]
+    assert _spelt("powercut.io/bmc-username") == ["powercut.io/bmc-username"]
+    assert _spelt("example.com/zone") == []
+    assert {
+        "topology.kubernetes.io/zone",
+        "kubernetes.io/hostname",
+        "node-role.kubernetes.io/control-plane",
+        "node-role.kubernetes.io/worker",
+        "powercut.io/lab",
+        "lab.powercut.io/resync",
+        "lab.powercut.io/volumes",
+        "node.kubernetes.io/out-of-service",
+    } <= DECLARED
 
 
 def test_every_observed_change_a_consumer_matches_is_written_by_the_observer() -> None:
