@@ -5,8 +5,8 @@ worker running a StatefulSet member with a ReadWriteOnce volume, the singleton's
 PodDisruptionBudget's, a DaemonSet pod's; the rack running the most critical pods; a third
 of the workers sparing the critical workloads), and the nodes drawn by count, fraction or
 range from a filter (role, rack, names, a label selector). Each chooses through
-:mod:`harness.scenario.targets` and adds the nodes and why to the Allure result (left out
-of the history id: the nodes chosen may differ from run to run).
+:mod:`harness.scenario.targets` and shows the nodes and why in the Allure result
+(:func:`harness.scenario.report.shown`).
 """
 
 from __future__ import annotations
@@ -14,22 +14,14 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import allure
-
 from harness.inventory import Inventory
 from harness.kube.client import KubeClient
 from harness.kube.observer import Observer
 from harness.scenario import targets as choose
+from harness.scenario.report import shown
 from harness.scenario.select import Amount
 from harness.scenario.targets import Targets
 from harness.scenario.workloads import Workload, workload_pods
-
-
-def shown(t: Targets) -> Targets:
-    """``t``, its nodes and why shown as the result's (non-historic) parameters."""
-    allure.dynamic.parameter("nodes", ", ".join(t.nodes), excluded=True)
-    allure.dynamic.parameter("why these nodes", t.why, excluded=True)
-    return t
 
 
 def worker_with_member(

@@ -20,9 +20,8 @@ from harness.power.base import FailureKind
 from harness.power.factory import available_protocols
 from harness.scenario import phases
 from harness.scenario import targets as choose
-from harness.scenario.chosen import shown
 from harness.scenario.errors import UnsupportedKind
-from harness.scenario.report import Measurements
+from harness.scenario.report import Measurements, shown
 from harness.scenario.select import Amount
 from harness.scenario.targets import Outage, PoweredOn, Targets
 from harness.scenario.workloads import Workload

@@ -33,10 +33,19 @@ from harness.kube.client import KubeClient
 from harness.kube.ledger import Ledger
 from harness.kube.observer import gaps
 from harness.kube.timeline import Timeline
+from harness.scenario.targets import Targets
 
 
 def _round(x: float) -> float:
     return round(x, 3)
+
+
+def shown(t: Targets) -> Targets:
+    """``t``, its nodes and why shown as the result's parameters (left out of the history
+    id: the nodes chosen may differ from run to run)."""
+    allure.dynamic.parameter("nodes", ", ".join(t.nodes), excluded=True)
+    allure.dynamic.parameter("why these nodes", t.why, excluded=True)
+    return t
 
 
 @contextlib.contextmanager
