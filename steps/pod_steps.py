@@ -91,7 +91,9 @@ def lost_pods_rescheduled(
     plural = "Then every lost pod is rescheduled on another node within <limit>"
     lost = about(request, outage, pods, workloads, plural)
     seconds = limit.seconds(budgets)
-    replacement.rescheduled(timeline, lost, outage, seconds, measurements, budgets.recovery)
+    replacement.judge(
+        replacement.RESCHEDULED, timeline, lost, outage, seconds, measurements, budgets.recovery
+    )
 
 
 @then(phrase("every lost pod is replaced by a Ready pod on another node within {limit:Limit}"))
@@ -102,7 +104,15 @@ def lost_pods_replaced_ready(
     the lost pod stopped blocking it (Deployment: Terminating; StatefulSet: gone)."""
     lost = replaced_elsewhere(outage)
     seconds = limit.seconds(budgets)
-    replacement.replaced_by_ready(timeline, lost, outage, seconds, measurements, budgets.recovery)
+    replacement.judge(
+        replacement.REPLACED_BY_READY,
+        timeline,
+        lost,
+        outage,
+        seconds,
+        measurements,
+        budgets.recovery,
+    )
 
 
 @then(
@@ -117,7 +127,8 @@ def lost_stateless_pods_replaced_ready(
     pods whose volume the dead node holds must wait). None lost: nothing to judge, skips."""
     lost = replaced_elsewhere(outage, stateless_only=True)
     seconds = limit.seconds(budgets)
-    replacement.replaced_by_ready(
+    replacement.judge(
+        replacement.REPLACED_BY_READY,
         timeline,
         lost,
         outage,
@@ -145,7 +156,15 @@ def replacements_ready(
     plural = "Then every lost pod's replacement is Ready within <limit>"
     lost = about(request, outage, pods, workloads, plural)
     seconds = limit.seconds(budgets)
-    replacement.replacement_ready(timeline, lost, outage, seconds, measurements, budgets.recovery)
+    replacement.judge(
+        replacement.REPLACEMENT_READY,
+        timeline,
+        lost,
+        outage,
+        seconds,
+        measurements,
+        budgets.recovery,
+    )
 
 
 @then(phrase("the member stays Terminating for {limit:Limit}"))

@@ -50,7 +50,7 @@ def worker_with_statefulset_member(
 ) -> Targets:
     """The busiest worker running a pod of an inventory StatefulSet that mounts a
     ReadWriteOnce volume ("the member")."""
-    return chosen.worker_with_member(inventory, observer, kube, workloads)
+    return chosen.worker_for(chosen.MEMBER, inventory, observer, kube, workloads)
 
 
 @given(
@@ -62,7 +62,7 @@ def worker_with_singleton(
 ) -> Targets:
     """The busiest worker running the pod of an inventory Deployment with one replica and a
     ReadWriteOnce volume ("the singleton")."""
-    return chosen.worker_with_singleton(inventory, observer, kube, workloads)
+    return chosen.worker_for(chosen.SINGLETON, inventory, observer, kube, workloads)
 
 
 @given(
@@ -74,7 +74,7 @@ def worker_with_pdb_pods(
 ) -> Targets:
     """The busiest worker running a pod of a workload with a PodDisruptionBudget and a pod of
     an inventory DaemonSet."""
-    return chosen.worker_with_pdb_pods(inventory, observer, kube, workloads)
+    return chosen.worker_for(chosen.PDB_PODS, inventory, observer, kube, workloads)
 
 
 @given("a worker node running a DaemonSet pod", target_fixture="targets")
@@ -82,7 +82,7 @@ def worker_with_daemonset_pod(
     inventory: Inventory, observer: Observer, kube: KubeClient, workloads: tuple[Workload, ...]
 ) -> Targets:
     """The quietest worker (fewest other pods) running a pod of an inventory DaemonSet."""
-    return chosen.worker_with_daemonset_pod(inventory, observer, kube, workloads)
+    return chosen.worker_for(chosen.DAEMONSET_POD, inventory, observer, kube, workloads)
 
 
 @given("a control-plane node", target_fixture="targets")

@@ -58,7 +58,9 @@ def lost_volumes_multi_attach(
     )
     lost = about(request, outage, pods, workloads, plural)
     seconds = limit.seconds(budgets)
-    replacement.multi_attach(timeline, lost, outage, seconds, measurements, budgets.recovery)
+    replacement.judge(
+        replacement.MULTI_ATTACH, timeline, lost, outage, seconds, measurements, budgets.recovery
+    )
 
 
 @then(phrase("the node still holds {pods:Volumes}"))
@@ -100,7 +102,9 @@ def node_releases_volumes(
     plural = "Then the node releases every ReadWriteOnce volume of a lost pod within <limit>"
     lost = about(request, outage, pods, workloads, plural)
     seconds = limit.seconds(budgets)
-    replacement.released(timeline, lost, outage, seconds, measurements, budgets.recovery)
+    replacement.judge(
+        replacement.RELEASED, timeline, lost, outage, seconds, measurements, budgets.recovery
+    )
 
 
 @then(phrase("{pods:Volumes} is attached to its replacement's node within {limit:Limit}"))
@@ -123,7 +127,9 @@ def lost_volumes_reattached(
     )
     lost = about(request, outage, pods, workloads, plural)
     seconds = limit.seconds(budgets)
-    replacement.reattached(timeline, lost, outage, seconds, measurements, budgets.recovery)
+    replacement.judge(
+        replacement.REATTACHED, timeline, lost, outage, seconds, measurements, budgets.recovery
+    )
 
 
 @then(

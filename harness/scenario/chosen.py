@@ -12,6 +12,8 @@ range from a filter (role, rack, names, a label selector). Each chooses through
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from harness.inventory import Inventory
@@ -20,77 +22,72 @@ from harness.kube.observer import Observer
 from harness.scenario import targets as choose
 from harness.scenario.report import shown
 from harness.scenario.select import Amount
-from harness.scenario.targets import Targets
+from harness.scenario.targets import PodFilter, Targets
 from harness.scenario.workloads import Workload, workload_pods
 
 
-def worker_with_member(
-    inventory: Inventory, observer: Observer, kube: KubeClient, workloads: tuple[Workload, ...]
-) -> Targets:
-    """The busiest worker running a pod of an inventory StatefulSet that mounts a
-    ReadWriteOnce volume ("the member")."""
-    return shown(
-        choose.worker_running(
-            inventory,
-            observer,
-            kube,
-            workloads,
-            subject=lambda p: p.kind == "StatefulSet" and bool(p.pvs),
-            why="a StatefulSet member with a ReadWriteOnce volume",
-        )
-    )
+@dataclass(frozen=True)
+class Reason:
+    """Why a Given chooses its one worker: the pod it must run (``subject``, given the
+    inventory's workloads), another it must run too (``also``), and whether the busiest or
+    the quietest such worker is chosen."""
+
+    why: str
+    subject: Callable[[Sequence[Workload]], PodFilter]
+    also: PodFilter | None = None
+    prefer_busy: bool = True
 
 
-def worker_with_singleton(
-    inventory: Inventory, observer: Observer, kube: KubeClient, workloads: tuple[Workload, ...]
-) -> Targets:
-    """The busiest worker running the pod of an inventory Deployment with one replica and a
-    ReadWriteOnce volume ("the singleton")."""
+def _singleton(workloads: Sequence[Workload]) -> PodFilter:
     single = {(w.namespace, w.key) for w in workloads if w.kind == "Deployment" and w.desired == 1}
-    return shown(
-        choose.worker_running(
-            inventory,
-            observer,
-            kube,
-            workloads,
-            subject=lambda p: (p.namespace, p.workload) in single and bool(p.pvs),
-            why="a singleton Deployment pod with a ReadWriteOnce volume",
-        )
-    )
+    return lambda p: (p.namespace, p.workload) in single and bool(p.pvs)
 
 
-def worker_with_pdb_pods(
-    inventory: Inventory, observer: Observer, kube: KubeClient, workloads: tuple[Workload, ...]
-) -> Targets:
-    """The busiest worker running a pod of a workload with a PodDisruptionBudget and a pod
-    of an inventory DaemonSet."""
+def _protected(workloads: Sequence[Workload]) -> PodFilter:
     protected = {(w.namespace, w.key) for w in workloads if w.pdb is not None}
-    return shown(
-        choose.worker_running(
-            inventory,
-            observer,
-            kube,
-            workloads,
-            subject=lambda p: (p.namespace, p.workload) in protected,
-            also=lambda p: p.kind == "DaemonSet",
-            why="pods protected by a PodDisruptionBudget and a DaemonSet pod",
-        )
-    )
+    return lambda p: (p.namespace, p.workload) in protected
 
 
-def worker_with_daemonset_pod(
-    inventory: Inventory, observer: Observer, kube: KubeClient, workloads: tuple[Workload, ...]
+#: The busiest worker running a pod of an inventory StatefulSet that mounts a ReadWriteOnce
+#: volume ("the member").
+MEMBER = Reason(
+    "a StatefulSet member with a ReadWriteOnce volume",
+    lambda _: lambda p: p.kind == "StatefulSet" and bool(p.pvs),
+)
+#: The busiest worker running the pod of a one-replica Deployment with a ReadWriteOnce
+#: volume ("the singleton").
+SINGLETON = Reason("a singleton Deployment pod with a ReadWriteOnce volume", _singleton)
+#: The busiest worker running a pod of a workload with a PodDisruptionBudget and a pod of an
+#: inventory DaemonSet.
+PDB_PODS = Reason(
+    "pods protected by a PodDisruptionBudget and a DaemonSet pod",
+    _protected,
+    also=lambda p: p.kind == "DaemonSet",
+)
+#: The quietest worker (fewest other pods) running a pod of an inventory DaemonSet.
+DAEMONSET_POD = Reason(
+    "a DaemonSet pod", lambda _: lambda p: p.kind == "DaemonSet", prefer_busy=False
+)
+
+
+def worker_for(
+    reason: Reason,
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: tuple[Workload, ...],
 ) -> Targets:
-    """The quietest worker (fewest other pods) running a pod of an inventory DaemonSet."""
+    """The worker :func:`~harness.scenario.targets.worker_running` picks for ``reason``."""
     return shown(
         choose.worker_running(
             inventory,
             observer,
             kube,
             workloads,
-            subject=lambda p: p.kind == "DaemonSet",
-            why="a DaemonSet pod",
-            prefer_busy=False,
+            subject=reason.subject(workloads),
+            why=reason.why,
+            also=reason.also,
+            prefer_busy=reason.prefer_busy,
         )
     )
 

@@ -5,7 +5,9 @@ from (the lost pod no longer blocking its replacement, the replacement scheduled
 volume attached, the pod holding a volume deleted, the volume released by the lost node),
 then measures its phase within the step's limit (:mod:`harness.scenario.phases`). So an
 expectation placed right after the failure waits for the eviction and does not rely on an
-earlier step having waited. Both waits show in the report as Allure steps.
+earlier step having waited. Both waits show in the report as Allure steps. Each
+expectation is data (:class:`AfterStart`: its start and its phase), judged by
+:func:`judge`.
 
 Also the lost node's DaemonSet pods turning NotReady, measured from the failure's
 acknowledgement on their node.
@@ -13,7 +15,8 @@ acknowledgement on their node.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from harness.kube.names import Change
 from harness.kube.timeline import Timeline
@@ -23,29 +26,84 @@ from harness.scenario.report import Measurements, waiting
 from harness.scenario.targets import Outage
 from harness.scenario.workloads import PodInfo
 
-
-def _stopped_blocking(tl: Timeline, pods: Sequence[PodInfo], recovery_s: float) -> None:
-    """The start of rescheduling: every lost pod Terminating or gone."""
-    with waiting("the lost pods Terminating or gone", recovery_s):
-        starts.lost_pods_stopped_blocking(tl, pods, recovery_s)
+Start = Callable[[Timeline, Sequence[PodInfo], Outage, float], None]
+Phase = Callable[[Timeline, Sequence[PodInfo], Outage, float, Measurements], object]
 
 
-def rescheduled(
-    tl: Timeline,
-    pods: Sequence[PodInfo],
-    outage: Outage,
-    seconds: float,
-    ms: Measurements,
-    recovery_s: float,
-) -> None:
-    """A replacement of each pod scheduled on a node that is not lost, within ``seconds`` of
-    when the lost pod stopped blocking it (Deployment: Terminating; StatefulSet: gone)."""
-    _stopped_blocking(tl, pods, recovery_s)
-    with waiting("replacements scheduled", seconds):
-        phases.rescheduled(tl, pods, outage, seconds, ms)
+@dataclass(frozen=True)
+class AfterStart:
+    """An expectation measured from its own start event: ``start`` waits (within the
+    recovery budget) for that event, ``phase`` measures from it (within the step's limit);
+    ``starting`` and ``what`` name the two waits in the report (``{nodes}``: the lost
+    nodes)."""
+
+    starting: str
+    start: Start
+    what: str
+    phase: Phase
 
 
-def replaced_by_ready(
+def _stopped_blocking(tl: Timeline, pods: Sequence[PodInfo], outage: Outage, s: float) -> None:
+    """Where rescheduling starts: every lost pod Terminating or gone."""
+    starts.lost_pods_stopped_blocking(tl, pods, s)
+
+
+def _holders_rescheduled(tl: Timeline, pods: Sequence[PodInfo], outage: Outage, s: float) -> None:
+    """The replacements of the pods that held a volume on the lost node scheduled."""
+    held = [p for p, _ in L.held_volumes(tl, pods, outage.sent.mono)]
+    starts.replacements_scheduled(tl, held, outage, s)
+
+
+#: A replacement of each pod scheduled on a node that is not lost, from when the lost pod
+#: stopped blocking it (Deployment: Terminating; StatefulSet: gone).
+RESCHEDULED = AfterStart(
+    starting="the lost pods Terminating or gone",
+    start=_stopped_blocking,
+    what="replacements scheduled",
+    phase=phases.rescheduled,
+)
+#: Each pod's replacement Ready on a node that is not lost, from the same start.
+REPLACED_BY_READY = AfterStart(
+    starting="the lost pods Terminating or gone",
+    start=_stopped_blocking,
+    what="replacements Ready",
+    phase=phases.replaced_by_ready,
+)
+#: Each replacement Ready from when it could start: scheduled and, if it mounts a
+#: ReadWriteOnce volume, that volume attached to its node.
+REPLACEMENT_READY = AfterStart(
+    starting="replacements scheduled, their volumes attached",
+    start=starts.replacement_volumes_attached,
+    what="replacements Ready",
+    phase=phases.replacement_ready,
+)
+#: A Multi-Attach error on the replacement of each pod holding a volume on the lost node,
+#: from when that replacement was scheduled.
+MULTI_ATTACH = AfterStart(
+    starting="replacements of the pods holding a volume scheduled",
+    start=_holders_rescheduled,
+    what="Multi-Attach errors",
+    phase=phases.multi_attach,
+)
+#: Each volume the lost node held detached from it, from the deletion of the pod that held
+#: it (the attach/detach controller cannot let go before).
+RELEASED = AfterStart(
+    starting="the pods holding a volume deleted",
+    start=starts.held_pods_deleted,
+    what="volumes released by {nodes}",
+    phase=phases.released,
+)
+#: Each held volume attached to its replacement's node, from its release by the lost node.
+REATTACHED = AfterStart(
+    starting="the held volumes released by the lost nodes",
+    start=starts.held_volumes_released,
+    what="volumes re-attached",
+    phase=phases.reattached,
+)
+
+
+def judge(
+    expectation: AfterStart,
     tl: Timeline,
     pods: Sequence[PodInfo],
     outage: Outage,
@@ -53,78 +111,15 @@ def replaced_by_ready(
     ms: Measurements,
     recovery_s: float,
     *,
-    what: str = "replacements Ready",
+    what: str | None = None,
 ) -> None:
-    """Each pod's replacement Ready on a node that is not lost, within ``seconds`` of when
-    the lost pod stopped blocking it."""
-    _stopped_blocking(tl, pods, recovery_s)
-    with waiting(what, seconds):
-        phases.replaced_by_ready(tl, pods, outage, seconds, ms)
-
-
-def replacement_ready(
-    tl: Timeline,
-    pods: Sequence[PodInfo],
-    outage: Outage,
-    seconds: float,
-    ms: Measurements,
-    recovery_s: float,
-) -> None:
-    """Each replacement Ready within ``seconds`` of when it could start: scheduled and, if it
-    mounts a ReadWriteOnce volume, that volume attached to its node."""
-    with waiting("replacements scheduled, their volumes attached", recovery_s):
-        starts.replacement_volumes_attached(tl, pods, outage, recovery_s)
-    with waiting("replacements Ready", seconds):
-        phases.replacement_ready(tl, pods, outage, seconds, ms)
-
-
-def multi_attach(
-    tl: Timeline,
-    pods: Sequence[PodInfo],
-    outage: Outage,
-    seconds: float,
-    ms: Measurements,
-    recovery_s: float,
-) -> None:
-    """A Multi-Attach error on the replacement of each pod holding a volume on the lost
-    node, within ``seconds`` of when the lost pod stopped blocking it."""
-    held = [p for p, _ in L.held_volumes(tl, pods, outage.sent.mono)]
-    with waiting("replacements of the pods holding a volume scheduled", recovery_s):
-        starts.replacements_scheduled(tl, held, outage, recovery_s)
-    with waiting("Multi-Attach errors", seconds):
-        phases.multi_attach(tl, pods, outage, seconds, ms)
-
-
-def released(
-    tl: Timeline,
-    pods: Sequence[PodInfo],
-    outage: Outage,
-    seconds: float,
-    ms: Measurements,
-    recovery_s: float,
-) -> None:
-    """Each volume the lost node held detached from it within ``seconds`` of the deletion
-    of the pod that held it."""
-    with waiting("the pods holding a volume deleted", recovery_s):
-        starts.held_pods_deleted(tl, pods, outage, recovery_s)
-    with waiting("volumes released by " + ", ".join(outage.nodes), seconds):
-        phases.released(tl, pods, outage, seconds, ms)
-
-
-def reattached(
-    tl: Timeline,
-    pods: Sequence[PodInfo],
-    outage: Outage,
-    seconds: float,
-    ms: Measurements,
-    recovery_s: float,
-) -> None:
-    """Each volume the lost node held attached to its replacement's node within ``seconds``
-    of its release by the lost node."""
-    with waiting("the held volumes released by the lost nodes", recovery_s):
-        starts.held_volumes_released(tl, pods, outage, recovery_s)
-    with waiting("volumes re-attached", seconds):
-        phases.reattached(tl, pods, outage, seconds, ms)
+    """Wait up to ``recovery_s`` for ``expectation``'s start, then measure its phase within
+    ``seconds`` (``what``: another name for that wait in the report)."""
+    with waiting(expectation.starting, recovery_s):
+        expectation.start(tl, pods, outage, recovery_s)
+    label = what or expectation.what.format(nodes=", ".join(outage.nodes))
+    with waiting(label, seconds):
+        expectation.phase(tl, pods, outage, seconds, ms)
 
 
 def daemon_pods_not_ready(tl: Timeline, outage: Outage, seconds: float, ms: Measurements) -> None:
