@@ -21,10 +21,10 @@ from harness.kube.actions import DrainResult
 from harness.kube.client import KubeClient
 from harness.kube.observer import Observer
 from harness.kube.timeline import Timeline, Transition
-from harness.scenario import jobs, operated, operator, phases
+from harness.scenario import inflict, jobs, operated, operator, phases
 from harness.scenario.report import Measurements, waiting
 from harness.scenario.steady import Baseline
-from harness.scenario.targets import Outage, Targets
+from harness.scenario.targets import Outage, Restarted, Targets
 from harness.session import Session
 from harness.steps.support.limits import Limit
 from harness.steps.support.phrases import phrase, within
@@ -34,16 +34,16 @@ from harness.steps.support.phrases import phrase, within
     phrase("the pods labelled {selector} in namespace {namespace} are restarted"),
     target_fixture="restarted",
 )
-def restart_pods_by_selector(selector: str, namespace: str, session: Session) -> phases.Restarted:
+def restart_pods_by_selector(selector: str, namespace: str, session: Session) -> Restarted:
     """Delete the pods the label selector matches so their controllers re-create them (the
     repopulation runbook's "restart pods by selector"). Skips when none matches."""
-    return phases.restart_pods(session, namespace.strip(), selector.strip().strip('"'))
+    return inflict.restart_pods(session, namespace.strip(), selector.strip().strip('"'))
 
 
 @then(phrase("the restarted pods are replaced by Ready pods within {limit:Limit}"))
 def restarted_pods_ready(
     limit: Limit,
-    restarted: phases.Restarted,
+    restarted: Restarted,
     timeline: Timeline,
     kube: KubeClient,
     budgets: Budgets,

@@ -22,7 +22,7 @@ from harness.inventory import Inventory
 from harness.kube.client import KubeClient
 from harness.kube.observer import Observer
 from harness.power.base import FailureKind
-from harness.scenario import failures, phases
+from harness.scenario import failures, inflict
 from harness.scenario.report import Measurements
 from harness.scenario.select import Amount
 from harness.scenario.targets import Outage, PoweredOn, Targets
@@ -45,7 +45,7 @@ def lose_power(
 ) -> Outage:
     """Forced power-off of every chosen node in parallel through its primary power driver;
     returns once each BMC confirmed the new state (within power-ack + power-state-verify)."""
-    return phases.power_off(session, targets, observer, budgets, measurements)
+    return inflict.power_off(session, targets, observer, budgets, measurements)
 
 
 @when(phrase("the node loses power through {protocol:w}"), target_fixture="outage")
@@ -76,7 +76,7 @@ def shut_down_gracefully(
 ) -> Outage:
     """Graceful shutdown (GracefulShutdown, ACPI soft-off) of every chosen node in parallel
     through its BMC (a rack can be shut down gracefully)."""
-    return phases.power_off(session, targets, observer, budgets, measurements, graceful=True)
+    return inflict.power_off(session, targets, observer, budgets, measurements, graceful=True)
 
 
 @when("the node is powered on again", target_fixture="powered_on")
@@ -86,7 +86,7 @@ def power_on_again(
 ) -> PoweredOn:
     """Power the chosen nodes on through their BMC (SSH cannot power on); a Node object
     deleted earlier is re-created if the node did not re-register it."""
-    return phases.power_on(session, targets, budgets, measurements)
+    return inflict.power_on(session, targets, budgets, measurements)
 
 
 @when(phrase("the node is cut off from the network for {limit:Limit}"), target_fixture="outage")
@@ -102,7 +102,7 @@ def cut_off_network(
     running and writing) but is cut off from the API server. The heal is armed on the node
     itself before the cut and runs after the limit at the latest (``recover`` heals too);
     skips when the node's drivers cannot partition it (SSH can; IPMI and Redfish cannot)."""
-    return phases.cut(
+    return inflict.cut(
         session, targets, observer, FailureKind.PARTITION, undo_after_s=limit.seconds(budgets)
     )
 
@@ -119,7 +119,7 @@ def stop_kubelets(
     """The kubelet of every chosen node stops (containers keep running); its restart is
     armed on the node first and runs after the limit at the latest. Skips when the node's
     drivers cannot do it."""
-    return phases.cut(
+    return inflict.cut(
         session, targets, observer, FailureKind.KUBELET_STOP, undo_after_s=limit.seconds(budgets)
     )
 
@@ -131,7 +131,7 @@ def stop_kubelets(
 def undo_cut(session: Session, outage: Outage) -> PoweredOn:
     """Heal the partition (or start the kubelets) now, before the armed undo would; the
     phases that follow (Ready again) measure from this request."""
-    return phases.uncut(session, outage)
+    return inflict.uncut(session, outage)
 
 
 @when("the node is rebooted", target_fixture="powered_on")
@@ -149,7 +149,7 @@ def reboot_nodes(
     (a BMC reads On while the server boots; its kubelet comes back later). Provides both
     the failure ("NotReady within" measures from the power going off) and the return
     ("Ready within" measures from the power-on request)."""
-    rebooted = phases.reboot(session, targets, observer, measurements)
+    rebooted = inflict.reboot(session, targets, observer, measurements)
     provide(request, "outage", rebooted.outage)
     return rebooted.back
 

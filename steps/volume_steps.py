@@ -17,7 +17,7 @@ from pytest_bdd import given, then
 from harness.budgets import Budgets
 from harness.kube.client import KubeClient
 from harness.kube.timeline import Timeline
-from harness.scenario import phases, replacement
+from harness.scenario import replacement, volumes
 from harness.scenario.data import Tokens, moved_with_data, read_back_tokens, write_tokens_of
 from harness.scenario.report import Measurements
 from harness.scenario.select import parse_names
@@ -78,7 +78,7 @@ def node_still_holds_volumes(
     node returns, its pods are deleted (then the 6-minute force detach) or it is declared
     out of service. How long each was held since the failure is recorded."""
     plural = "Then the node still holds the ReadWriteOnce volumes of the lost pods"
-    phases.still_held(
+    volumes.still_held(
         timeline, about(request, outage, pods, workloads, plural), outage, measurements
     )
 

@@ -9,7 +9,7 @@ deadline, and end as soon as the outcome is known; run after the fact they answe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -95,6 +95,16 @@ class CheckFailed(PowercutError, AssertionError):
         super().__init__(
             f"{prefix}{marker}expected {expected}; seen {seen} (observed for {waited_s:.1f}s)"
         )
+
+
+def fail_if(
+    problems: Sequence[str], expected: str, waited: float, check: str, *, late: bool = False
+) -> None:
+    """Raise :class:`CheckFailed` when there are problems (joined); ``late``: each is
+    something that happened, only after its limit (a budget overrun, not a product
+    failure)."""
+    if problems:
+        raise CheckFailed(expected, "; ".join(problems), waited, check=check, late=late)
 
 
 def ref_mono(ref: Ref) -> float:

@@ -18,7 +18,7 @@ from harness.kube.client import KubeClient
 from harness.kube.observer import Observer
 from harness.power.base import FailureKind
 from harness.power.factory import available_protocols
-from harness.scenario import phases
+from harness.scenario import inflict
 from harness.scenario import targets as choose
 from harness.scenario.errors import UnsupportedKind
 from harness.scenario.report import Measurements, shown
@@ -44,7 +44,7 @@ def power_off_through(
         raise UnsupportedKind(
             f"node {targets.node} has no {protocol} power control ({', '.join(offered)})"
         )
-    return phases.power_off(session, targets, observer, budgets, measurements, protocol=protocol)
+    return inflict.power_off(session, targets, observer, budgets, measurements, protocol=protocol)
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def fail_by_role(
 ) -> Failed:
     """Draw ``workers`` workers and ``primary`` control-plane nodes (from ``seed``), fail
     them all at once with ``kind``, hold the failure ``hold_s``, bring them back
-    (:func:`~harness.scenario.phases.fail`)."""
+    (:func:`~harness.scenario.inflict.fail`)."""
     ledger = session.timeline.ledger
     with ledger.part("target choice"):
         targets = shown(
@@ -90,7 +90,7 @@ def fail_by_role(
             )
         )
     with ledger.part(f"{kind.value} failure and return"):
-        outage, back = phases.fail(
+        outage, back = inflict.fail(
             session, targets, observer, budgets, measurements, kind, hold_s=hold_s
         )
     return Failed(targets, outage, back)

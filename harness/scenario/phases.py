@@ -1,11 +1,13 @@
-"""The phases a step measures: each waits on the timeline (up to a deadline), records what
-it measured in :class:`~harness.scenario.report.Measurements` and raises
-:class:`~harness.checks.CheckFailed` naming every node, pod or volume that missed its limit.
+"""The expectations about nodes and pods after a failure: each waits on the timeline (up to
+a deadline), records what it measured in :class:`~harness.scenario.report.Measurements`
+and raises :class:`~harness.checks.CheckFailed` naming every node or pod that missed its
+limit. The volumes' are in :mod:`harness.scenario.volumes`; the disruptions they measure
+from in :mod:`harness.scenario.inflict`.
 
 Each expectation waits, within its budget, for its own start event (the unreachable taint
 before eviction, NotReady before the taint) and then for its end event: none relies on an
 earlier step having waited. One that has nothing to judge (no pod on the lost nodes, no
-held volume, no DaemonSet pod) raises :class:`~harness.scenario.errors.NothingToMeasure`.
+DaemonSet pod) raises :class:`~harness.scenario.errors.NothingToMeasure`.
 
 The step definitions in :mod:`harness.steps.scenario_steps` only parse the sentence, resolve
 the limit to seconds and call one of these inside ``allure.step``.
@@ -15,9 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import allure
 
@@ -29,33 +29,21 @@ from harness.checks import (
     node_ready,
     pods_evicted,
     taint_present,
-    volume_moved,
 )
 from harness.checks import phase as P
-from harness.checks.replay import RELEASED, PodReplay, node_at
-from harness.errors import PermanentError, WaitTimeout
-from harness.kube.client import JSON, KubeClient
-from harness.kube.ledger import HOLD
+from harness.checks.base import fail_if
+from harness.checks.replay import PodReplay, node_at
+from harness.errors import WaitTimeout
+from harness.kube.client import KubeClient
 from harness.kube.names import Act, Stage
-from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT, Observer
-from harness.kube.timeline import ACTION, Timeline, Transition, match
-from harness.power.base import FailureKind
-from harness.scenario import disrupt
+from harness.kube.observer import NODE
+from harness.kube.timeline import Timeline, Transition, match
 from harness.scenario import lost as L
-from harness.scenario.errors import NothingToMeasure, UnsupportedKind
+from harness.scenario import reads
+from harness.scenario.errors import NothingToMeasure
 from harness.scenario.report import Measurements
-from harness.scenario.targets import Outage, PoweredOn, Targets
+from harness.scenario.targets import Outage, PoweredOn, Restarted
 from harness.scenario.workloads import PodInfo, Workload
-from harness.session import Session
-
-
-def _fail_if(
-    problems: Sequence[str], expected: str, waited: float, check: str, *, late: bool = False
-) -> None:
-    """Raise when there are problems; ``late``: each is something that happened, only after
-    its limit (a budget overrun, not a product failure)."""
-    if problems:
-        raise CheckFailed(expected, "; ".join(problems), waited, check=check, late=late)
 
 
 def _not_ready_within(budgets: Budgets) -> float:
@@ -113,218 +101,6 @@ def unreachable_taint(tl: Timeline, outage: Outage, node: str, budgets: Budgets)
         check="taint-present",
         taint=UNREACHABLE_NO_EXECUTE,
     )
-
-
-# -- power ---------------------------------------------------------------------------------
-
-
-def power_off(
-    session: Session,
-    targets: Targets,
-    observer: Observer,
-    budgets: Budgets,
-    measurements: Measurements,
-    *,
-    graceful: bool = False,
-    protocol: str | None = None,
-) -> Outage:
-    """Power the targets off in parallel; each BMC must confirm within power-ack +
-    power-state-verify."""
-    alive = {p.uid for p in observer.pods()}
-    how = ("graceful shutdown" if graceful else "power off") + (
-        f" through {protocol}" if protocol else ""
-    )
-    kind = FailureKind.GRACEFUL if graceful else FailureKind.POWER_OFF
-    with allure.step(f"{how}: {', '.join(targets.nodes)}"):
-        done = disrupt.inflict(session, targets.nodes, kind, undo_after_s=0.0, protocol=protocol)
-    result = done.result
-    limit = budgets.power_ack + budgets.power_state_verify
-    late = []
-    for node in targets.nodes:
-        took = result.acknowledged[node] - result.sent[node]
-        measurements.record(
-            f"{node} power-off confirmed", took, limit, started_mono=result.sent[node]
-        )
-        if took > limit:
-            late.append(f"{node} after {took:.1f}s")
-    _fail_if(
-        late,
-        f"every BMC to confirm the power-off within {limit:g}s",
-        limit,
-        "power-off",
-        late=True,
-    )
-    if len(targets.nodes) > 1:
-        measurements.record(
-            "power-off acknowledgement skew", result.skew_s, None, started_mono=result.first_ack
-        )
-    return Outage(
-        targets,
-        tuple(p for p in targets.pods if p.uid in alive),
-        done.first_sent,
-        done.acks,
-        protocol or "",
-        graceful,
-        result.skew_s,
-        kind,
-    )
-
-
-def power_on(
-    session: Session, targets: Targets, budgets: Budgets, measurements: Measurements
-) -> PoweredOn:
-    """Power the targets on; re-create a Node object deleted earlier if it is still absent
-    (a real kubelet re-registers by itself; the lab's simulated one does not)."""
-    with allure.step(f"power on: {', '.join(targets.nodes)}"):
-        back = disrupt.bring_back(session, targets.nodes, FailureKind.POWER_OFF)
-    result = back.result
-    restored = []
-    limit = budgets.power_ack + budgets.power_state_verify
-    late = []
-    for node in targets.nodes:
-        took = result.acknowledged[node] - result.sent[node]
-        measurements.record(
-            f"{node} power-on confirmed", took, limit, started_mono=result.sent[node]
-        )
-        if took > limit:
-            late.append(f"{node} after {took:.1f}s")
-        if session.client.get_or_none(f"/api/v1/nodes/{node}") is None:
-            session.restore_node(node)
-            restored.append(node)
-    _fail_if(
-        late, f"every BMC to confirm the power-on within {limit:g}s", limit, "power-on", late=True
-    )
-    return PoweredOn(targets.nodes, back.sent, back.acks, tuple(restored))
-
-
-# -- failures beyond power: partition, kubelet stop, reboot -----------------------------------
-
-
-def fail(
-    session: Session,
-    targets: Targets,
-    observer: Observer,
-    budgets: Budgets,
-    measurements: Measurements,
-    kind: FailureKind,
-    *,
-    hold_s: float,
-) -> tuple[Outage, PoweredOn]:
-    """Fail the targets with ``kind``, hold the failure ``hold_s``, then bring them back:
-    the outage and the return, which the later phases measure from. A reboot holds the
-    power off ``hold_s`` within one power cycle (the node then boots by itself). The one
-    dispatch of a failure step (:mod:`harness.scenario.disrupt`)."""
-    if kind in (FailureKind.POWER_OFF, FailureKind.GRACEFUL):
-        outage = power_off(
-            session, targets, observer, budgets, measurements, graceful=kind is FailureKind.GRACEFUL
-        )
-        _hold(kind, targets.nodes, hold_s, session)
-        return outage, power_on(session, targets, budgets, measurements)
-    if kind is FailureKind.REBOOT:
-        rebooted = reboot(session, targets, observer, measurements, off_s=hold_s)
-        return rebooted.outage, rebooted.back
-    outage = cut(session, targets, observer, kind, undo_after_s=hold_s + budgets.recovery)
-    _hold(kind, targets.nodes, hold_s, session)
-    return outage, uncut(session, outage)
-
-
-def _hold(kind: FailureKind, nodes: Sequence[str], seconds: float, session: Session) -> None:
-    with (
-        allure.step(f"hold the {kind.value} failure of {', '.join(nodes)} for {seconds:g}s"),
-        session.timeline.ledger.waiting(HOLD),
-    ):
-        time.sleep(seconds)
-
-
-def cut(
-    session: Session,
-    targets: Targets,
-    observer: Observer,
-    kind: FailureKind,
-    *,
-    undo_after_s: float,
-) -> Outage:
-    """Cut the targets off the network or stop their kubelets; they stay powered on and
-    their pods keep running. The undo is armed on each node first (back by itself after
-    ``undo_after_s``). A node whose drivers cannot do ``kind`` skips the scenario."""
-    why = disrupt.unsupported(session, targets.nodes, kind)
-    if why is not None:
-        raise UnsupportedKind(why)
-    alive = {p.uid for p in observer.pods()}
-    with allure.step(f"{kind.value}: {', '.join(targets.nodes)} (undone after {undo_after_s:g}s)"):
-        done = disrupt.inflict(session, targets.nodes, kind, undo_after_s=undo_after_s)
-    return Outage(
-        targets,
-        tuple(p for p in targets.pods if p.uid in alive),
-        done.first_sent,
-        done.acks,
-        "",
-        False,
-        done.result.skew_s,
-        kind,
-    )
-
-
-def uncut(session: Session, outage: Outage) -> PoweredOn:
-    """Undo a partition or a kubelet stop now; later phases measure from the request."""
-    verb = disrupt.VERBS[outage.kind][1]
-    with allure.step(f"{verb.value}: {', '.join(outage.nodes)}"):
-        back = disrupt.bring_back(session, outage.nodes, outage.kind)
-    return PoweredOn(outage.nodes, back.sent, back.acks, ())
-
-
-@dataclass(frozen=True)
-class Rebooted:
-    """What a reboot did: the failure (from the power going off) and the return (from the
-    power-on request; the node then boots)."""
-
-    outage: Outage
-    back: PoweredOn
-
-
-def reboot(
-    session: Session,
-    targets: Targets,
-    observer: Observer,
-    measurements: Measurements,
-    *,
-    off_s: float = 0.0,
-) -> Rebooted:
-    """Power-cycle the targets through their power drivers (:func:`disrupt.inflict`);
-    returns once each reads back as on (a BMC reads On while the server POSTs and boots:
-    its kubelet comes later).
-
-    ``off_s`` = 0: one cycle as the driver does it (for one node the BMC's own reset, for
-    several the synchronized off and on); > 0: the power stays off ``off_s`` seconds
-    between the two. The failure is measured from each node's power-off acknowledgement
-    (the cycle's own for a BMC reset), the return from its power-on request (the cycle's
-    request for a BMC reset)."""
-    alive = {p.uid for p in observer.pods()}
-    held = f", off for {off_s:g}s" if off_s > 0 else ""
-    with allure.step(f"reboot (power cycle{held}): {', '.join(targets.nodes)}"):
-        done = disrupt.inflict(
-            session, targets.nodes, FailureKind.REBOOT, undo_after_s=0.0, off_s=off_s
-        )
-    result = done.result
-    for node in targets.nodes:
-        measurements.record(
-            f"{node} power cycle confirmed",
-            result.acknowledged[node] - result.sent[node],
-            None,
-            started_mono=result.sent[node],
-        )
-    back = disrupt.restore(session, done)
-    outage = Outage(
-        targets,
-        tuple(p for p in targets.pods if p.uid in alive),
-        done.first_sent,
-        done.acks,
-        "",
-        False,
-        0.0,
-        FailureKind.REBOOT,
-    )
-    return Rebooted(outage, PoweredOn(targets.nodes, back.sent, back.acks, ()))
 
 
 # -- nodes ---------------------------------------------------------------------------------
@@ -397,7 +173,7 @@ def nodes_tainted(
             ms.record(f"{node} unreachable taint", took, allowed(k), started_mono=began)
             if took > allowed(k):
                 late.append(f"{node} (tainted {k}. in its rack) after {took:.1f}s")
-    _fail_if(
+    fail_if(
         late,
         f"the k-th node of a rack tainted unreachable within {seconds:g}s + "
         f"{ZONE_TAINT_INTERVAL_S:g}s x (k - 1) of NotReady",
@@ -540,7 +316,7 @@ def replaced_by_ready(
         )
         if took > seconds:
             problems.append(f"late: {r.lost.ref} -> {r.name} Ready after {took:.1f}s")
-    _fail_if(
+    fail_if(
         problems,
         f"every lost pod replaced by a Ready pod on another node within {seconds:g}s",
         seconds,
@@ -556,7 +332,7 @@ def replacement_ready(
     ReadWriteOnce volumes attached to its node."""
     found = L.replacements(tl, pods, outage.nodes, outage.sent.mono)
     missing = [p.ref for p in pods if p.uid not in found]
-    _fail_if(
+    fail_if(
         [f"no replacement of {m}" for m in missing], "a replacement of every lost pod", 0.0, "ready"
     )
     late = []
@@ -598,179 +374,7 @@ def replacement_ready(
             )
         if took > seconds:
             late.append(f"{r.name} Ready {took:.1f}s after it could start")
-    _fail_if(late, f"every replacement Ready within {seconds:g}s", seconds, "ready", late=True)
-
-
-# -- volumes -------------------------------------------------------------------------------
-
-
-def _held(tl: Timeline, pods: Sequence[PodInfo], outage: Outage) -> list[tuple[PodInfo, str]]:
-    held = L.held_volumes(tl, pods, outage.sent.mono)
-    if not held:
-        raise NothingToMeasure(
-            "none of the lost pods had a ReadWriteOnce volume attached to a lost node"
-        )
-    return held
-
-
-def multi_attach(
-    tl: Timeline, pods: Sequence[PodInfo], outage: Outage, seconds: float, ms: Measurements
-) -> None:
-    """A Multi-Attach error event on each held volume's replacement pod (matched by its uid:
-    the events and pods watches race, so the event may be read before the pod is), within
-    ``seconds`` of the lost pod stopping to block it; the messages are attached to the
-    report."""
-    held = _held(tl, pods, outage)
-    found = L.replacements(tl, [p for p, _ in held], outage.nodes, outage.sent.mono)
-    messages, problems, missing = [], [], False
-    for pod, pv in held:
-        r = found.get(pod.uid)
-        if r is None:
-            raise CheckFailed(f"a replacement of {pod.ref} scheduled", "none", 0.0)
-
-        def about(t: Transition, uid: str = r.uid, pv: str = pv) -> bool:
-            return t.detail.get("uid") == uid and t.detail.get("volume") == pv
-
-        event: Transition | None = None
-        with contextlib.suppress(WaitTimeout):  # reported below
-            event = tl.wait_for(
-                match(POD, r.name, "multi-attach", namespace=pod.namespace, where=about),
-                r.ref.mono + seconds,
-                f"a Multi-Attach error for {pv} on {r.name}",
-            )
-        if event is None:
-            problems.append(f"no Multi-Attach error for {pv} on {r.name}@{r.node}")
-            missing = True
-            continue
-        took = max(0.0, event.mono - r.ref.mono)
-        ms.record(
-            f"{r.name} Multi-Attach error for {pv} reported",
-            took,
-            seconds,
-            started_mono=r.ref.mono,
-        )
-        if took > seconds:
-            problems.append(f"{r.name}: Multi-Attach error for {pv} after {took:.1f}s")
-        messages.append(f"{pod.namespace}/{r.name} on {r.node}: {event.detail.get('message')}")
-    if messages:
-        allure.attach(
-            "\n".join(messages),
-            name="Multi-Attach errors",
-            attachment_type=allure.attachment_type.TEXT,
-        )
-    _fail_if(
-        problems,
-        f"a Multi-Attach error for every held volume within {seconds:g}s",
-        seconds,
-        "multi-attach-seen",
-        late=not missing,
-    )
-
-
-def still_held(tl: Timeline, pods: Sequence[PodInfo], outage: Outage, ms: Measurements) -> None:
-    """Each held volume is still attached to its lost node now: nothing has detached it
-    since the failure (while its pod has not gone, the attach/detach controller keeps the
-    volume where the node last reported it in use). How long it has been held since the
-    failure is recorded."""
-    now = tl.clock.monotonic()
-    problems = []
-    for pod, pv in _held(tl, pods, outage):
-        release = L.attachment_event(
-            tl, pv, on=pod.node, transitions=RELEASED, after=outage.sent.mono
-        )
-        if release is not None:
-            problems.append(
-                f"{pv} released by {pod.node} {release.mono - outage.sent.mono:.1f}s after "
-                f"the failure ({release.transition}) while {pod.ref} had not gone"
-            )
-            continue
-        ms.record(
-            f"{pv} still attached to {pod.node}",
-            now - outage.sent.mono,
-            None,
-            started_mono=outage.sent.mono,
-        )
-    _fail_if(problems, "each held volume still attached to its lost node", 0.0, "volume-held")
-
-
-def released(
-    tl: Timeline, pods: Sequence[PodInfo], outage: Outage, seconds: float, ms: Measurements
-) -> None:
-    """The lost node's VolumeAttachment of each held volume detached or deleted within
-    ``seconds`` of the deletion of the pod that held it (the attach/detach controller cannot
-    let go of a volume before). With an out-of-service taint on the node, the time from the
-    taint is recorded too (it includes PodGC's wait for its next 20-second pass)."""
-    problems, missing = [], False
-    for pod, pv in _held(tl, pods, outage):
-        ref = L.pod_event(tl, pod, {"deleted"})
-        if ref is None:
-            raise CheckFailed(
-                f"{pod.ref} deleted before {pv} can be released", "not deleted yet", 0.0
-            )
-        # Any release after the power cut: the VolumeAttachment and pod watches race, so the
-        # detach may be read a few milliseconds before the pod's deletion.
-        phase = P.volume_released(pv, pod.node, since=ref.mono, after=outage.sent.mono)
-        release = P.end_event(phase, tl.all(VOLUME_ATTACHMENT))
-        if release is None:
-            with contextlib.suppress(WaitTimeout):  # reported below
-                release = tl.wait_for(
-                    phase.accepts, ref.mono + seconds, f"volume {pv} released by {pod.node}"
-                )
-        if release is None:
-            problems.append(f"{pv} still attached to {pod.node} {seconds:g}s after {pod.ref} went")
-            missing = True
-            continue
-        freed = phase.reached(release)
-        took = freed.duration_s
-        ms.record(f"{pv} released by {pod.node}", took, seconds, started_mono=freed.started_mono)
-        taint = P.end_event(
-            P.taint_added(pod.node, L.OUT_OF_SERVICE, since=outage.sent.mono),
-            tl.all(NODE, pod.node),
-        )
-        if taint is not None and taint.mono < release.mono:
-            ms.record(
-                f"{pv} released after the out-of-service taint",
-                release.mono - taint.mono,
-                None,
-                started_mono=taint.mono,
-            )
-        if took > seconds:
-            problems.append(f"{pv} released by {pod.node} {took:.1f}s after {pod.ref} went")
-    _fail_if(
-        problems,
-        f"each held volume released within {seconds:g}s",
-        seconds,
-        "volume-released",
-        late=not missing,
-    )
-
-
-def reattached(
-    tl: Timeline, pods: Sequence[PodInfo], outage: Outage, seconds: float, ms: Measurements
-) -> None:
-    """Each held volume attached to its replacement's node within ``seconds`` of its
-    release by the lost node."""
-    for pod, pv in _held(tl, pods, outage):
-        release = P.end_event(
-            P.volume_released(pv, pod.node, since=outage.sent.mono), tl.all(VOLUME_ATTACHMENT)
-        )
-        if release is None:
-            raise CheckFailed(
-                f"volume {pv} released by {pod.node} before it can move",
-                f"still attached to {pod.node}",
-                0.0,
-                check="volume-moved",
-            )
-        m = volume_moved(tl, pv, from_node=pod.node, since=release, budget_s=seconds)
-        ms.check(f"{pv} re-attached", m)
-        r = L.replacements(tl, [pod], outage.nodes, outage.sent.mono).get(pod.uid)
-        if r is not None and m.detail.get("to_node") != r.node:
-            raise CheckFailed(
-                f"volume {pv} attached to {r.node}, where {r.name} runs",
-                f"attached to {m.detail.get('to_node')}",
-                m.duration_s,
-                check="volume-moved",
-            )
+    fail_if(late, f"every replacement Ready within {seconds:g}s", seconds, "ready", late=True)
 
 
 # -- StatefulSet members -------------------------------------------------------------------
@@ -862,48 +466,7 @@ def daemon_pods_kept(tl: Timeline, outage: Outage) -> None:
             raise CheckFailed(f"DaemonSet pod {p.ref} kept on {p.node}", tl.describe(t), 0.0)
 
 
-# -- repopulation runbook: restart pods by selector -----------------------------------------
-
-
-@dataclass(frozen=True)
-class Restarted:
-    """What a restart of pods by label selector did: the pods deleted (name -> uid) and
-    the request."""
-
-    namespace: str
-    selector: str
-    pods: Mapping[str, str]
-    sent: Transition
-
-
-def _matching(client: KubeClient, namespace: str, selector: str) -> list[JSON]:
-    items, _ = client.list(f"/api/v1/namespaces/{namespace}/pods", labelSelector=selector)
-    return items
-
-
-def _pod_ready(pod: JSON) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-def restart_pods(session: Session, namespace: str, selector: str) -> Restarted:
-    """Delete the pods the selector matches so their controllers re-create them (a step of
-    the etcd-rebuild repopulation runbook). Nothing to undo: the controllers put them back.
-    No pod matching is nothing to measure."""
-    old = {
-        str(p["metadata"]["name"]): str(p["metadata"]["uid"])
-        for p in _matching(session.client, namespace, selector)
-    }
-    if not old:
-        raise NothingToMeasure(f"no pod in namespace {namespace} matches {selector!r}")
-    timeline = session.timeline
-    before = len(timeline)
-    with allure.step(f"restart the pods {selector} in {namespace}: {', '.join(sorted(old))}"):
-        disrupt.restart_pods(session, namespace, selector)
-    sent = next((t for t in timeline.read_from(before) if t.kind == ACTION), None)
-    if sent is None:
-        raise PermanentError(f"the restart of {selector} in {namespace} recorded no action")
-    return Restarted(namespace, selector, old, sent)
+# -- repopulation runbook: the restarted pods Ready again -----------------------------------
 
 
 def restarted_ready(
@@ -916,13 +479,7 @@ def restarted_ready(
     gone = set(restarted.pods.values())
 
     def fresh_ready() -> list[str]:
-        return sorted(
-            str(p["metadata"]["name"])
-            for p in _matching(client, restarted.namespace, restarted.selector)
-            if str(p["metadata"]["uid"]) not in gone
-            and not p["metadata"].get("deletionTimestamp")
-            and _pod_ready(p)
-        )
+        return reads.new_ready_pods(client, restarted.namespace, restarted.selector, not_uids=gone)
 
     def check() -> list[str] | None:
         ready = fresh_ready()

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from harness.kube.names import Change
 from harness.kube.timeline import Timeline
 from harness.scenario import lost as L
-from harness.scenario import phases, starts
+from harness.scenario import phases, starts, volumes
 from harness.scenario.report import Measurements, waiting
 from harness.scenario.targets import Outage
 from harness.scenario.workloads import PodInfo
@@ -83,7 +83,7 @@ MULTI_ATTACH = AfterStart(
     starting="replacements of the pods holding a volume scheduled",
     start=_holders_rescheduled,
     what="Multi-Attach errors",
-    phase=phases.multi_attach,
+    phase=volumes.multi_attach,
 )
 #: Each volume the lost node held detached from it, from the deletion of the pod that held
 #: it (the attach/detach controller cannot let go before).
@@ -91,14 +91,14 @@ RELEASED = AfterStart(
     starting="the pods holding a volume deleted",
     start=starts.held_pods_deleted,
     what="volumes released by {nodes}",
-    phase=phases.released,
+    phase=volumes.released,
 )
 #: Each held volume attached to its replacement's node, from its release by the lost node.
 REATTACHED = AfterStart(
     starting="the held volumes released by the lost nodes",
     start=starts.held_volumes_released,
     what="volumes re-attached",
-    phase=phases.reattached,
+    phase=volumes.reattached,
 )
 
 

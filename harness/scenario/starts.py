@@ -1,8 +1,9 @@
 """The start events of the expectations that measure from something the cluster does (not
 from the harness's own action): each waits for its start, up to a horizon, before the phase
-in :mod:`harness.scenario.phases` measures from it. So an expectation placed right after the
-failure (with no step between that already waited) waits rather than failing, and one
-whose start never comes fails naming the start it waited for.
+in :mod:`harness.scenario.phases` or :mod:`harness.scenario.volumes` measures from it. So
+an expectation placed right after the failure (with no step between that already waited)
+waits rather than failing, and one whose start never comes fails naming the start it
+waited for.
 
 - a replacement of every lost pod scheduled on another node (where "Ready", "Multi-Attach
   error" start);

@@ -371,6 +371,17 @@ class PoweredOn:
         return max(self.sent.values(), key=lambda t: t.mono)
 
 
+@dataclass(frozen=True)
+class Restarted:
+    """What a restart of pods by label selector did: the pods deleted (name -> uid) and
+    the request."""
+
+    namespace: str
+    selector: str
+    pods: Mapping[str, str]
+    sent: Transition
+
+
 # -- choosing from the live cluster ------------------------------------------------------------
 
 

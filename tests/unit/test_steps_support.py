@@ -12,7 +12,7 @@ from harness.budgets import PROFILES
 from harness.checks import CheckFailed
 from harness.errors import ConfigError
 from harness.kube.timeline import ACTION, FakeClock, Timeline, Transition
-from harness.scenario import lost, phases
+from harness.scenario import inflict, lost, phases, volumes
 from harness.scenario.errors import NothingToMeasure
 from harness.scenario.report import Measurements
 from harness.scenario.targets import Outage, PoweredOn, Targets
@@ -196,7 +196,7 @@ def test_a_volume_released_before_its_pod_deletion_is_read_counts_as_at_once() -
     _at(tl, 29.640, "VolumeAttachment", "va-1", "deleted", node="w1", pv="pv-0")
     _at(tl, 29.660, "Pod", "db-0", "deleted", "lab", uid="u3", node="w1", workload=member.workload)
     ms = Measurements()
-    phases.released(tl, [member], outage, 15.0, ms)
+    volumes.released(tl, [member], outage, 15.0, ms)
     assert ms.items[0]["phase"] == "pv-0 released by w1"
     assert ms.items[0]["seconds"] == 0.0
 
@@ -208,7 +208,7 @@ def test_a_volume_never_released_fails_naming_it() -> None:
     outage = _outage(tl, ("w1",), (member,))
     _at(tl, 30, "Pod", "db-0", "deleted", "lab", uid="u3", node="w1", workload=member.workload)
     with pytest.raises(CheckFailed, match="pv-0 still attached to w1"):
-        phases.released(tl, [member], outage, 15.0, Measurements())
+        volumes.released(tl, [member], outage, 15.0, Measurements())
 
 
 def _held_volume(tl: Timeline) -> tuple[PodInfo, Outage]:
@@ -226,7 +226,7 @@ def test_a_volume_still_attached_to_the_lost_node_is_held_for_as_long_as_it_has_
     _at(tl, 20, "Pod", "db-0", "deleted", "lab", uid="u3", node="w1", workload=member.workload)
     clock.advance(25.0)
     ms = Measurements()
-    phases.still_held(tl, [member], outage, ms)
+    volumes.still_held(tl, [member], outage, ms)
     assert ms.items[0]["phase"] == "pv-0 still attached to w1"
     assert ms.items[0]["seconds"] == 25.0
 
@@ -238,7 +238,7 @@ def test_a_volume_released_by_the_lost_node_is_not_held_and_fails_naming_it() ->
     _at(tl, 18.5, "VolumeAttachment", "va-1", "deleted", node="w1", pv="pv-0")
     clock.advance(25.0)
     with pytest.raises(CheckFailed, match=r"pv-0 released by w1 18\.5s after the failure"):
-        phases.still_held(tl, [member], outage, Measurements())
+        volumes.still_held(tl, [member], outage, Measurements())
 
 
 def test_no_volume_held_by_the_lost_node_is_nothing_to_judge() -> None:
@@ -247,7 +247,7 @@ def test_no_volume_held_by_the_lost_node_is_nothing_to_judge() -> None:
     _at(tl, -1, "VolumeAttachment", "va-1", "observed", node="w2", pv="pv-0", attached=True)
     outage = _outage(tl, ("w1",), (member,))
     with pytest.raises(NothingToMeasure, match="none of the lost pods had a ReadWriteOnce"):
-        phases.still_held(tl, [member], outage, Measurements())
+        volumes.still_held(tl, [member], outage, Measurements())
 
 
 def test_third_of_workers_prefers_a_set_that_loses_replaceable_stateless_pods() -> None:
@@ -371,7 +371,7 @@ def test_a_reboot_is_measured_from_the_power_going_off_and_the_power_on_request(
     _at(tl, -5, "Node", "w1", "observed", ready="True", unschedulable=False, taints=[])
     session = _CyclingSession(tl, held)
     targets = Targets(("w1",), (), racks={"w1": "rack-a"})
-    rebooted = phases.reboot(
+    rebooted = inflict.reboot(
         session,  # type: ignore[arg-type]
         targets,
         _NoPods(),  # type: ignore[arg-type]

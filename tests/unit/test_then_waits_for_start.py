@@ -24,7 +24,7 @@ import harness.steps.plugin  # noqa: F401 - registers every step module
 from harness.budgets import PROFILES
 from harness.checks import CheckFailed
 from harness.kube.timeline import ACTION, FakeClock, Timeline, Transition
-from harness.scenario import phases, starts
+from harness.scenario import phases, starts, volumes
 from harness.scenario.errors import MissingStep
 from harness.scenario.report import Measurements
 from harness.scenario.targets import Outage, Targets
@@ -291,7 +291,7 @@ def test_multi_attach_waits_for_a_late_replacement() -> None:
     )
     starts.replacements_scheduled(tl, [pod], outage, 90.0)
     ms = Measurements()
-    phases.multi_attach(tl, [pod], outage, 5.0, ms)
+    volumes.multi_attach(tl, [pod], outage, 5.0, ms)
     assert ms.items[0]["seconds"] == pytest.approx(3.0)
 
 
@@ -303,7 +303,7 @@ def test_release_waits_for_a_late_pod_deletion() -> None:
     _later(tl, 72.0, "VolumeAttachment", "va-1", "detached", node="w1", pv="pv-0")
     starts.held_pods_deleted(tl, [pod], outage, 90.0)
     ms = Measurements()
-    phases.released(tl, [pod], outage, 5.0, ms)
+    volumes.released(tl, [pod], outage, 5.0, ms)
     assert ms.items[0]["seconds"] == pytest.approx(2.0)
 
 
@@ -315,7 +315,7 @@ def test_reattachment_waits_for_a_late_release() -> None:
     _later(tl, 73.0, "VolumeAttachment", "va-2", "attached", node="w2", pv="pv-0")
     starts.held_volumes_released(tl, [pod], outage, 90.0)
     ms = Measurements()
-    phases.reattached(tl, [pod], outage, 5.0, ms)
+    volumes.reattached(tl, [pod], outage, 5.0, ms)
     assert ms.items[0]["seconds"] == pytest.approx(3.0)
 
 

@@ -1,0 +1,279 @@
+"""The disruptions as a scenario's steps inflict them, and their return: each calls the one
+dispatch (:mod:`harness.scenario.disrupt`) inside ``allure.step``, records what the BMCs
+took to acknowledge it in :class:`~harness.scenario.report.Measurements`, and returns the
+:class:`~harness.scenario.targets.Outage` and :class:`~harness.scenario.targets.PoweredOn`
+(or :class:`~harness.scenario.targets.Restarted`) that the expectations
+(:mod:`harness.scenario.phases`, :mod:`harness.scenario.volumes`) measure from.
+
+Power off (forced or graceful) and on, a reboot (the BMC's power cycle), a partition or a
+kubelet stop and their undo, a failure held for a while and brought back (the failure
+step's one call, :func:`fail`), and the restart of pods by label selector. Each waits only
+for its own acknowledgement, never for what the cluster does next.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import allure
+
+from harness.budgets import Budgets
+from harness.checks.base import fail_if
+from harness.errors import PermanentError
+from harness.kube.ledger import HOLD
+from harness.kube.observer import Observer
+from harness.kube.timeline import ACTION
+from harness.power.base import FailureKind
+from harness.scenario import disrupt, reads
+from harness.scenario.errors import NothingToMeasure, UnsupportedKind
+from harness.scenario.report import Measurements
+from harness.scenario.targets import Outage, PoweredOn, Restarted, Targets
+from harness.session import Session
+
+__all__ = [
+    "Rebooted",
+    "cut",
+    "fail",
+    "power_off",
+    "power_on",
+    "reboot",
+    "restart_pods",
+    "uncut",
+]
+
+
+# -- power ---------------------------------------------------------------------------------
+
+
+def power_off(
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    budgets: Budgets,
+    measurements: Measurements,
+    *,
+    graceful: bool = False,
+    protocol: str | None = None,
+) -> Outage:
+    """Power the targets off in parallel; each BMC must confirm within power-ack +
+    power-state-verify."""
+    alive = {p.uid for p in observer.pods()}
+    how = ("graceful shutdown" if graceful else "power off") + (
+        f" through {protocol}" if protocol else ""
+    )
+    kind = FailureKind.GRACEFUL if graceful else FailureKind.POWER_OFF
+    with allure.step(f"{how}: {', '.join(targets.nodes)}"):
+        done = disrupt.inflict(session, targets.nodes, kind, undo_after_s=0.0, protocol=protocol)
+    result = done.result
+    limit = budgets.power_ack + budgets.power_state_verify
+    late = []
+    for node in targets.nodes:
+        took = result.acknowledged[node] - result.sent[node]
+        measurements.record(
+            f"{node} power-off confirmed", took, limit, started_mono=result.sent[node]
+        )
+        if took > limit:
+            late.append(f"{node} after {took:.1f}s")
+    fail_if(
+        late,
+        f"every BMC to confirm the power-off within {limit:g}s",
+        limit,
+        "power-off",
+        late=True,
+    )
+    if len(targets.nodes) > 1:
+        measurements.record(
+            "power-off acknowledgement skew", result.skew_s, None, started_mono=result.first_ack
+        )
+    return Outage(
+        targets,
+        tuple(p for p in targets.pods if p.uid in alive),
+        done.first_sent,
+        done.acks,
+        protocol or "",
+        graceful,
+        result.skew_s,
+        kind,
+    )
+
+
+def power_on(
+    session: Session, targets: Targets, budgets: Budgets, measurements: Measurements
+) -> PoweredOn:
+    """Power the targets on; re-create a Node object deleted earlier if it is still absent
+    (a real kubelet re-registers by itself; the lab's simulated one does not)."""
+    with allure.step(f"power on: {', '.join(targets.nodes)}"):
+        back = disrupt.bring_back(session, targets.nodes, FailureKind.POWER_OFF)
+    result = back.result
+    restored = []
+    limit = budgets.power_ack + budgets.power_state_verify
+    late = []
+    for node in targets.nodes:
+        took = result.acknowledged[node] - result.sent[node]
+        measurements.record(
+            f"{node} power-on confirmed", took, limit, started_mono=result.sent[node]
+        )
+        if took > limit:
+            late.append(f"{node} after {took:.1f}s")
+        if not reads.node_exists(session.client, node):
+            session.restore_node(node)
+            restored.append(node)
+    fail_if(
+        late, f"every BMC to confirm the power-on within {limit:g}s", limit, "power-on", late=True
+    )
+    return PoweredOn(targets.nodes, back.sent, back.acks, tuple(restored))
+
+
+# -- failures beyond power: partition, kubelet stop, reboot -----------------------------------
+
+
+def fail(
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    budgets: Budgets,
+    measurements: Measurements,
+    kind: FailureKind,
+    *,
+    hold_s: float,
+) -> tuple[Outage, PoweredOn]:
+    """Fail the targets with ``kind``, hold the failure ``hold_s``, then bring them back:
+    the outage and the return, which the later phases measure from. A reboot holds the
+    power off ``hold_s`` within one power cycle (the node then boots by itself). The one
+    dispatch of a failure step (:mod:`harness.scenario.disrupt`)."""
+    if kind in (FailureKind.POWER_OFF, FailureKind.GRACEFUL):
+        outage = power_off(
+            session, targets, observer, budgets, measurements, graceful=kind is FailureKind.GRACEFUL
+        )
+        _hold(kind, targets.nodes, hold_s, session)
+        return outage, power_on(session, targets, budgets, measurements)
+    if kind is FailureKind.REBOOT:
+        rebooted = reboot(session, targets, observer, measurements, off_s=hold_s)
+        return rebooted.outage, rebooted.back
+    outage = cut(session, targets, observer, kind, undo_after_s=hold_s + budgets.recovery)
+    _hold(kind, targets.nodes, hold_s, session)
+    return outage, uncut(session, outage)
+
+
+def _hold(kind: FailureKind, nodes: Sequence[str], seconds: float, session: Session) -> None:
+    with (
+        allure.step(f"hold the {kind.value} failure of {', '.join(nodes)} for {seconds:g}s"),
+        session.timeline.ledger.waiting(HOLD),
+    ):
+        time.sleep(seconds)
+
+
+def cut(
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    kind: FailureKind,
+    *,
+    undo_after_s: float,
+) -> Outage:
+    """Cut the targets off the network or stop their kubelets; they stay powered on and
+    their pods keep running. The undo is armed on each node first (back by itself after
+    ``undo_after_s``). A node whose drivers cannot do ``kind`` skips the scenario."""
+    why = disrupt.unsupported(session, targets.nodes, kind)
+    if why is not None:
+        raise UnsupportedKind(why)
+    alive = {p.uid for p in observer.pods()}
+    with allure.step(f"{kind.value}: {', '.join(targets.nodes)} (undone after {undo_after_s:g}s)"):
+        done = disrupt.inflict(session, targets.nodes, kind, undo_after_s=undo_after_s)
+    return Outage(
+        targets,
+        tuple(p for p in targets.pods if p.uid in alive),
+        done.first_sent,
+        done.acks,
+        "",
+        False,
+        done.result.skew_s,
+        kind,
+    )
+
+
+def uncut(session: Session, outage: Outage) -> PoweredOn:
+    """Undo a partition or a kubelet stop now; later phases measure from the request."""
+    verb = disrupt.VERBS[outage.kind][1]
+    with allure.step(f"{verb.value}: {', '.join(outage.nodes)}"):
+        back = disrupt.bring_back(session, outage.nodes, outage.kind)
+    return PoweredOn(outage.nodes, back.sent, back.acks, ())
+
+
+@dataclass(frozen=True)
+class Rebooted:
+    """What a reboot did: the failure (from the power going off) and the return (from the
+    power-on request; the node then boots)."""
+
+    outage: Outage
+    back: PoweredOn
+
+
+def reboot(
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    measurements: Measurements,
+    *,
+    off_s: float = 0.0,
+) -> Rebooted:
+    """Power-cycle the targets through their power drivers (:func:`disrupt.inflict`);
+    returns once each reads back as on (a BMC reads On while the server POSTs and boots:
+    its kubelet comes later).
+
+    ``off_s`` = 0: one cycle as the driver does it (for one node the BMC's own reset, for
+    several the synchronized off and on); > 0: the power stays off ``off_s`` seconds
+    between the two. The failure is measured from each node's power-off acknowledgement
+    (the cycle's own for a BMC reset), the return from its power-on request (the cycle's
+    request for a BMC reset)."""
+    alive = {p.uid for p in observer.pods()}
+    held = f", off for {off_s:g}s" if off_s > 0 else ""
+    with allure.step(f"reboot (power cycle{held}): {', '.join(targets.nodes)}"):
+        done = disrupt.inflict(
+            session, targets.nodes, FailureKind.REBOOT, undo_after_s=0.0, off_s=off_s
+        )
+    result = done.result
+    for node in targets.nodes:
+        measurements.record(
+            f"{node} power cycle confirmed",
+            result.acknowledged[node] - result.sent[node],
+            None,
+            started_mono=result.sent[node],
+        )
+    back = disrupt.restore(session, done)
+    outage = Outage(
+        targets,
+        tuple(p for p in targets.pods if p.uid in alive),
+        done.first_sent,
+        done.acks,
+        "",
+        False,
+        0.0,
+        FailureKind.REBOOT,
+    )
+    return Rebooted(outage, PoweredOn(targets.nodes, back.sent, back.acks, ()))
+
+
+# -- repopulation runbook: restart pods by selector -----------------------------------------
+
+
+def restart_pods(session: Session, namespace: str, selector: str) -> Restarted:
+    """Delete the pods the selector matches so their controllers re-create them (a step of
+    the etcd-rebuild repopulation runbook). Nothing to undo: the controllers put them back.
+    No pod matching is nothing to measure."""
+    old = {
+        str(p["metadata"]["name"]): str(p["metadata"]["uid"])
+        for p in reads.matching_pods(session.client, namespace, selector)
+    }
+    if not old:
+        raise NothingToMeasure(f"no pod in namespace {namespace} matches {selector!r}")
+    timeline = session.timeline
+    before = len(timeline)
+    with allure.step(f"restart the pods {selector} in {namespace}: {', '.join(sorted(old))}"):
+        disrupt.restart_pods(session, namespace, selector)
+    sent = next((t for t in timeline.read_from(before) if t.kind == ACTION), None)
+    if sent is None:
+        raise PermanentError(f"the restart of {selector} in {namespace} recorded no action")
+    return Restarted(namespace, selector, old, sent)
