@@ -105,7 +105,7 @@ def cycle_problems(cycles: Sequence[CycleRecord], expected: int) -> tuple[list[s
     service still down when the cycle ended) within its budget; and it must have no
     violation: a surviving member that lost readiness, a critical service without probe
     samples, or the harness having helped the cluster settle (pods force-deleted or
-    restarted, see ``LiveRunner._remediate``).
+    restarted, see :class:`~harness.longevity.remedy.Remedy`).
 
     A critical workload dipping below its ``min_available`` is not a problem here (see
     :func:`availability_dips`): a group of one worker per rack takes two of three

@@ -23,37 +23,38 @@ a fresh observer's initial list records them); it is started afresh only if it f
    outage is a minimum: nodes stay off while an outage phase is still within its budget.
 4. **Power on**, then **cleanup**: waits for the steady state again, and for every volume
    released from a failed node to be attached again. Half-way through the cleanup budget,
-   if it has not settled by itself, :meth:`LiveRunner._remediate` does what an operator
+   if it has not settled by itself, :class:`~harness.longevity.remedy.Remedy` does what an operator
    would (force-delete pods stuck Terminating, restart pods never Ready again, evict a pod
    so a workload spreads over its racks again); each action is recorded and makes the cycle
    ``missed``. If the steady state is not back within ``settle_s`` the cycle is ``failed``
    and the run stops (the session has powered the nodes on; nothing else was changed).
 5. The timeline is measured (:func:`~harness.longevity.measure.measure_cycle`).
+
+This module is the cycle's sequence and its record. What it waits for (the outage's
+phases, the steady state) is :mod:`~harness.longevity.waits`; the operator's help,
+:mod:`~harness.longevity.remedy`; what it sees besides the observer (probes, the seeded
+timeline, racks), :mod:`~harness.longevity.observe`; the workloads read from the API,
+:mod:`~harness.longevity.reads`. Failing and restoring the group is the steps' one dispatch
+(:mod:`harness.scenario.disrupt`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from harness.checks import phase as P
 from harness.checks.base import wait_until_time
-from harness.checks.replay import RELEASED
-from harness.checks.service import PROBE, Prober
+from harness.checks.service import Prober
 from harness.errors import ConfigError, PermanentError, WaitTimeout
-from harness.inventory import Inventory, WorkloadSpec
+from harness.inventory import Inventory
 from harness.journal import Terminated
-from harness.kube import actions
-from harness.kube.client import JSON, KubeClient, NotFound, TooManyRequests
-from harness.kube.names import Change, Event
-from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT, Observer, PodState
-from harness.kube.timeline import Timeline, Transition, WaitFailed
-from harness.kube.waits import wait_state
+from harness.kube.client import KubeClient
+from harness.kube.observer import Observer
+from harness.kube.timeline import Timeline, WaitFailed
 from harness.longevity.engine import Say, SteadyStateLost, StopControl
 from harness.longevity.groups import Group
 from harness.longevity.measure import (
@@ -64,120 +65,31 @@ from harness.longevity.measure import (
     OUTAGE_END,
     STEADY,
     CyclePlan,
-    ProbeTarget,
     WorkloadTarget,
     measure_cycle,
     summarize_measured,
 )
+from harness.longevity.observe import Tracker, resolve_probes, seed_timeline
+from harness.longevity.reads import resolve_workloads
 from harness.longevity.records import CycleRecord, PhaseBudgets
+from harness.longevity.remedy import Remedy
+from harness.longevity.waits import SteadyState, wait_outage
 from harness.power.base import FailureKind
 from harness.safety import NO_RACK
 from harness.scenario import disrupt
 from harness.scenario.errors import NoTargets
-from harness.scenario.steady import node_problems, workload_problems
 from harness.scenario.targets import by_phrase, parse_phrase
 from harness.scenario.workloads import resolve_workloads as resolve_scenario_workloads
 from harness.session import Session
 from harness.slo.client import PrometheusClient
 from harness.slo.evaluate import window_verdicts
 
-__all__ = ["KeepTimelines", "LiveRunner", "resolve_probes"]
+__all__ = ["KeepTimelines", "LiveRunner", "check_journal_clean"]
 
 log = logging.getLogger(__name__)
 
 KeepTimelines = Literal["all", "missed", "none"]
-PLURAL: Final = {
-    "Deployment": "deployments",
-    "StatefulSet": "statefulsets",
-    "DaemonSet": "daemonsets",
-}
 TIMELINES_DIR: Final = "timelines"
-
-
-def resolve_probes(inventory: Inventory) -> tuple[ProbeTarget, ...]:
-    """One probe per workload with a health URL (HTTP) or address (TCP)."""
-    out: list[ProbeTarget] = []
-    for spec in inventory.workloads:
-        if spec.health is None:
-            continue
-        target = spec.health.http or f"tcp://{spec.health.tcp}"
-        out.append(ProbeTarget(spec.name or str(spec.selector), target, spec.critical))
-    return tuple(out)
-
-
-class _Tracker:
-    """What the steady-state check needs from the timeline, read incrementally: the latest
-    sample of each probe, and the volumes released from a failed node and not attached
-    again yet."""
-
-    def __init__(self, tl: Timeline) -> None:
-        self.tl = tl
-        self.pos = 0
-        self.last: dict[str, str] = {}
-        self.volumes: set[str] = set()
-        self.nodes: set[str] = set()
-        self.released: set[str] = set()
-        self.reattached: set[str] = set()
-
-    def watch_volumes(self, pvs: set[str], nodes: set[str]) -> None:
-        self.update()
-        self.volumes, self.nodes = pvs, nodes
-
-    def update(self) -> None:
-        new = self.tl.read_from(self.pos)
-        self.pos += len(new)
-        for t in new:
-            if t.kind == PROBE:
-                self.last[t.name] = t.transition
-            elif t.kind == VOLUME_ATTACHMENT and self.volumes:
-                pv = str(t.detail.get("pv") or "")
-                if pv not in self.volumes:
-                    continue
-                if t.transition in RELEASED and t.detail.get("node") in self.nodes:
-                    self.released.add(pv)
-                elif t.transition == Change.ATTACHED and pv in self.released:
-                    self.reattached.add(pv)
-
-    @property
-    def detached(self) -> set[str]:
-        return self.released - self.reattached
-
-
-def seed_timeline(tl: Timeline, observer: Observer) -> None:
-    """Record the observer's current nodes, pods and VolumeAttachments in ``tl`` as
-    ``observed`` transitions (the details a fresh observer's initial list records), so the
-    timeline can be replayed from its start."""
-    mono, wall = tl.clock.monotonic(), tl.clock.time()
-    batch: list[Transition] = []
-    for n in observer.nodes():
-        detail = {
-            "uid": n.uid,
-            "ready": n.ready,
-            "unschedulable": n.unschedulable,
-            "taints": [t.id for t in n.taints],
-            "zone": n.zone,
-        }
-        batch.append(Transition(mono, wall, NODE, "", n.name, "observed", detail))
-    for p in observer.pods():
-        detail = {
-            "uid": p.uid,
-            "node": p.node,
-            "phase": p.phase,
-            "ready": p.ready,
-            "terminating": p.terminating,
-            "workload": p.workload,
-        }
-        batch.append(Transition(mono, wall, POD, p.namespace, p.name, "observed", detail))
-    for v in observer.volume_attachments():
-        detail = {
-            "uid": v.uid,
-            "node": v.node,
-            "pv": v.pv,
-            "attached": v.attached,
-            "attacher": v.attacher,
-        }
-        batch.append(Transition(mono, wall, VOLUME_ATTACHMENT, "", v.name, "observed", detail))
-    tl.extend(batch)
 
 
 #: The failure kinds a longevity cycle can inflict, through the steps' dispatch
@@ -243,6 +155,15 @@ class LiveRunner:
         self.probes = resolve_probes(inventory)
         self.namespaces = sorted({w.namespace for w in inventory.workloads}) or None
         self.racks = {n.name: n.rack or NO_RACK for n in inventory.nodes}
+        self.steady = SteadyState(
+            inventory,
+            self.probes,
+            self.racks,
+            budgets,
+            stop,
+            Remedy(client, self.racks, self.say),
+            settle_s=self.settle_s,
+        )
         self._observer: Observer | None = None
         self._slo_client: PrometheusClient | None = None
 
@@ -291,39 +212,6 @@ class LiveRunner:
             say=lambda msg: log.info("%s", msg),
         )
 
-    def _rack(self, observer: Observer, node: str) -> str:
-        if node in self.racks:
-            return self.racks[node]
-        n = observer.node(node)
-        return (n.zone if n is not None and n.zone else "") or NO_RACK
-
-    def resolve_workloads(self) -> list[tuple[WorkloadSpec, str, int]]:
-        """(spec, ``Kind/name``, desired Ready count) of every inventory workload."""
-        out: list[tuple[WorkloadSpec, str, int]] = []
-        for spec in self.inventory.workloads:
-            base = f"/apis/apps/v1/namespaces/{spec.namespace}/{PLURAL[spec.kind]}"
-            objs: list[JSON]
-            if spec.name is not None:
-                try:
-                    objs = [self.client.get(f"{base}/{spec.name}")]
-                except NotFound:
-                    raise ConfigError(
-                        f"workload {spec.ref} does not exist", field="workloads"
-                    ) from None
-            else:
-                objs, _ = self.client.list(base, labelSelector=spec.selector)
-                if not objs:
-                    raise ConfigError(f"no workload matches {spec.ref}", field="workloads")
-            for obj in objs:
-                name = str((obj.get("metadata") or {}).get("name"))
-                if spec.kind == "DaemonSet":
-                    desired = int((obj.get("status") or {}).get("desiredNumberScheduled") or 0)
-                else:
-                    replicas = (obj.get("spec") or {}).get("replicas")
-                    desired = 1 if replicas is None else int(replicas)
-                out.append((spec, f"{spec.kind}/{name}", desired))
-        return out
-
     def choose_group(self, cycle: int, observer: Observer) -> Group:
         """This cycle's group: the nodes :attr:`target` names now, chosen as the steps do
         (:func:`harness.scenario.targets.by_phrase`; by default sparing the critical
@@ -346,107 +234,19 @@ class LiveRunner:
         self.say(f"cycle {cycle}: {', '.join(chosen.nodes)} ({chosen.why})")
         return Group(f"c{cycle}", chosen.nodes)
 
-    # -- the steady state ------------------------------------------------------------------
-
-    def _problems(
-        self,
-        observer: Observer,
-        probes: _Tracker,
-        workloads: list[WorkloadTarget],
-        group: Group,
-    ) -> list[tuple[str, str]]:
-        """What keeps the cluster from its steady state: (category, text), empty if none."""
-        # The nodes and the workloads: the scenarios' definition (harness.scenario.steady).
-        out = node_problems(observer, self.inventory.node_names(), schedulable=group.nodes)
-        for w in workloads:
-            out.extend(
-                workload_problems(
-                    observer, w.namespace, w.workload, w.baseline, ref=w.key, exact=False
-                )
-            )
-            avail = [
-                p
-                for p in observer.pods(namespace=w.namespace, workload=w.workload)
-                if p.ready and not p.terminating
-            ]
-            if w.racks and len(avail) >= w.baseline:
-                racks = {self._rack(observer, p.node) for p in avail}
-                if len(racks) < w.racks:
-                    out.append(
-                        ("spread", f"{w.key}: Ready pods in {len(racks)} of {w.racks} racks")
-                    )
-        probes.update()
-        for pv in sorted(probes.detached):
-            out.append(("volume", f"volume {pv} detached from a failed node, not attached again"))
-        for probe in self.probes:
-            if not probe.critical:
-                continue
-            last = probes.last.get(probe.name)
-            if last != Change.OK:
-                out.append(("probe", f"service {probe.name}: last probe {last or 'none yet'}"))
-        return out
-
-    def _wait_steady(
-        self,
-        observer: Observer,
-        probes: _Tracker,
-        workloads: list[WorkloadTarget],
-        group: Group,
-        *,
-        deadline: float,
-        stoppable: bool,
-    ) -> None:
-        def check() -> bool | None:
-            return None if self._problems(observer, probes, workloads, group) else True
-
-        def seen() -> str:
-            found = self._problems(observer, probes, workloads, group)
-            return "; ".join(text for _, text in found) or "steady"
-
-        wait_state(
-            observer,
-            check,
-            deadline=deadline,
-            description="the steady state (nodes Ready and untainted, workloads at baseline)",
-            last_seen=seen,
-            terminal=(lambda: "stop requested" if self.stop.requested else None)
-            if stoppable
-            else None,
-        )
-
-    def _targets(
-        self, observer: Observer, resolved: list[tuple[WorkloadSpec, str, int]]
-    ) -> list[WorkloadTarget]:
-        out = []
-        for spec, workload, desired in resolved:
-            racks = 0
-            if spec.kind != "DaemonSet":
-                avail = [
-                    p
-                    for p in observer.pods(namespace=spec.namespace, workload=workload)
-                    if p.ready and not p.terminating
-                ]
-                racks = len({self._rack(observer, p.node) for p in avail})
-            out.append(
-                WorkloadTarget(
-                    spec.namespace, workload, desired, spec.critical, spec.min_available, racks
-                )
-            )
-        return out
-
     # -- a cycle ---------------------------------------------------------------------------
 
     def run_cycle(self, cycle: int, group: Group) -> CycleRecord | None:
         tl = Timeline()
         started = time.time()
-        resolved = self.resolve_workloads()
+        resolved = resolve_workloads(self.client, self.inventory)
         probers: list[Prober] = []
         remediation: dict[str, list[str]] = {}
         cleaned = False
         note = ""
         observer = self.observer_for(tl)
         try:
-            tracker = _Tracker(tl)
+            tracker = Tracker(tl)
             for p in self.probes:
                 probers.append(
                     Prober(tl, p.target, name=p.name, interval_s=self.probe_interval_s).start()
@@ -458,7 +258,7 @@ class LiveRunner:
             ]
             t_wait = time.monotonic()
             try:
-                self._settle(
+                self.steady.settle(
                     tl,
                     observer,
                     tracker,
@@ -478,7 +278,7 @@ class LiveRunner:
                 raise SteadyStateLost(cycle, exc.last_seen, exc.waited_s) from None
             if self.target is not None:
                 group = self.choose_group(cycle, observer)
-            targets = self._targets(observer, resolved)
+            targets = self.steady.targets(observer, resolved)
             plan = CyclePlan(cycle, group, tuple(targets), self.probes, self.budgets)
             tl.action(
                 MARK, STEADY, waited_s=round(time.monotonic() - t_wait, 3), baselines=len(targets)
@@ -538,7 +338,7 @@ class LiveRunner:
         self,
         tl: Timeline,
         observer: Observer,
-        tracker: _Tracker,
+        tracker: Tracker,
         plan: CyclePlan,
         remediation: dict[str, list[str]],
     ) -> tuple[bool, str]:
@@ -559,7 +359,7 @@ class LiveRunner:
         self,
         tl: Timeline,
         observer: Observer,
-        tracker: _Tracker,
+        tracker: Tracker,
         plan: CyclePlan,
         remediation: dict[str, list[str]],
         session: Session,
@@ -584,7 +384,7 @@ class LiveRunner:
         )
         t0 = off.first_ack
         if not off.back_by_itself:  # a reboot's nodes come back at once
-            self._outage(observer, plan, t0)
+            wait_outage(observer, plan, t0)
             wait_until_time(tl, t0 + self.outage_s, "the minimum outage")
         tl.action(MARK, OUTAGE_END)
         on = disrupt.restore(session, off, protocol=self.protocol)
@@ -593,107 +393,17 @@ class LiveRunner:
             tl.action(MARK, CLEANUP_DONE)
         return cleaned, note or "done"
 
-    def _outage(self, observer: Observer, plan: CyclePlan, t0: float) -> None:
-        """Wait for the outage phases, each until its budget at most (timeouts are fine:
-        the measurement says what happened). NotReady and the evacuation are the phases
-        :func:`~harness.longevity.measure.measure_cycle` measures (:mod:`harness.checks.phase`),
-        waited for on the timeline: the wait and the figure are one definition."""
-        b = self.budgets
-        tl = observer.timeline
-        nodes = set(plan.group.nodes)
-        for node in plan.group.nodes:
-            self._phase(tl, P.node_not_ready(node, since=t0), NODE, node, t0 + b.not_ready)
-        protected = {w.workload for w in plan.workloads if w.protected}
-        victims = [
-            p
-            for n in plan.group.nodes
-            for p in observer.pods(on_node=n)
-            if p.workload in protected and not p.terminating and not p.is_mirror
-        ]
-        for v in victims:
-            evicted = P.pod_evicted(v, since=t0, after=t0)
-            self._phase(tl, evicted, POD, v.name, t0 + b.evacuation, namespace=v.namespace)
-        deployments = [
-            w
-            for w in plan.workloads
-            if w.kind == "Deployment"
-            and w.critical
-            and any(
-                p.node in nodes for p in observer.pods(namespace=w.namespace, workload=w.workload)
-            )
-        ]
-
-        def replaced() -> bool | None:
-            for w in deployments:
-                ready = [
-                    p
-                    for p in observer.pods(namespace=w.namespace, workload=w.workload)
-                    if p.ready and not p.terminating and p.node not in nodes
-                ]
-                if len(ready) < w.baseline:
-                    return None
-            return True
-
-        with contextlib.suppress(WaitTimeout):
-            wait_state(
-                observer,
-                replaced,
-                deadline=t0 + b.recovery,
-                description="critical Deployments back at their baseline off the failed nodes",
-                last_seen=lambda: "not all replaced",
-            )
-
-    @staticmethod
-    def _phase(
-        tl: Timeline, phase: P.Phase, kind: str, name: str, deadline: float, namespace: str = ""
-    ) -> None:
-        """Until ``phase`` ends on the timeline (already, or waited for) or ``deadline``."""
-        if P.end_event(phase, tl.all(kind, name, namespace=namespace or None)) is not None:
-            return
-        with contextlib.suppress(WaitTimeout):
-            tl.wait_for(phase.accepts, deadline, f"{phase.name} {name}")
-
-    def _settle(
-        self,
-        tl: Timeline,
-        observer: Observer,
-        tracker: _Tracker,
-        workloads: list[WorkloadTarget],
-        group: Group,
-        *,
-        since: float,
-        nodes: Sequence[str],
-        remediation: dict[str, list[str]],
-        stoppable: bool,
-        prefix: str = "",
-    ) -> None:
-        """Wait for the steady state until ``since + settle_s``; half-way through the cleanup
-        budget, help it along (see :meth:`_remediate`). Raises ``WaitTimeout``."""
-        deadline = since + self.settle_s
-        nudge_at = min(deadline, since + min(self.budgets.cleanup / 2, self.settle_s / 3))
-        try:
-            self._wait_steady(
-                observer, tracker, workloads, group, deadline=nudge_at, stoppable=stoppable
-            )
-            return
-        except WaitTimeout:
-            pass
-        self._remediate(tl, observer, tracker, workloads, group, nodes, remediation, prefix)
-        self._wait_steady(
-            observer, tracker, workloads, group, deadline=deadline, stoppable=stoppable
-        )
-
     def _cleanup(
         self,
         tl: Timeline,
         observer: Observer,
-        tracker: _Tracker,
+        tracker: Tracker,
         plan: CyclePlan,
         t_on: float,
         remediation: dict[str, list[str]],
     ) -> tuple[bool, str]:
         try:
-            self._settle(
+            self.steady.settle(
                 tl,
                 observer,
                 tracker,
@@ -710,96 +420,6 @@ class LiveRunner:
                 f"power-on: {exc.last_seen}"
             )
         return True, ""
-
-    def _remediate(
-        self,
-        tl: Timeline,
-        observer: Observer,
-        tracker: _Tracker,
-        workloads: list[WorkloadTarget],
-        group: Group,
-        nodes: Sequence[str],
-        remediation: dict[str, list[str]],
-        prefix: str = "",
-    ) -> None:
-        """What an operator does when the cluster does not settle by itself, on ``nodes``
-        that are Ready: force-delete the workloads' pods stuck Terminating (their kubelet
-        should have finalised them), restart those Running but never Ready again (their
-        controller re-creates them), and evict one pod of a workload whose Ready pods span
-        fewer racks than at the start of the cycle. Each action is recorded."""
-        protected = {(w.namespace, w.workload) for w in workloads if w.protected}
-        known = {(w.namespace, w.workload) for w in workloads}
-        for node in nodes:
-            n = observer.node(node)
-            if n is None or not n.is_ready:
-                continue
-            stuck = [
-                p
-                for p in observer.pods(on_node=node)
-                if p.terminating and (p.namespace, p.workload) in protected
-            ]
-            for ns in sorted({p.namespace for p in stuck}):
-                deleted = actions.force_delete_pods(
-                    self.client, node, namespace=ns, only_terminating=True, timeline=tl
-                )
-                remediation.setdefault(f"{prefix}force_deleted", []).extend(deleted)
-                if deleted:
-                    self.say(f"cleanup: force-deleted pods stuck Terminating on {node}: {deleted}")
-            for p in observer.pods(on_node=node):
-                if (p.namespace, p.workload) not in known or p.ready or p.terminating:
-                    continue
-                if p.phase != "Running":
-                    continue
-                try:
-                    self.client.delete(
-                        f"/api/v1/namespaces/{p.namespace}/pods/{p.name}",
-                        body={"preconditions": {"uid": p.uid}},
-                    )
-                except NotFound:
-                    continue
-                tl.action(p.name, Event.RESTARTED, namespace=p.namespace, node=node)
-                remediation.setdefault(f"{prefix}restarted", []).append(f"{p.namespace}/{p.name}")
-                self.say(f"cleanup: restarted {p.namespace}/{p.name}, not Ready on {node}")
-        problems = self._problems(observer, tracker, workloads, group)
-        for w in workloads:
-            if not any(c == "spread" and text.startswith(f"{w.key}:") for c, text in problems):
-                continue
-            pod = self._most_crowded(observer, w)
-            if pod is None:
-                continue
-            try:
-                self.client.create(
-                    f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/eviction",
-                    {
-                        "apiVersion": "policy/v1",
-                        "kind": "Eviction",
-                        "metadata": {"name": pod.name, "namespace": pod.namespace},
-                    },
-                )
-            except TooManyRequests:
-                remediation.setdefault(f"{prefix}respread_refused", []).append(
-                    f"{pod.namespace}/{pod.name}"
-                )
-                continue
-            except NotFound:
-                continue
-            tl.action(pod.name, Event.RESPREAD_EVICTION, namespace=pod.namespace, node=pod.node)
-            remediation.setdefault(f"{prefix}respread", []).append(f"{pod.namespace}/{pod.name}")
-            self.say(f"cleanup: evicted {pod.namespace}/{pod.name} so {w.key} spreads again")
-
-    def _most_crowded(self, observer: Observer, w: WorkloadTarget) -> PodState | None:
-        avail = [
-            p
-            for p in observer.pods(namespace=w.namespace, workload=w.workload)
-            if p.ready and not p.terminating
-        ]
-        by_rack: dict[str, list[PodState]] = {}
-        for p in avail:
-            by_rack.setdefault(self._rack(observer, p.node), []).append(p)
-        if not by_rack:
-            return None
-        crowded = max(by_rack.values(), key=len)
-        return crowded[0] if len(crowded) > 1 else None
 
 
 def check_journal_clean(journal_path: Path, inventory_path: Path | None) -> None:
