@@ -27,8 +27,8 @@ def nodes_not_ready(
     limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
 ) -> None:
     """Each node's Ready condition turns False or Unknown, measured from its BMC's power-off
-    acknowledgement (a reboot's: its power cycle's power-off, or for a BMC's own reset the
-    cycle's acknowledgement). A node that never goes NotReady fails the scenario."""
+    acknowledgement (a reboot's: its power cycle's power-off, or for a BMC's own reset, which
+    has none, the cycle's request). A node that never goes NotReady fails the scenario."""
     with within(limit, budgets, "NotReady: " + ", ".join(outage.nodes)) as seconds:
         phases.nodes_not_ready(timeline, outage, seconds, measurements)
 

@@ -63,8 +63,9 @@ FAILURE_STARTS: dict[FailureKind, tuple[str, str, str]] = {
     ),
     FailureKind.REBOOT: (
         "`the node is rebooted`, Dell-style `reboot`",
-        "the power-cycle acknowledgement (the node reads back On again)",
-        "the power-cycle request",
+        "the power-off acknowledgement within the power cycle (a BMC's own reset, which has "
+        "none: the power-cycle request)",
+        "the power-on request within the power cycle (a BMC's own reset: the power-cycle request)",
     ),
     FailureKind.PARTITION: (
         "`the node is cut off from the network for ...`, Dell-style `partition`",

@@ -19,7 +19,9 @@ Sources: Kubernetes' ``well_known_taints.go`` and ``well_known_labels.go``
 from __future__ import annotations
 
 import enum
-from typing import Final, TypedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final, Generic, TypedDict, TypeVar
 
 # -- Kubernetes' well-known names -------------------------------------------------------------
 
@@ -180,12 +182,17 @@ class Event(enum.StrEnum):
     RESPREAD_EVICTION = "respread eviction"  # longevity's remediation: spread over racks
 
 
-#: Where a failure begins on the timeline, per failure verb: the node is down from its
-#: acknowledgement (a power cycle: from its request; it is acknowledged once back on).
+#: Where a failure begins on the timeline, per failure verb: the node is down from the
+#: acknowledgement of what took it down. A reboot (a power cycle): from the acknowledgement
+#: of its power-off within the cycle; a BMC's own reset (one node, not held off) has no
+#: power-off of its own, and its acknowledgement comes once the node reads on again, so
+#: from the cycle's request. :func:`downs` applies it: the steps, longevity and the reports
+#: all read where a node went down through it.
 DOWN_FROM: Final = (
     Act.POWER_OFF.at(Stage.ACKNOWLEDGED),
     Act.PARTITION.at(Stage.ACKNOWLEDGED),
     Act.KUBELET_STOP.at(Stage.ACKNOWLEDGED),
+    Act.POWER_CYCLE_OFF.at(Stage.ACKNOWLEDGED),
     Act.POWER_CYCLE.at(Stage.SENT),
 )
 #: Where it ends: power back on, the partition healed, the kubelet started, the cycle done.
@@ -195,6 +202,39 @@ BACK_AT: Final = (
     Act.KUBELET_START.at(Stage.ACKNOWLEDGED),
     Act.POWER_CYCLE.at(Stage.ACKNOWLEDGED),
 )
+_CYCLE_SENT: Final = Act.POWER_CYCLE.at(Stage.SENT)
+_CYCLE_OFF: Final = Act.POWER_CYCLE_OFF.at(Stage.ACKNOWLEDGED)
+
+A = TypeVar("A")
+
+
+@dataclass(frozen=True)
+class Down(Generic[A]):
+    """One node down: the action it went down at and the one it was back at (None: not
+    back yet), as the caller's items (a transition, a report's action record)."""
+
+    node: str
+    since: A
+    back: A | None
+
+
+def downs(actions: Iterable[tuple[str, str, A]]) -> list[Down[A]]:
+    """Where each node was down, from the harness's actions in time order, each given as
+    (node, transition, item): from its :data:`DOWN_FROM` to its :data:`BACK_AT` (see
+    there). A power cycle opens at its request and, once its power-off is acknowledged
+    within the cycle, is down from there instead. Closed ones in the order they closed,
+    then the ones still open."""
+    open_: dict[str, tuple[str, A]] = {}
+    out: list[Down[A]] = []
+    for node, what, item in actions:
+        if what in DOWN_FROM:
+            was = open_.get(node)
+            if was is None or (was[0] == _CYCLE_SENT and what == _CYCLE_OFF):
+                open_[node] = (what, item)
+        elif what in BACK_AT and node in open_:
+            out.append(Down(node, open_.pop(node)[1], item))
+    out.extend(Down(node, item, None) for node, (_, item) in open_.items())
+    return out
 
 
 # -- typed details: the keys read most -------------------------------------------------------------

@@ -94,8 +94,10 @@ TIMELINES_DIR: Final = "timelines"
 
 #: The failure kinds a longevity cycle can inflict, through the steps' dispatch
 #: (:func:`harness.scenario.disrupt.inflict`). A reboot is the BMC's power cycle of the
-#: group (several nodes: off together, then on together; no minimum outage), measured from
-#: the cycle's request to its acknowledgement (the BMC answers once the node reads on).
+#: group (several nodes: off together, then on together; no minimum outage), measured as
+#: the steps measure it (:func:`harness.kube.names.downs`): from the power-off's
+#: acknowledgement within the cycle (a BMC's own reset: its request) to the cycle's
+#: acknowledgement (the BMC answers once the node reads on).
 LONGEVITY_KINDS = (
     FailureKind.POWER_OFF,
     FailureKind.GRACEFUL,

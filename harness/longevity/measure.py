@@ -65,7 +65,7 @@ from harness.checks import phase as P
 from harness.checks.base import Measurement
 from harness.checks.replay import PodReplay, PodSnap, attachments_at, availability
 from harness.checks.service import PROBE, outages
-from harness.kube.names import BACK_AT, DOWN_FROM, Act, Change, Stage
+from harness.kube.names import Act, Change, Down, Stage, downs
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
 from harness.kube.timeline import ACTION, Transition
 from harness.longevity.groups import Group
@@ -91,15 +91,15 @@ OBSERVATION_END: Final = "observation end"
 POWER_OFF_SENT: Final = Act.POWER_OFF.at(Stage.SENT)
 POWER_OFF_ACK: Final = Act.POWER_OFF.at(Stage.ACKNOWLEDGED)
 POWER_ON_ACK: Final = Act.POWER_ON.at(Stage.ACKNOWLEDGED)
-#: The same three moments when the cycle cut the nodes off the network, stopped their
+#: The failure's request when the cycle cut the nodes off the network, stopped their
 #: kubelets or power-cycled them (``powercut longevity --failure partition|kubelet|reboot``)
-#: instead of powering them off: a power cycle's node is down from its request and back at
-#: its acknowledgement (the BMC answers once it reads on again).
+#: instead of powering them off. Where each node went down and came back is
+#: :func:`harness.kube.names.downs`, as for the steps and the reports: a power cycle's node
+#: is down from its power-off within the cycle (a BMC's own reset: from its request) and
+#: back at the cycle's acknowledgement (the BMC answers once it reads on again).
 FAILED_SENT: Final = frozenset(
     a.at(Stage.SENT) for a in (Act.POWER_OFF, Act.PARTITION, Act.KUBELET_STOP, Act.POWER_CYCLE)
 )
-FAILED_ACK: Final = frozenset(DOWN_FROM)
-BACK_ACK: Final = frozenset(BACK_AT)
 
 NODE_BOUND_KINDS: Final = frozenset({"StatefulSet", "DaemonSet"})
 #: A surviving StatefulSet member that does one of these while the nodes are off is lost.
@@ -208,6 +208,19 @@ def _power(
     return out
 
 
+def _downs(ts: Sequence[Transition]) -> list[Down[Transition]]:
+    """Each node's failures in the timeline (:func:`harness.kube.names.downs`)."""
+    return downs((t.name, t.transition, t) for t in ts if t.kind == ACTION)
+
+
+def _first(pairs: Iterable[tuple[str, Transition]]) -> dict[str, float]:
+    """Per node, the first of its (node, transition) pairs: when (monotonic)."""
+    out: dict[str, float] = {}
+    for node, t in pairs:
+        out.setdefault(node, t.mono)
+    return out
+
+
 def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measured:
     """Every phase of one cycle, from its timeline (see the module docstring)."""
     ts = sorted(transitions, key=lambda t: t.mono)
@@ -215,7 +228,8 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
     group = set(nodes)
     marks = _marks(ts)
     off_sent = _power(ts, nodes, FAILED_SENT)
-    off_ack = _power(ts, nodes, FAILED_ACK)
+    down = sorted((d for d in _downs(ts) if d.node in group), key=lambda d: d.since.mono)
+    off_ack = _first((d.node, d.since) for d in down)
     violations: list[str] = []
     phases: dict[str, list[Measurement]] = {p: [] for p in PHASES}
     detail: dict[str, Any] = {}
@@ -227,15 +241,14 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
             {"power": {}},
         )
     t0 = min(off_ack.values())
-    on_ack = _power([t for t in ts if t.mono > t0], nodes, BACK_ACK)
+    on_ack = _first((d.node, d.back) for d in down if d.back is not None and d.back.mono > t0)
     t_on = min(on_ack.values()) if on_ack else None
     end = marks.get(OBSERVATION_END, ts[-1].mono)
     cleanup_end = marks.get(CLEANUP_DONE)
     window_end = cleanup_end if cleanup_end is not None else end
     outage_limit = t_on if t_on is not None else end
     window_start = min(off_sent.values()) if off_sent else t0
-    walls = {t.mono: t.wall for t in ts if t.kind == ACTION and t.transition in FAILED_ACK}
-    walls.update({t.mono: t.wall for t in ts if t.kind == ACTION and t.transition in BACK_ACK})
+    walls = {t.mono: t.wall for d in down for t in (d.since, d.back) if t is not None}
     detail["power"] = {
         "off_at": walls.get(t0),
         "on_at": None if t_on is None else walls.get(t_on),

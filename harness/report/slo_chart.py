@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from xml.sax.saxutils import escape
 
-from harness.kube.names import BACK_AT, DOWN_FROM
+from harness.kube.names import BACK_AT, DOWN_FROM, downs
 
 __all__ = ["slo_chart_svg"]
 
@@ -29,7 +29,8 @@ FONT = "DejaVu Sans, Arial, Helvetica, sans-serif"
 SERIES_COLOURS = ("#2563eb", "#0d9488", "#9333ea", "#ca8a04", "#db2777", "#4b5563")
 #: Actions that start a disruption phase and those that end it, for the shaded bands: a
 #: power-off, partition or kubelet stop until the power-on, heal or kubelet start; a power
-#: cycle from its request to its acknowledgement.
+#: cycle from its power-off (a BMC's own reset: its request) to its acknowledgement
+#: (:func:`harness.kube.names.downs`).
 PHASE_STARTS = DOWN_FROM
 PHASE_ENDS = BACK_AT
 
@@ -66,18 +67,13 @@ def _series_label(labels: Mapping[str, str]) -> str:
 
 def _phases(actions: Sequence[Mapping[str, Any]], end: float) -> list[tuple[str, float, float]]:
     """(node, from, to) where a node was down: from a power-off, partition, kubelet stop or
-    power cycle to its end."""
-    open_: dict[str, float] = {}
-    out: list[tuple[str, float, float]] = []
-    for a in sorted(actions, key=lambda a: float(a.get("wall", 0.0))):
-        name, what, wall = str(a.get("name", "")), str(a.get("transition", "")), a.get("wall")
-        if not isinstance(wall, int | float):
-            continue
-        if what in PHASE_STARTS and name not in open_:
-            open_[name] = float(wall)
-        elif what in PHASE_ENDS and name in open_:
-            out.append((name, open_.pop(name), float(wall)))
-    out.extend((name, since, end) for name, since in open_.items())
+    power cycle to its end, as :func:`harness.kube.names.downs` defines them."""
+    timed = [
+        (str(a.get("name", "")), str(a.get("transition", "")), float(wall))
+        for a in sorted(actions, key=lambda a: float(a.get("wall", 0.0)))
+        if isinstance(wall := a.get("wall"), int | float)
+    ]
+    out = [(d.node, d.since, end if d.back is None else d.back) for d in downs(timed)]
     return sorted(out, key=lambda p: p[1])
 
 

@@ -21,7 +21,8 @@ Every one goes through the :class:`~harness.session.Session`: blast radius check
 journaled with its undo before it is done, and recorded on the timeline as
 ``<verb> sent`` / ``<verb> acknowledged`` (:class:`~harness.kube.names.Act`). Where a node
 is down from and back at are :data:`~harness.kube.names.DOWN_FROM` and
-:data:`~harness.kube.names.BACK_AT`, which the reports and longevity's measurements read.
+:data:`~harness.kube.names.BACK_AT`, applied by :func:`~harness.kube.names.downs`, which
+:func:`inflict`, the reports and longevity's measurements all read.
 
 The Kubernetes disruptions (drain, cordon, delete a Node, force-delete its pods, the
 out-of-service taint, re-run a Job) are the session's methods, journaled the same way;
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from harness.kube import actions
-from harness.kube.names import Act, Stage
+from harness.kube.names import Act, Stage, downs
 from harness.kube.timeline import ACTION, Transition
 from harness.power.base import FailureKind, UnsupportedFailure
 from harness.session import PowerResult, Session
@@ -66,10 +67,11 @@ VERBS: Final[Mapping[FailureKind, tuple[Act, Act]]] = {
 
 @dataclass(frozen=True)
 class Inflicted:
-    """A failure done: per node its request (``sent``) and its acknowledgement (``acks``),
-    as recorded on the session's timeline, and the session's :class:`PowerResult`. A
-    reboot's acknowledgement is where its node went down: the power-off's within the cycle
-    (a BMC's own reset: the cycle's, once the node reads on again)."""
+    """A failure done: per node its request (``sent``) and where it went down (``acks``:
+    its acknowledgement, :func:`harness.kube.names.downs`), as recorded on the session's
+    timeline, and the session's :class:`PowerResult`. A reboot's node went down at the
+    power-off's acknowledgement within the cycle (a BMC's own reset, which has none: at the
+    cycle's request)."""
 
     kind: FailureKind
     nodes: tuple[str, ...]
@@ -87,7 +89,7 @@ class Inflicted:
     @property
     def first_ack(self) -> float:
         """When the first node went down (monotonic): its acknowledgement (a reboot's: its
-        power-off's, or the BMC reset's own)."""
+        power-off's, or a BMC reset's request)."""
         return min(t.mono for t in self.acks.values())
 
     @property
@@ -159,10 +161,17 @@ def inflict(
     verb = VERBS[kind][0]
     sent = _recorded(session, before, verb, Stage.SENT)
     acks = _recorded(session, before, verb, Stage.ACKNOWLEDGED)
-    if kind is FailureKind.REBOOT:
-        # down from the power going off: the synchronized cycle's off half, else the reset's
-        off = _recorded(session, before, Act.POWER_CYCLE_OFF, Stage.ACKNOWLEDGED)
-        acks = {n: off.get(n, acks[n]) for n in names}
+    # where each node went down, as longevity and the reports read it (names.downs): a
+    # reboot's power-off within the cycle, a BMC's own reset's request
+    down = {
+        d.node: d.since
+        for d in downs(
+            (t.name, t.transition, t)
+            for t in session.timeline.read_from(before)
+            if t.kind == ACTION
+        )
+    }
+    acks = {n: down.get(n, a) for n, a in acks.items()}
     return Inflicted(
         kind, tuple(names), result, sent, acks, protocol or "", kind is FailureKind.GRACEFUL, before
     )

@@ -226,7 +226,8 @@ def reboot(
     ``off_s`` = 0: one cycle as the driver does it (for one node the BMC's own reset, for
     several the synchronized off and on); > 0: the power stays off ``off_s`` seconds
     between the two. The failure is measured from each node's power-off acknowledgement
-    (the cycle's own for a BMC reset), the return from its power-on request (the cycle's
+    (a BMC reset, which has none: the cycle's request; :func:`harness.kube.names.downs`,
+    as longevity and the reports), the return from its power-on request (the cycle's
     request for a BMC reset)."""
     alive = {p.uid for p in observer.pods()}
     held = f", off for {off_s:g}s" if off_s > 0 else ""

@@ -186,8 +186,6 @@ def test_every_action_a_consumer_matches_is_recorded_by_a_producer(
         "harness/report/slo_chart.py PHASE_STARTS": slo_chart.PHASE_STARTS,
         "harness/report/slo_chart.py PHASE_ENDS": slo_chart.PHASE_ENDS,
         "harness/longevity/measure.py FAILED_SENT": measure.FAILED_SENT,
-        "harness/longevity/measure.py FAILED_ACK": measure.FAILED_ACK,
-        "harness/longevity/measure.py BACK_ACK": measure.BACK_ACK,
     }.items():
         for name in names:
             consumed.setdefault(name, set()).add(where)
@@ -209,7 +207,13 @@ def test_every_down_kind_has_its_way_back() -> None:
     """Each failure that starts a band has the action that ends it, per failure verb."""
     down = {name.rsplit(" ", 1)[0] for name in DOWN_FROM}
     back = {name.rsplit(" ", 1)[0] for name in BACK_AT}
-    assert down == {Act.POWER_OFF, Act.PARTITION, Act.KUBELET_STOP, Act.POWER_CYCLE}
+    assert down == {
+        Act.POWER_OFF,
+        Act.PARTITION,
+        Act.KUBELET_STOP,
+        Act.POWER_CYCLE_OFF,
+        Act.POWER_CYCLE,
+    }
     assert back == {Act.POWER_ON, Act.HEAL, Act.KUBELET_START, Act.POWER_CYCLE}
 
 
