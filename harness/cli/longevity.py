@@ -139,8 +139,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default=None,
         help="how each group fails: power (forced power-off through the BMC; default), "
         "graceful (graceful shutdown), reboot (the BMC's power cycle, as the steps' reboot: "
-        "off and on again, without the minimum outage; measured from the cycle's request "
-        "to its acknowledgement), "
+        "off and on again, without the minimum outage; measured as the steps measure it, "
+        "from the power-off within the cycle, or a one-node reset's request, to the cycle's "
+        "acknowledgement), "
         "partition (cut off the network, the node keeps running), kubelet (kubelet "
         "stopped); partition and kubelet need a driver that can "
         "(SSH), and the nodes undo them by themselves if the run dies",
