@@ -30,7 +30,7 @@ from harness.scenario import disrupt, reads
 from harness.scenario.errors import NothingToMeasure, UnsupportedKind
 from harness.scenario.report import Measurements
 from harness.scenario.targets import Outage, PoweredOn, Restarted, Targets
-from harness.session import Session
+from harness.session import PowerResult, Session
 
 __all__ = [
     "Rebooted",
@@ -45,6 +45,25 @@ __all__ = [
 
 
 # -- power ---------------------------------------------------------------------------------
+
+
+def _confirmed(
+    result: PowerResult,
+    nodes: Sequence[str],
+    what: str,
+    budgets: Budgets,
+    measurements: Measurements,
+) -> None:
+    """Each node's BMC confirmed ``what`` (``power-off``, ``power-on``) within power-ack +
+    power-state-verify: each recorded, the late ones failed at once (a budget overrun)."""
+    limit = budgets.power_ack + budgets.power_state_verify
+    late = []
+    for node in nodes:
+        took = result.acknowledged[node] - result.sent[node]
+        measurements.record(f"{node} {what} confirmed", took, limit, started_mono=result.sent[node])
+        if took > limit:
+            late.append(f"{node} after {took:.1f}s")
+    fail_if(late, f"every BMC to confirm the {what} within {limit:g}s", limit, what, late=True)
 
 
 def power_off(
@@ -67,22 +86,7 @@ def power_off(
     with allure.step(f"{how}: {', '.join(targets.nodes)}"):
         done = disrupt.inflict(session, targets.nodes, kind, undo_after_s=0.0, protocol=protocol)
     result = done.result
-    limit = budgets.power_ack + budgets.power_state_verify
-    late = []
-    for node in targets.nodes:
-        took = result.acknowledged[node] - result.sent[node]
-        measurements.record(
-            f"{node} power-off confirmed", took, limit, started_mono=result.sent[node]
-        )
-        if took > limit:
-            late.append(f"{node} after {took:.1f}s")
-    fail_if(
-        late,
-        f"every BMC to confirm the power-off within {limit:g}s",
-        limit,
-        "power-off",
-        late=True,
-    )
+    _confirmed(result, targets.nodes, "power-off", budgets, measurements)
     if len(targets.nodes) > 1:
         measurements.record(
             "power-off acknowledgement skew", result.skew_s, None, started_mono=result.first_ack
@@ -106,23 +110,12 @@ def power_on(
     (a real kubelet re-registers by itself; the lab's simulated one does not)."""
     with allure.step(f"power on: {', '.join(targets.nodes)}"):
         back = disrupt.bring_back(session, targets.nodes, FailureKind.POWER_OFF)
-    result = back.result
     restored = []
-    limit = budgets.power_ack + budgets.power_state_verify
-    late = []
     for node in targets.nodes:
-        took = result.acknowledged[node] - result.sent[node]
-        measurements.record(
-            f"{node} power-on confirmed", took, limit, started_mono=result.sent[node]
-        )
-        if took > limit:
-            late.append(f"{node} after {took:.1f}s")
         if not reads.node_exists(session.client, node):
             session.restore_node(node)
             restored.append(node)
-    fail_if(
-        late, f"every BMC to confirm the power-on within {limit:g}s", limit, "power-on", late=True
-    )
+    _confirmed(back.result, targets.nodes, "power-on", budgets, measurements)
     return PoweredOn(targets.nodes, back.sent, back.acks, tuple(restored))
 
 
