@@ -66,6 +66,21 @@ def _confirmed(
     fail_if(late, f"every BMC to confirm the {what} within {limit:g}s", limit, what, late=True)
 
 
+def _outage(targets: Targets, alive: set[str], done: disrupt.Inflicted, skew_s: float) -> Outage:
+    """The failure the expectations measure from: the targets' pods that were alive when
+    it began (uids in ``alive``), its first request and where each node went down."""
+    return Outage(
+        targets,
+        tuple(p for p in targets.pods if p.uid in alive),
+        done.first_sent,
+        done.acks,
+        done.protocol,
+        done.graceful,
+        skew_s,
+        done.kind,
+    )
+
+
 def power_off(
     session: Session,
     targets: Targets,
@@ -91,16 +106,7 @@ def power_off(
         measurements.record(
             "power-off acknowledgement skew", result.skew_s, None, started_mono=result.first_ack
         )
-    return Outage(
-        targets,
-        tuple(p for p in targets.pods if p.uid in alive),
-        done.first_sent,
-        done.acks,
-        protocol or "",
-        graceful,
-        result.skew_s,
-        kind,
-    )
+    return _outage(targets, alive, done, result.skew_s)
 
 
 def power_on(
@@ -175,16 +181,7 @@ def cut(
     alive = {p.uid for p in observer.pods()}
     with allure.step(f"{kind.value}: {', '.join(targets.nodes)} (undone after {undo_after_s:g}s)"):
         done = disrupt.inflict(session, targets.nodes, kind, undo_after_s=undo_after_s)
-    return Outage(
-        targets,
-        tuple(p for p in targets.pods if p.uid in alive),
-        done.first_sent,
-        done.acks,
-        "",
-        False,
-        done.result.skew_s,
-        kind,
-    )
+    return _outage(targets, alive, done, done.result.skew_s)
 
 
 def uncut(session: Session, outage: Outage) -> PoweredOn:
@@ -237,17 +234,9 @@ def reboot(
             started_mono=result.sent[node],
         )
     back = disrupt.restore(session, done)
-    outage = Outage(
-        targets,
-        tuple(p for p in targets.pods if p.uid in alive),
-        done.first_sent,
-        done.acks,
-        "",
-        False,
-        0.0,
-        FailureKind.REBOOT,
+    return Rebooted(
+        _outage(targets, alive, done, 0.0), PoweredOn(targets.nodes, back.sent, back.acks, ())
     )
-    return Rebooted(outage, PoweredOn(targets.nodes, back.sent, back.acks, ()))
 
 
 # -- repopulation runbook: restart pods by selector -----------------------------------------
