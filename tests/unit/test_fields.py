@@ -19,6 +19,7 @@ from harness.kube import fields
 from harness.kube.observer.handlers import (
     _EndpointSliceHandler,
     _EventHandler,
+    _key,
     _NodeHandler,
     _PodHandler,
     _PvcHandler,
@@ -304,3 +305,25 @@ def test_an_unexpected_shape_falls_back_to_a_full_decode() -> None:
     assert page["items"][0]["spec"]["containers"], "the fallback decodes everything"
     with pytest.raises(orjson.JSONDecodeError):
         decode(b'{"metadata": {}, "items": [{"metadata": ')
+
+
+def test_values_many_pods_share_are_kept_once() -> None:
+    """Two pages decoded apart hold their own copies of a namespace, node, phase and
+    workload; the projections keep one of each (the names and uids stay their own)."""
+    decode = fields.list_decoder(fields.Pod, "pods")
+    other = {**POD, "metadata": {**POD["metadata"], "name": "web-5d8f7-fghij", "uid": "q-uid"}}
+    (a,) = decode(orjson.dumps({"items": [POD]}))["items"]
+    (b,) = decode(orjson.dumps({"items": [other]}))["items"]
+    assert a["metadata"]["namespace"] is not b["metadata"]["namespace"]  # what decoding gives
+    pa, pb = _PodHandler().project(a), _PodHandler().project(b)
+    assert pa is not None and pb is not None
+    for field in ("namespace", "node", "phase", "workload"):
+        assert getattr(pa, field) is getattr(pb, field), field
+    assert pa.name != pb.name and pa.uid != pb.uid
+    (ka, _), (kb, _) = _key(a), _key(b)
+    assert ka is kb is pa.namespace
+    node = {**NODE, "metadata": {**NODE["metadata"], "name": "w-a2"}}
+    na = _NodeHandler().project(fields.decoder(fields.Node, "n")(orjson.dumps(NODE)))
+    nb = _NodeHandler().project(fields.decoder(fields.Node, "n")(orjson.dumps(node)))
+    assert na is not None and nb is not None
+    assert na.zone is nb.zone and na.ready is nb.ready and na.reason is nb.reason

@@ -4,6 +4,7 @@ transitions a change between two states emits (the list in :mod:`harness.kube.ob
 
 from __future__ import annotations
 
+from sys import intern
 from typing import Any, Protocol
 
 from harness.kube import fields
@@ -41,9 +42,14 @@ def _meta(obj: JSON) -> JSON:
     return obj.get("metadata") or {}
 
 
+# Values many objects share (a namespace, a node, a phase, a workload) are interned: a
+# decoded page holds its own copy of each, and 30,000 pods would keep 30,000 copies of a
+# handful of strings (about 8 MB; bench/README.md, "Observer").
+
+
 def _key(obj: JSON) -> Key:
     m = _meta(obj)
-    return str(m.get("namespace") or ""), str(m.get("name") or "")
+    return intern(str(m.get("namespace") or "")), str(m.get("name") or "")
 
 
 def _ready_condition(status: JSON) -> tuple[str, str]:
@@ -98,11 +104,11 @@ class _NodeHandler:
         return NodeState(
             name=str(m.get("name", "")),
             uid=str(m.get("uid", "")),
-            ready=ready,
-            reason=reason,
+            ready=intern(ready),
+            reason=intern(reason),
             unschedulable=bool(spec.get("unschedulable")),
             taints=taints,
-            zone=str((m.get("labels") or {}).get(ZONE_LABEL, "")),
+            zone=intern(str((m.get("labels") or {}).get(ZONE_LABEL, ""))),
         )
 
     @staticmethod
@@ -175,17 +181,17 @@ class _PodHandler:
 
     def project(self, obj: JSON) -> PodState | None:
         m, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
-        node = str(spec.get("nodeName") or "")
+        node = intern(str(spec.get("nodeName") or ""))
         grace = m.get("deletionGracePeriodSeconds")
         return PodState(
-            namespace=str(m.get("namespace", "")),
+            namespace=intern(str(m.get("namespace", ""))),
             name=str(m.get("name", "")),
             uid=str(m.get("uid", "")),
             node=node,
-            phase=str(status.get("phase") or ""),
+            phase=intern(str(status.get("phase") or "")),
             ready=_ready_condition(status)[0] == "True",
             terminating=bool(m.get("deletionTimestamp")),
-            workload=workload_of(m, node),
+            workload=intern(workload_of(m, node)),
             grace_s=int(grace) if grace is not None else None,
         )
 
