@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -102,6 +103,37 @@ def test_start_returns_after_the_initial_list_with_observed_state(
     assert [p.name for p in obs.pods(workload="StatefulSet/db")] == ["db-0"]
     # only state transitions for the initial list: no "created"
     assert tl.first(transition="created") is None
+
+
+def test_an_observed_pods_detail_reads_as_the_dict_it_stands_for(
+    api: FakeApiServer, observe: Callable[..., Observer]
+) -> None:
+    """The initial list's pod details are read from the pods' slim states (no dict per pod),
+    and behave as the dict of the same keys and values: equal, same keys in the same order,
+    `get`, `in`, `dict()`, the JSON the report writes, and unknown keys missing."""
+    api.add("pods", rs_pod("web-5d8f-a", "w1", ready=False))
+    obs = observe(resources=("pods",))
+    web = obs.timeline.first("Pod", "web-5d8f-a", "observed")
+    assert web is not None
+    state = obs.pod("default", "web-5d8f-a")
+    assert state is not None
+    expected = {
+        "uid": state.uid,
+        "node": "w1",
+        "phase": state.phase,
+        "ready": False,
+        "terminating": False,
+        "workload": "Deployment/web",
+    }
+    assert web.detail == expected and expected == web.detail
+    assert list(web.detail) == list(expected) and len(web.detail) == 6
+    assert dict(web.detail) == expected and repr(web.detail) == repr(expected)
+    assert web.detail.get("node") == "w1" and web.detail.get("nope", "x") == "x"
+    assert "workload" in web.detail and "nope" not in web.detail
+    with pytest.raises(KeyError):
+        web.detail["nope"]
+    assert web.to_json()["detail"] == expected
+    assert sys.getsizeof(web.detail) < sys.getsizeof(expected) / 4
 
 
 def test_node_transitions(api: FakeApiServer, observe: Callable[..., Observer]) -> None:

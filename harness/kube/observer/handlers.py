@@ -17,6 +17,7 @@ from harness.kube.observer.states import (
     Key,
     NodeState,
     Pair,
+    PodDetail,
     PodState,
     PvcState,
     S,
@@ -211,7 +212,8 @@ class _PodHandler:
         }
 
     def observed(self, states: list[PodState]) -> list[Emit]:
-        return [(POD, s.namespace, s.name, Change.OBSERVED, self._state(s)) for s in states]
+        # PodDetail: the keys and values of _state(s), read from s, not a dict per pod
+        return [(POD, s.namespace, s.name, Change.OBSERVED, PodDetail(s)) for s in states]
 
     def changes(self, pairs: list[Pair[PodState]]) -> list[Emit]:
         out: list[Emit] = []

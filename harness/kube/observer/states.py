@@ -4,9 +4,10 @@ shape of what a handler emits.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-Emit = tuple[str, str, str, str, dict[str, Any]]  # kind, namespace, name, transition, detail
+Emit = tuple[str, str, str, str, Mapping[str, Any]]  # kind, namespace, name, transition, detail
 Key = tuple[str, str]  # namespace, name
 
 
@@ -60,6 +61,35 @@ class PodState(NamedTuple):
     @property
     def is_daemonset(self) -> bool:
         return self.workload.startswith("DaemonSet/")
+
+
+class PodDetail(Mapping[str, Any]):
+    """The detail of a pod's ``observed`` transition, read from its :class:`PodState`: the
+    same keys and values as the dict ``{"uid", "node", "phase", "ready", "terminating",
+    "workload"}`` it stands for (equal to it, and ``dict(detail)`` gives it), without a dict
+    per pod. The initial list records one per pod, and the timeline keeps them all: a
+    six-key dict is 272 bytes, 8 MB for 30,000 pods; this is 48.
+    """
+
+    __slots__ = ("_state",)
+    KEYS = ("uid", "node", "phase", "ready", "terminating", "workload")
+
+    def __init__(self, state: PodState) -> None:
+        self._state = state
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self.KEYS:
+            return getattr(self._state, key)
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.KEYS)
+
+    def __len__(self) -> int:
+        return len(self.KEYS)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
 
 
 class VolumeAttachmentState(NamedTuple):
