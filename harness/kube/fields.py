@@ -194,7 +194,10 @@ class WatchEventOf(TypedDict, Generic[T], total=False):
     object: T | None
 
 
-Decode = Callable[[bytes], Any]
+#: what a decoder reads: a watch line (bytes) or a list page (bytes, or a view of the memory
+#: map harness.kube.client read it into)
+Buffer = bytes | bytearray | memoryview
+Decode = Callable[[Buffer], Any]
 
 
 def decoder(schema: type[Any], what: str) -> Decode:
@@ -204,7 +207,7 @@ def decoder(schema: type[Any], what: str) -> Decode:
     fast = msgspec.json.Decoder(schema)
     warned = False
 
-    def decode(raw: bytes) -> Any:
+    def decode(raw: Buffer) -> Any:
         nonlocal warned
         try:
             return fast.decode(raw)
@@ -222,13 +225,16 @@ def list_decoder(schema: type[Any], what: str) -> Decode:
     return decoder(ListOf[schema], f"list of {what}")  # type: ignore[valid-type]
 
 
+_ERROR_EVENT = b'{"type":"ERROR"'
+
+
 def watch_decoder(schema: type[Any], what: str) -> Decode:
     """Decoder for one line of a watch of ``schema`` objects. An ERROR event (the API
     server writes ``type`` first) carries a Status, decoded whole."""
     slim = decoder(WatchEventOf[schema], f"watch of {what}")  # type: ignore[valid-type]
 
-    def decode(raw: bytes) -> Any:
-        if raw.startswith(b'{"type":"ERROR"'):
+    def decode(raw: Buffer) -> Any:
+        if raw[: len(_ERROR_EVENT)] == _ERROR_EVENT:
             return orjson.loads(raw)
         return slim(raw)
 

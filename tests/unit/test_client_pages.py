@@ -198,3 +198,36 @@ def test_an_error_or_a_cut_stream_in_the_pipeline_reaches_the_consumer_in_order(
         assert [next(pages)[0][0]["metadata"]["name"] for _ in range(2)] == ["p0-0", "p1-0"]
         with pytest.raises(Unreachable):
             next(pages)
+
+
+class _Chunks:
+    """A response body handed out in the chunks given, then b"" (what `read(n)` returns)."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = list(chunks)
+
+    def read(self, n: int) -> bytes:
+        return self.chunks.pop(0) if self.chunks else b""
+
+
+def test_a_prefetched_page_is_read_into_a_map_of_its_own_and_returned_when_dropped() -> None:
+    import gc
+    import weakref
+
+    from harness.kube import client as client_mod
+
+    head = b'{"metadata":{"continue":"c"},"items":['
+    # more than the map's first size: it grows as the chunks come
+    item = b'{"metadata":{"name":"' + b"x" * 1000 + b'"}},'
+    count = (client_mod._MAP_INITIAL // len(item)) * 2 + 3
+    chunks = [item * 1000] * (count // 1000) + [item * (count % 1000) + b'{"x":1}]}']
+    view = client_mod._read_body(_Chunks(chunks), head)
+    expected = head + b"".join(chunks)
+    assert isinstance(view, memoryview) and len(view) == len(expected) > client_mod._MAP_INITIAL
+    assert view == expected
+    assert list_meta(view) == {"continue": "c"}
+    assert len(orjson.loads(view)["items"]) == count + 1
+    owner = weakref.ref(view.obj)  # the map
+    del view
+    gc.collect()
+    assert owner() is None  # unmapped once the page is dropped
