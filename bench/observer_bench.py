@@ -54,7 +54,7 @@ from bench.observer_streams import (
     rawwatch_main,
 )
 from harness.errors import TemporaryError
-from harness.kube.client import ApiError, Conflict, KubeClient, NotFound, list_meta
+from harness.kube.client import ApiError, Buffer, Conflict, KubeClient, NotFound, list_meta
 
 HERE = Path(__file__).resolve()
 REPO = HERE.parent.parent
@@ -615,6 +615,7 @@ class GcMeter:
         self.total_s = 0.0
         self.max_pause_s = 0.0
         self.collections = [0, 0, 0]
+        self.cpu0 = time.process_time()
         self._t0 = 0.0
         gc.callbacks.append(self)
 
@@ -629,6 +630,7 @@ class GcMeter:
 
     def reset(self) -> None:
         self.total_s, self.max_pause_s, self.collections = 0.0, 0.0, [0, 0, 0]
+        self.cpu0 = time.process_time()  # this process's CPU (every thread) from here
 
     def as_dict(self) -> JSON:
         return {
@@ -645,6 +647,7 @@ def finish(out: JSON, meter: GcMeter) -> JSON:
     collection takes now. Python runs one by itself from time to time, and it stops every
     thread (so every watch) for that long.
     """
+    out["cpu_s"] = time.process_time() - meter.cpu0
     out.update(meter.as_dict(), peak_rss_mb=proc_status_mb("VmHWM"))
     out["held_rss_mb"] = proc_status_mb("VmRSS")
     t = time.perf_counter()
@@ -717,7 +720,7 @@ def child_raw_list(kubeconfig: str, meter: GcMeter, pipelined: bool) -> JSON:
         c = client.clone(maxsize=2)
         first: JSON | None = None
 
-        def head_only(raw: bytes) -> JSON:
+        def head_only(raw: Buffer) -> JSON:
             nonlocal first
             md = list_meta(raw)
             pages[path] = pages.get(path, 0) + 1
@@ -728,7 +731,7 @@ def child_raw_list(kubeconfig: str, meter: GcMeter, pipelined: bool) -> JSON:
                 counts[path] = (
                     int(md["remainingItemCount"]) + 500
                     if md.get("continue") and ("remainingItemCount" in md)
-                    else raw.count(_ITEM_START)
+                    else bytes(raw).count(_ITEM_START)
                 )
             return {"metadata": md}
 
@@ -1160,13 +1163,23 @@ CHILD_NAMES: dict[int, str] = {}
 PROFILES = ("breakdown", "tracemalloc", "cprofile")
 
 
-def spawn(method: str, kubeconfig: Path, *extra: str) -> subprocess.Popen[str]:
+def spawn(
+    method: str, kubeconfig: Path, *extra: str, tree: Path | None = None
+) -> subprocess.Popen[str]:
+    """A child process running ``method``; with ``tree``, that checkout's benchmark and
+    harness (`--baseline`: the same measurement of another version of the code)."""
+    env = None
+    script = HERE
+    if tree is not None:
+        script = tree / "bench" / HERE.name
+        env = {**os.environ, "PYTHONPATH": str(tree)}
     p = subprocess.Popen(
-        [PYTHON, str(HERE), "--child", method, "--kubeconfig", str(kubeconfig), *extra],
-        cwd=REPO,
+        [PYTHON, str(script), "--child", method, "--kubeconfig", str(kubeconfig), *extra],
+        cwd=tree or REPO,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        env=env,
     )
     CHILDREN.add(p)
     CHILD_NAMES[p.pid] = method
@@ -1194,8 +1207,10 @@ def read_json_line(p: subprocess.Popen[str], timeout_s: float) -> JSON:
     return res
 
 
-def run_child(method: str, kubeconfig: Path, timeout_s: float, *extra: str) -> JSON:
-    p = spawn(method, kubeconfig, *extra)
+def run_child(
+    method: str, kubeconfig: Path, timeout_s: float, *extra: str, tree: Path | None = None
+) -> JSON:
+    p = spawn(method, kubeconfig, *extra, tree=tree)
     try:
         res = read_json_line(p, timeout_s)
         p.wait(30)
@@ -1571,11 +1586,13 @@ class Row:
     gc_s: float
     gc_pause_ms: float
     full_gc_ms: float
+    cpu_s: float  # the process's CPU time (all threads) during the list
 
 
 METHODS = {
     "official": "kubernetes 37 client, model objects",
     "observer": "harness Observer initial sync",
+    "baseline": "  the same, --baseline's code",
     "sequential": "  the same, pages not pipelined",
     "full-decode": "  the same, objects decoded in full",
     "raw-list": "raw LIST: bodies read, not decoded",
@@ -1605,6 +1622,7 @@ def median_row(method: str, results: list[JSON]) -> Row:
         med("gc_s"),
         med("gc_max_pause_ms"),
         med("full_gc_ms"),
+        med("cpu_s") if all("cpu_s" in r for r in results) else math.nan,
     )
 
 
@@ -1616,13 +1634,14 @@ def print_table(size: int, rows: list[Row]) -> bool:
     )
     print(
         f"{'method':<37} {'runs':>4} {'pods':>7} {'nodes':>5} {'seconds':>8} {'peak RSS MB':>11} "
-        f"{'held MB':>8} {'start MB':>8} {'GC s':>6} {'GC max ms':>9} {'full GC ms':>10}"
+        f"{'held MB':>8} {'start MB':>8} {'GC s':>6} {'GC max ms':>9} {'full GC ms':>10} "
+        f"{'CPU s':>6}"
     )
     for r in rows:
         print(
             f"{METHODS[r.method]:<37} {r.runs:>4} {r.pods:>7,} {r.nodes:>5,} {r.seconds:>8.2f} "
-            f"{r.peak_mb:>11.0f} {r.held_mb:>8.0f} {r.base_mb:>8.0f} {r.gc_s:>6.2f} "
-            f"{r.gc_pause_ms:>9.0f} {r.full_gc_ms:>10.0f}"
+            f"{r.peak_mb:>11.1f} {r.held_mb:>8.1f} {r.base_mb:>8.1f} {r.gc_s:>6.2f} "
+            f"{r.gc_pause_ms:>9.0f} {r.full_gc_ms:>10.0f} {r.cpu_s:>6.2f}"
         )
     by = {r.method: r for r in rows}
     ok = True
@@ -1636,15 +1655,23 @@ def print_table(size: int, rows: list[Row]) -> bool:
             f"{verdict}), peak RSS x{o.peak_mb / b.peak_mb:.1f}"
         )
     floors = [by[m] for m in ("raw-list", "raw-list-pipelined") if m in by]
-    if "observer" in by and floors:
-        b = by["observer"]
+    for name in ("observer", "baseline"):
+        if name not in by or not floors:
+            continue
+        b = by[name]
         floor = min(floors, key=lambda r: r.seconds)
         ratios = ", ".join(f"{b.seconds / r.seconds:.2f}x {r.method}" for r in floors)
         met = b.seconds <= TARGET_RAW_LIST_RATIO * floor.seconds
-        ok = ok and met
+        if name == "observer":
+            ok = ok and met
         print(
-            f"observer / raw list time: {ratios} (target <= {TARGET_RAW_LIST_RATIO}x the faster: "
+            f"{name} / raw list time: {ratios} (target <= {TARGET_RAW_LIST_RATIO}x the faster: "
             f"{'met' if met else 'MISSED'})"
+        )
+    if "baseline" in by:
+        b = by["baseline"]
+        print(
+            f"baseline peak RSS {b.peak_mb:.1f} MB, {b.peak_mb - b.base_mb:.1f} MB over its start"
         )
     if "observer" in by:
         b = by["observer"]
@@ -1820,6 +1847,12 @@ def measure_size(
                 continue
             if m == "official" and rep >= args.official_repeat:
                 continue
+            if m == "baseline":
+                if args.baseline is not None:
+                    add(
+                        m, run_child("observer", kubeconfig, args.child_timeout, tree=args.baseline)
+                    )
+                continue
             add(m, run_child(m, kubeconfig, args.child_timeout))
     rows = [median_row(m, results[m]) for m in METHODS if m in results]
     notes = []
@@ -1907,6 +1940,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--repeat", type=int, default=3, help="runs per method, median (3)")
     ap.add_argument(
         "--official-repeat", type=int, default=1, help="runs of the slow official client (1)"
+    )
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="a checkout of other code (git worktree add --detach DIR main): its Observer's "
+        "sync measured beside this one's",
     )
     ap.add_argument("--keep", action="store_true", help="leave the objects (and lab) in place")
     ap.add_argument("--child-timeout", type=float, default=600.0)

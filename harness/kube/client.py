@@ -52,6 +52,7 @@ from harness.kube.kubeconfig import Credentials, load_client_cert, load_kubeconf
 __all__ = [  # the errors and credentials are declared apart and re-exported here
     "JSON",
     "ApiError",
+    "Buffer",
     "Conflict",
     "Credentials",
     "Forbidden",
