@@ -1423,6 +1423,7 @@ def transition_test(
             )
             tell("gc-read")  # from here on
             flippers.go()
+            round_start = time.monotonic()  # the flips' own time (the generators are up)
         for i in range(args.transitions):
             kind, name = targets[i % len(targets)]
             ready = not state[(kind, name)]

@@ -69,6 +69,10 @@ def ready_of(kind: str, obj: JSON) -> str:
 # -- the independent raw watch ------------------------------------------------------------
 
 
+class _Gone(Exception):
+    """An in-stream ERROR (410 Gone: the history is gone): list again."""
+
+
 class RawWatch:
     """List, then watch ``paths`` over plain HTTP, one thread each; note Ready transitions."""
 
@@ -91,7 +95,7 @@ class RawWatch:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._conns: list[http.client.HTTPConnection] = []
-        self._ready = threading.Barrier(len(paths) + 1)
+        self._opened = {p: threading.Event() for p in paths}  # listed, and the watch is open
         self._threads = [threading.Thread(target=self._run, args=(p,), daemon=True) for p in paths]
 
     def _conn(self) -> http.client.HTTPConnection:
@@ -113,7 +117,8 @@ class RawWatch:
     def start(self) -> None:
         for t in self._threads:
             t.start()
-        self._ready.wait(600)
+        for opened in self._opened.values():
+            opened.wait(600)
 
     def stop(self) -> None:
         self._stop.set()
@@ -143,21 +148,29 @@ class RawWatch:
             conn.close()
 
     def _run(self, path: str) -> None:
+        """List, then watch from the list's resourceVersion at once (a busy resource's
+        history moves on: waiting for the other resource's list first got 410s), resuming
+        from the last resourceVersion read; a 410 re-lists (noted in ``problems``)."""
         kind = KINDS[path]
-        try:
-            state, rv = self._list(path, kind)
-        except (OSError, http.client.HTTPException, ValueError, RuntimeError) as exc:
-            self.problems.append(f"{path}: list failed: {type(exc).__name__}: {exc}")
-            self._ready.wait(600)
-            return
-        self._ready.wait(600)
+        state: dict[tuple[str, str], str] = {}
+        rv: list[str] = [""]  # the last resourceVersion read, kept through a broken stream
         while not self._stop.is_set():
+            if not rv[0]:
+                try:
+                    state, rv[0] = self._list(path, kind)
+                except (OSError, http.client.HTTPException, ValueError, RuntimeError) as exc:
+                    self.problems.append(f"{path}: list failed: {type(exc).__name__}: {exc}")
+                    time.sleep(0.5)
+                    continue
             conn = self._conn()
             with self._lock:
                 self._conns.append(conn)
             try:
-                rv = self._watch(conn, path, kind, rv, state)
-            except (OSError, http.client.HTTPException, ValueError) as exc:
+                self._watch(conn, path, kind, rv, state)
+            except _Gone as exc:
+                self.problems.append(f"{path}: {exc}: re-listed")
+                rv[0] = ""
+            except (OSError, http.client.HTTPException, ValueError, RuntimeError) as exc:
                 if not self._stop.is_set():
                     self.problems.append(f"{path}: {type(exc).__name__}: {exc}")
                     time.sleep(0.2)
@@ -165,28 +178,30 @@ class RawWatch:
                 with self._lock:
                     self._conns.remove(conn)
                 conn.close()
+                self._opened[path].set()  # (also when the first try failed: noted above)
 
     def _watch(
         self,
         conn: http.client.HTTPConnection,
         path: str,
         kind: str,
-        rv: str,
+        rv: list[str],
         state: dict[tuple[str, str], str],
-    ) -> str:
+    ) -> None:
         resp = self._get(
             conn,
             path,
             watch="1",
-            resourceVersion=rv,
+            resourceVersion=rv[0],
             allowWatchBookmarks="true",
             timeoutSeconds=600,
         )
+        self._opened[path].set()  # the stream is open: from here on nothing is missed
         buf = b""
         while not self._stop.is_set():
             chunk = resp.read1(65536)
             if not chunk:
-                return rv  # the server ended the stream: watch again from rv
+                return  # the server ended the stream: watch again from rv
             buf += chunk
             while True:
                 nl = buf.find(b"\n")
@@ -200,12 +215,11 @@ class RawWatch:
                 obj = ev.get("object") or {}
                 typ = ev.get("type")
                 if typ == "ERROR":
-                    self.problems.append(f"{path}: watch ERROR {obj.get('message')}")
-                    raise ValueError("watch ERROR")  # not expected here; counted above
+                    raise _Gone(f"watch ERROR {obj.get('code')}: {obj.get('message')}")
                 md = obj.get("metadata") or {}
                 new_rv = str(md.get("resourceVersion") or "")
                 if new_rv:
-                    rv = new_rv
+                    rv[0] = new_rv
                 if typ == "BOOKMARK":
                     continue
                 self.events[kind] += 1
@@ -223,7 +237,6 @@ class RawWatch:
                 state[key] = new
                 if new != old and new:
                     self.transitions.append((kind, key[0], key[1], new_rv, mono, new))
-        return rv
 
     def dump(self) -> JSON:
         return {
