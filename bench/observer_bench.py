@@ -1372,7 +1372,10 @@ def transition_test(
     )
     witness.start()
     control = spawn("rawwatch", kubeconfig)  # the independent raw watch, all nodes and pods
+    # a second one, the same: how far two identical raw clients disagree on this machine
+    control2 = spawn("rawwatch", kubeconfig)
     read_json_line(control, 300)
+    read_json_line(control2, 300)
     # Current Ready state of every probe, so each patch is a real change.
     state: dict[tuple[str, str], bool] = {}
     for n in probe_nodes:
@@ -1474,16 +1477,19 @@ def transition_test(
     last = next(reversed(windows))
     windows[last] = (windows[last][0], time.monotonic())
     witness.stop()
-    assert control.stdin is not None
-    raw_dump = workdir / "rawwatch.json"
-    control.stdin.write(f"dump {raw_dump}\n")
-    control.stdin.flush()
-    read_json_line(control, 120)
-    control.stdin.write("quit\n")
-    control.stdin.flush()
-    read_json_line(control, 60)
-    reap(control)
-    raw = json.loads(raw_dump.read_text())
+    raws: list[JSON] = []
+    for i, ctl in enumerate((control, control2)):
+        assert ctl.stdin is not None
+        raw_dump = workdir / f"rawwatch{i}.json"
+        ctl.stdin.write(f"dump {raw_dump}\n")
+        ctl.stdin.flush()
+        read_json_line(ctl, 120)
+        ctl.stdin.write("quit\n")
+        ctl.stdin.flush()
+        read_json_line(ctl, 60)
+        reap(ctl)
+        raws.append(json.loads(raw_dump.read_text()))
+    raw, raw2 = raws
     dump = workdir / "transitions.json"
     ack = tell(f"dump {dump}")
     seen = json.loads(dump.read_text())
@@ -1498,6 +1504,10 @@ def transition_test(
         for k, ns, n, rv, m, v in raw["transitions"]
     ]
     vs_raw = match_raw(raw_transitions, observed, windows)
+    second = {
+        (str(k), str(ns), str(n), str(rv)): float(m) for k, ns, n, rv, m, _ in raw2["transitions"]
+    }
+    raw_vs_raw = match_raw(raw_transitions, second, windows)
     per_tenth = {int(k): v for k, v in raw["per_tenth"].items()}
     for rnd, (lo, hi) in windows.items():
         vs_raw[rnd]["seconds"] = hi - lo
@@ -1510,9 +1520,10 @@ def transition_test(
         watch_gc=watch_gc,
         round_gc=round_gc,
         vs_raw=vs_raw,
+        raw_vs_raw=raw_vs_raw,
         flips=flips,
         raw_events=raw["events"],
-        raw_problems=raw["problems"],
+        raw_problems=raw["problems"] + raw2["problems"],
     )
     return res
 
@@ -1766,7 +1777,9 @@ def print_vs_raw(res: JSON) -> bool:
         "\n== every Ready transition the independent raw watch saw (own process, plain HTTP, "
         "all nodes and pods, stamped when each line was read),\n   matched with the "
         "Observer's by object and resourceVersion. Observer stamp - raw stamp, ms: "
-        "p50 / p95 / p99 / max, then the most negative"
+        "p50 / p95 / p99 / max, then the most negative.\n   Below each round: a second "
+        "raw watch, the same as the first, against it (its misses, then the same figures): "
+        "how far two identical clients disagree on this machine"
     )
     print(
         f"{'round':<10} {'s':>5} {'events/s':>9} {'trans/s':>8} {'raw saw':>8} {'Observer':>8} "
@@ -1779,6 +1792,11 @@ def print_vs_raw(res: JSON) -> bool:
             f"{rnd:<10} {secs:>5.1f} {r['events'] / secs:>9.0f} {r['raw'] / secs:>8.0f} "
             f"{r['raw']:>8} {r['raw'] - r['lost']:>8} {r['lost']:>5} {fmt_signed(r['late_ms'])}"
         )
+        r2 = (res.get("raw_vs_raw") or {}).get(rnd)
+        if r2:
+            print(
+                f"{'':<11}{'2nd raw watch - 1st:':>47} {r2['lost']:>5} {fmt_signed(r2['late_ms'])}"
+            )
         if r["lost"]:
             ok = False
             print(f"{'':<11}lost: {'; '.join(r['lost_examples'])}")
