@@ -66,6 +66,11 @@ class Clock(Protocol):
         """Wait on ``cond`` (held by the caller) for at most ``timeout`` seconds."""
         ...
 
+    def wait_event(self, event: threading.Event, timeout: float) -> bool:
+        """Wait for ``event`` for at most ``timeout`` seconds; whether it is set (a
+        thread's paced loop: ``while not clock.wait_event(stop, interval): ...``)."""
+        ...
+
 
 class SystemClock:
     """The real clocks: ``time.monotonic`` for deadlines, ``time.time`` for reports."""
@@ -82,6 +87,9 @@ class SystemClock:
 
     def wait(self, cond: threading.Condition, timeout: float) -> bool:
         return cond.wait(timeout)
+
+    def wait_event(self, event: threading.Event, timeout: float) -> bool:
+        return event.wait(max(0.0, timeout))
 
 
 SYSTEM_CLOCK = SystemClock()
@@ -132,6 +140,18 @@ class FakeClock:
             return True
         self._run_until(target)
         return False
+
+    def wait_event(self, event: threading.Event, timeout: float) -> bool:
+        """Run the callbacks due until ``event`` is set or ``timeout`` has passed."""
+        target = self._now + max(0.0, timeout)
+        while not event.is_set():
+            with self._lock:
+                nxt = self._due[0][0] if self._due else None
+            if nxt is None or nxt > target:
+                self._run_until(target)
+                break
+            self._run_until(nxt)
+        return event.is_set()
 
     def _run_until(self, target: float) -> None:
         while True:
