@@ -18,8 +18,9 @@ Two ways for time to move:
   their end (or the event or condition it waits on is set or notified meanwhile). The test
   calls :meth:`block_until_waiting` to know that the thread has done its work and waits on
   the clock again, then advances: each step of the thread is one step of the test, whatever
-  the machine's load. A thread that nothing wakes fails the test after ``STUCK_S`` of real
-  time (a deadlock guard, never a condition a passing test comes near).
+  the machine's load (:meth:`settle` does the same for threads given to :meth:`track`,
+  and returns as well once they ended). A thread that nothing wakes fails the test after
+  ``STUCK_S`` of real time (a deadlock guard, never a condition a passing test comes near).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class _Waiter:
     def __init__(self, due: float) -> None:
         self.due = due
         self.fired = False
-        self.thread = threading.current_thread().name
+        self.thread = threading.current_thread()
 
 
 class FakeClock(timeline.FakeClock):
@@ -57,6 +58,7 @@ class FakeClock(timeline.FakeClock):
         self.manual = manual
         self._cv = threading.Condition()
         self._waiters: list[_Waiter] = []
+        self._tracked: list[threading.Thread] = []
 
     @property
     def now(self) -> float:
@@ -120,7 +122,7 @@ class FakeClock(timeline.FakeClock):
     def waiting(self) -> list[str]:
         """The threads blocked on the clock now (their names), with ``manual``."""
         with self._cv:
-            return [w.thread for w in self._waiters]
+            return [w.thread.name for w in self._waiters]
 
     def block_until_waiting(self, count: int = 1) -> None:
         """Return once ``count`` threads are blocked on the clock (``manual``): each has
@@ -135,6 +137,27 @@ class FakeClock(timeline.FakeClock):
                     f"waiting on the fake clock, not {count}: {self.waiting()}"
                 )
                 self._cv.wait(left)
+
+    def track(self, *threads: threading.Thread) -> None:
+        """The library threads :meth:`settle` waits for."""
+        self._tracked.extend(threads)
+
+    def settle(self) -> None:
+        """Return once every tracked thread is blocked on the clock or has ended: whatever
+        the last :meth:`advance` woke it for is done (``manual``)."""
+        assert self.manual and self._tracked, "settle: a FakeClock(manual=True) and track()"
+        deadline = time.monotonic() + STUCK_S
+        with self._cv:
+            while True:
+                blocked = {w.thread for w in self._waiters}
+                busy = [t.name for t in self._tracked if t.is_alive() and t not in blocked]
+                if not busy:
+                    return
+                assert time.monotonic() < deadline, (
+                    f"{STUCK_S:.0f} s of real time and {busy} neither wait on the fake clock "
+                    "nor ended"
+                )
+                self._cv.wait(_LOOK_S)  # an ending thread does not notify the clock
 
     def _block(self, timeout: float, done: Callable[[], bool]) -> bool:
         if done():
@@ -170,6 +193,6 @@ class FakeClock(timeline.FakeClock):
     def _check_stuck(self, deadline: float, w: _Waiter) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(
-                f"thread {w.thread} waited {STUCK_S:.0f} s of real time on the fake clock "
+                f"thread {w.thread.name} waited {STUCK_S:.0f} s of real time on the fake clock "
                 f"(until {w.due}, now {self.monotonic()}): nothing advanced it"
             )
