@@ -17,15 +17,16 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 
 from harness import progress
+from harness.clock import SYSTEM_CLOCK as SYSTEM_CLOCK
+from harness.clock import Clock as Clock
 from harness.errors import PermanentError, WaitTimeout
 from harness.kube.ledger import KUBERNETES, Ledger
 from harness.kube.names import Kind
@@ -51,48 +52,6 @@ class WaitFailed(PermanentError):
 
 
 # -- clocks --------------------------------------------------------------------------------
-
-
-class Clock(Protocol):
-    """Where waits get the time from."""
-
-    def monotonic(self) -> float: ...
-
-    def time(self) -> float: ...
-
-    def sleep(self, seconds: float) -> None: ...
-
-    def wait(self, cond: threading.Condition, timeout: float) -> bool:
-        """Wait on ``cond`` (held by the caller) for at most ``timeout`` seconds."""
-        ...
-
-    def wait_event(self, event: threading.Event, timeout: float) -> bool:
-        """Wait for ``event`` for at most ``timeout`` seconds; whether it is set (a
-        thread's paced loop: ``while not clock.wait_event(stop, interval): ...``)."""
-        ...
-
-
-class SystemClock:
-    """The real clocks: ``time.monotonic`` for deadlines, ``time.time`` for reports."""
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def time(self) -> float:
-        return time.time()
-
-    def sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            time.sleep(seconds)
-
-    def wait(self, cond: threading.Condition, timeout: float) -> bool:
-        return cond.wait(timeout)
-
-    def wait_event(self, event: threading.Event, timeout: float) -> bool:
-        return event.wait(max(0.0, timeout))
-
-
-SYSTEM_CLOCK = SystemClock()
 
 
 class FakeClock:

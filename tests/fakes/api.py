@@ -33,6 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
+from harness.clock import SYSTEM_CLOCK, Clock
 from harness.kube.client import Credentials, KubeClient
 
 JSON = dict[str, Any]
@@ -224,8 +225,8 @@ class FakeApiServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def client(self, timeout_s: float = 5.0) -> KubeClient:
-        return KubeClient(Credentials(server=self.url), timeout_s=timeout_s)
+    def client(self, timeout_s: float = 5.0, clock: Clock = SYSTEM_CLOCK) -> KubeClient:
+        return KubeClient(Credentials(server=self.url), timeout_s=timeout_s, clock=clock)
 
     # -- state, for tests ------------------------------------------------------------------
 
@@ -311,6 +312,19 @@ class FakeApiServer:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError(f"{self.active_watches(resource)} of {count} watches open")
+                self._cond.wait(left)
+
+    def wait_for_requests(
+        self, count: int, pred: Callable[[Request], bool], timeout_s: float = 30
+    ) -> None:
+        """Return once ``count`` of the requests kept match ``pred`` (a deadlock guard of
+        ``timeout_s``, not a timing: requests are waited for, not polled)."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while (n := sum(1 for r in self.requests if pred(r))) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"{n} of {count} requests")
                 self._cond.wait(left)
 
     def break_watches(self) -> None:
@@ -546,6 +560,7 @@ class _Handler(BaseHTTPRequestHandler):
         api = self.api
         with api._cond:
             api.requests.append(Request(method, urlsplit(self.path).path, q, body))
+            api._cond.notify_all()
         key = ("" if resource in CLUSTER_SCOPED else namespace, name)
         if resource in api.forbidden:
             msg = f"{method} on {resource} refused (test)"

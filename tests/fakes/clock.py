@@ -126,7 +126,9 @@ class FakeClock(timeline.FakeClock):
 
     def block_until_waiting(self, count: int = 1) -> None:
         """Return once ``count`` threads are blocked on the clock (``manual``): each has
-        done what it does before its next sleep or wait."""
+        done what it does before its next sleep or wait. A thread that :meth:`advance`
+        woke has left its wait when that returns; one woken otherwise (its condition
+        notified, its event set) may not have yet: wait for what it does next first."""
         assert self.manual, "block_until_waiting is for a FakeClock(manual=True)"
         deadline = time.monotonic() + STUCK_S
         with self._cv:
@@ -176,8 +178,8 @@ class FakeClock(timeline.FakeClock):
             self._leave(w)
 
     def _enter(self, timeout: float) -> _Waiter:
-        w = _Waiter(self.monotonic() + max(0.0, timeout))
         with self._cv:
+            w = _Waiter(self.monotonic() + max(0.0, timeout))
             if w.due <= self.monotonic():
                 w.fired = True  # a wait of 0: over at once
             else:
