@@ -228,10 +228,13 @@ class KubeClient:
     ) -> KubeClient:
         return cls(load_kubeconfig(path, context), **kw)
 
-    def clone(self, *, maxsize: int = 2) -> KubeClient:
+    def clone(self, *, maxsize: int = 2, clock: Clock | None = None) -> KubeClient:
         """Same server, credentials and TLS context, but its own connection pool (for
-        example one per watch thread, so no stream shares a connection)."""
+        example one per watch thread, so no stream shares a connection); the same clock
+        unless given."""
         other = copy.copy(self)
+        if clock is not None:
+            other.clock = clock
         other._headers = dict(self._headers)
         other._pool = urllib3.PoolManager(
             num_pools=4, maxsize=maxsize, ssl_context=self._ssl_context, retries=False

@@ -211,6 +211,7 @@ class Timeline:
         self._items: list[Transition] = []
         self._by_kind: dict[str, list[Transition]] = {}
         self._cond = threading.Condition(threading.RLock())
+        self._touches = 0  # with len(_items), what a state wait has seen (touch() counts)
         #: The creating thread's waits and the harness's own time (see harness.kube.ledger).
         self.ledger = Ledger(self.clock.monotonic)
 
@@ -263,6 +264,7 @@ class Timeline:
     def touch(self) -> None:
         """Wake every waiter without recording anything (a state they check has changed)."""
         with self._cond:
+            self._touches += 1
             self._cond.notify_all()
 
     # -- reading ---------------------------------------------------------------------------
@@ -412,7 +414,8 @@ class Timeline:
         last_seen: Callable[[], str],
         terminal: Callable[[], str | None] | None = None,
     ) -> T:
-        """Re-evaluate ``check()`` after every append until it returns something not None.
+        """Re-evaluate ``check()`` after every append (and :meth:`touch`) until it returns
+        something not None.
 
         For waits on state (for example the observer's current view of a pod) rather than on
         one transition. ``terminal()`` returning a reason ends the wait with
@@ -434,7 +437,7 @@ class Timeline:
     ) -> T:
         while True:
             with self._cond:
-                generation = len(self._items)
+                generation = (len(self._items), self._touches)
             result = check()
             if result is not None:
                 return result
@@ -443,7 +446,7 @@ class Timeline:
                 if reason is not None:
                     raise WaitFailed(description, reason, self.clock.monotonic() - started)
             with self._cond:
-                if len(self._items) != generation:
+                if (len(self._items), self._touches) != generation:
                     continue
                 now = self.clock.monotonic()
                 if now >= deadline:
