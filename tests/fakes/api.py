@@ -8,7 +8,7 @@ periods, finalizers, uid preconditions), the pod eviction subresource and a Job 
 generated selector. Tests change state directly with ``add``/``update``/``remove``.
 
 By default the fake keeps every change and request it saw, for the tests' assertions. A long
-run (the simulated cluster of ``tests/unit/test_longevity_sim.py``, which the longevity
+run (the simulated cluster of ``tests/integration/test_longevity_sim.py``, which the longevity
 memory benchmark runs in the same process) bounds them: ``max_history`` changes kept to
 resume watches from (older ones are compacted away, as a real API server does: a watch from
 before them gets 410 Gone) and ``max_requests`` requests in ``requests``.
