@@ -840,11 +840,35 @@ def set_ready(obj: JSON, status: str | bool) -> None:
     obj["status"]["conditions"].append({"type": "Ready", "status": value})
 
 
-def eventually(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
-    """Poll ``cond`` until it holds or ``timeout`` seconds pass; its last value."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return cond()
+class Changes:
+    """What an informer reports (``on_change``), kept in ``seen``; :meth:`wait_for` wakes on
+    each report to re-check its condition, so a test waits for a change without polling.
+    An informer updates its cache before it reports, so the condition sees the change."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.seen: list[tuple[str, JSON]] = []
+
+    def __call__(self, kind: str, obj: JSON) -> None:
+        with self._cond:
+            self.seen.append((kind, obj))
+            self._cond.notify_all()
+
+    def attach(self, *informers: Any) -> None:
+        """Also hear what ``informers`` report, after their own ``on_change``."""
+        for inf in informers:
+            own: Callable[[str, JSON], None] | None = inf.on_change
+
+            def both(kind: str, obj: JSON, own: Callable[[str, JSON], None] | None = own) -> None:
+                if own is not None:
+                    own(kind, obj)
+                self(kind, obj)
+
+            inf.on_change = both
+
+    def wait_for(self, cond: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
+        """Return once ``cond()`` holds, re-checked after each change reported
+        (``timeout_s``: a deadlock guard, not a timing)."""
+        with self._cond:
+            if not self._cond.wait_for(cond, timeout_s):
+                raise AssertionError(f"no change made {what} hold in {timeout_s:.0f} s")
