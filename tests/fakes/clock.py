@@ -124,19 +124,27 @@ class FakeClock(timeline.FakeClock):
         with self._cv:
             return [w.thread.name for w in self._waiters]
 
-    def block_until_waiting(self, count: int = 1) -> None:
-        """Return once ``count`` threads are blocked on the clock (``manual``): each has
-        done what it does before its next sleep or wait. A thread that :meth:`advance`
-        woke has left its wait when that returns; one woken otherwise (its condition
-        notified, its event set) may not have yet: wait for what it does next first."""
+    def block_until_waiting(
+        self, count: int = 1, *, thread: threading.Thread | None = None
+    ) -> None:
+        """Return once ``count`` threads (or ``thread``) are blocked on the clock
+        (``manual``): each has done what it does before its next sleep or wait. A thread
+        that :meth:`advance` woke has left its wait when that returns; one woken otherwise
+        (its condition notified, its event set) may not have yet: wait for what it does
+        next first."""
         assert self.manual, "block_until_waiting is for a FakeClock(manual=True)"
         deadline = time.monotonic() + STUCK_S
         with self._cv:
-            while len(self._waiters) < count:
+            while True:
+                blocked = [w for w in self._waiters if thread is None or w.thread is thread]
+                if len(blocked) >= count:
+                    return
                 left = deadline - time.monotonic()
                 assert left > 0, (
-                    f"{STUCK_S:.0f} s of real time and {len(self._waiters)} thread(s) "
-                    f"waiting on the fake clock, not {count}: {self.waiting()}"
+                    f"{STUCK_S:.0f} s of real time and {len(blocked)} thread(s) "
+                    f"waiting on the fake clock, not {count}"
+                    + (f" ({thread.name})" if thread else "")
+                    + f": {self.waiting()}"
                 )
                 self._cv.wait(left)
 
