@@ -25,6 +25,7 @@ Two ways for time to move:
 
 from __future__ import annotations
 
+import faulthandler
 import threading
 import time
 from collections.abc import Callable
@@ -41,10 +42,11 @@ _LOOK_S = 0.005
 
 
 class _Waiter:
-    __slots__ = ("due", "fired", "thread")
+    __slots__ = ("cond", "due", "fired", "thread")
 
-    def __init__(self, due: float) -> None:
+    def __init__(self, due: float, cond: threading.Condition | None) -> None:
         self.due = due
+        self.cond = cond  # what the thread waits on (notified when the clock passes due)
         self.fired = False
         self.thread = threading.current_thread()
 
@@ -81,12 +83,18 @@ class FakeClock(timeline.FakeClock):
         this returns)."""
         assert seconds >= 0, f"advanced {seconds} s"
         super().advance(seconds)
-        if self.manual:
-            with self._cv:
-                for w in [w for w in self._waiters if w.due <= self.monotonic()]:
-                    w.fired = True
-                    self._waiters.remove(w)
-                self._cv.notify_all()
+        if not self.manual:
+            return
+        with self._cv:
+            fired = [w for w in self._waiters if w.due <= self.monotonic()]
+            for w in fired:
+                w.fired = True
+                self._waiters.remove(w)
+            self._cv.notify_all()
+        for w in fired:  # outside the clock's lock: a waiter holds its condition to enter
+            if w.cond is not None:
+                with w.cond:
+                    w.cond.notify_all()
 
     def sleep(self, seconds: float) -> None:
         assert seconds >= 0, f"slept {seconds} s"
@@ -99,16 +107,16 @@ class FakeClock(timeline.FakeClock):
     def wait(self, cond: threading.Condition, timeout: float) -> bool:
         if not self.manual:
             return super().wait(cond, timeout)
-        # The caller holds ``cond``: wait on it (released meanwhile), so that its notify
-        # wakes this at once; the clock's advance is seen at the next look.
-        w = self._enter(timeout)
-        deadline = time.monotonic() + STUCK_S
+        # The caller holds ``cond`` from its last look at what it waits for until this
+        # waits on it, so nothing it waits for can slip by: a notify, or :meth:`advance`
+        # passing the end (which notifies ``cond`` too), wakes this one wait.
+        w = self._enter(timeout, cond)
         try:
-            while not w.fired:
-                if cond.wait(_LOOK_S):
-                    return not w.fired
-                self._check_stuck(deadline, w)
-            return False
+            if w.fired:
+                return False
+            if not cond.wait(STUCK_S):
+                self._stuck(w)
+            return not w.fired
         finally:
             self._leave(w)
 
@@ -185,9 +193,9 @@ class FakeClock(timeline.FakeClock):
         finally:
             self._leave(w)
 
-    def _enter(self, timeout: float) -> _Waiter:
+    def _enter(self, timeout: float, cond: threading.Condition | None = None) -> _Waiter:
         with self._cv:
-            w = _Waiter(self.monotonic() + max(0.0, timeout))
+            w = _Waiter(self.monotonic() + max(0.0, timeout), cond)
             if w.due <= self.monotonic():
                 w.fired = True  # a wait of 0: over at once
             else:
@@ -202,7 +210,11 @@ class FakeClock(timeline.FakeClock):
 
     def _check_stuck(self, deadline: float, w: _Waiter) -> None:
         if time.monotonic() > deadline:
-            raise AssertionError(
-                f"thread {w.thread.name} waited {STUCK_S:.0f} s of real time on the fake clock "
-                f"(until {w.due}, now {self.monotonic()}): nothing advanced it"
-            )
+            self._stuck(w)
+
+    def _stuck(self, w: _Waiter) -> None:
+        faulthandler.dump_traceback(all_threads=True)  # what each thread is stuck on
+        raise AssertionError(
+            f"thread {w.thread.name} waited {STUCK_S:.0f} s of real time on the fake clock "
+            f"(until {w.due}, now {self.monotonic()}): nothing advanced it"
+        )
