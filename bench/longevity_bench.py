@@ -12,7 +12,7 @@ within 10% of the one after cycle 10. Runs the real engine in this process again
 (``powercut lab up --workloads``; give its inventory), sampling VmRSS after every cycle.
 A lab cycle takes about 23 s, so 200 cycles take about 80 minutes. ``--sim`` runs
 the same engine (observer, probers, session, journal, measurement, records) against the
-simulated cluster of ``tests/unit/test_longevity_sim.py``, about 1.2 s a cycle. Its fake
+simulated cluster of ``tests/integration/test_longevity_sim.py``, about 1.2 s a cycle. Its fake
 API server lives in this process but keeps only its latest 200 changes (about 7 cycles'
 worth; older ones are compacted away, as a real API server does) and 200 requests
 (``SIM_HISTORY``), so the growth measured from cycle 10 on is the harness's.
@@ -239,7 +239,7 @@ def bench_rss(
         os.environ.setdefault("POWERCUT_STATE_DIR", str(Path(tmp) / "state"))
         t0 = time.perf_counter()
         if inventory is None:
-            from tests.unit.test_longevity_sim import simulated
+            from tests.integration.test_longevity_sim import simulated
 
             with simulated(Path(tmp)) as sim:
                 opts = sim.options(Path(tmp) / "run", cycles=cycles, keep_timelines="none")

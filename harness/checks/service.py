@@ -22,13 +22,18 @@ import urllib3
 from harness.checks.base import CheckFailed, Measurement, Ref, ref_label, ref_mono, watch_until
 from harness.errors import ConfigError
 from harness.kube.names import Change, Kind
-from harness.kube.timeline import Timeline, Transition
+from harness.kube.timeline import Clock, Timeline, Transition
 
 PROBE = Kind.PROBE
 
 
 class Prober:
-    """Probe one target periodically into the timeline until stopped."""
+    """Probe one target periodically into the timeline until stopped.
+
+    Samples are stamped and paced by ``clock`` (the timeline's unless given), so a test
+    steps the prober with a fake clock; a sample's ``latency_ms`` is the request's own,
+    measured in real time.
+    """
 
     def __init__(
         self,
@@ -40,10 +45,12 @@ class Prober:
         timeout_s: float = 1.0,
         ok_status: Collection[int] = range(200, 400),
         verify: bool | str = True,
+        clock: Clock | None = None,
     ) -> None:
         if interval_s <= 0 or timeout_s <= 0:
             raise ConfigError("interval_s and timeout_s must be positive", field="probe")
         self.timeline = timeline
+        self.clock = clock if clock is not None else timeline.clock
         self.target = target
         self.name = name or target
         self.interval_s = interval_s
@@ -74,7 +81,8 @@ class Prober:
 
     def probe_once(self) -> Transition:
         """One sample, recorded in the timeline (stamped when it was sent)."""
-        mono, wall = time.monotonic(), time.time()
+        mono, wall = self.clock.monotonic(), self.clock.time()
+        sent = time.monotonic()
         detail: dict[str, Any] = {}
         ok = False
         try:
@@ -93,20 +101,20 @@ class Prober:
                     ok = True
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             detail["error"] = f"{type(exc).__name__}: {exc}"[:160]
-        detail["latency_ms"] = round((time.monotonic() - mono) * 1000, 1)
+        detail["latency_ms"] = round((time.monotonic() - sent) * 1000, 1)
         return self.timeline.record(
             PROBE, self.name, Change.OK if ok else Change.FAIL, detail=detail, mono=mono, wall=wall
         )
 
     def _run(self) -> None:
-        due = time.monotonic()
+        due = self.clock.monotonic()
         while not self._stop.is_set():
             self.probe_once()
             due += self.interval_s
-            now = time.monotonic()
+            now = self.clock.monotonic()
             if due < now:  # a slow probe: skip the missed slots rather than burst
                 due = now
-            self._stop.wait(due - now)
+            self.clock.wait_event(self._stop, due - now)
 
     def start(self) -> Prober:
         if self._thread is not None:

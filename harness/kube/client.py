@@ -25,7 +25,6 @@ import queue
 import re
 import ssl
 import threading
-import time
 from collections.abc import Callable, Generator, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from urllib.parse import urlencode
 import orjson
 import urllib3
 
+from harness.clock import SYSTEM_CLOCK, Clock
 from harness.kube.apierrors import (
     ApiError,
     Conflict,
@@ -220,8 +220,18 @@ class _Page:
 class KubeClient:
     """Raw-JSON access to one API server."""
 
-    def __init__(self, creds: Credentials, *, timeout_s: float = 30.0, maxsize: int = 8) -> None:
+    def __init__(
+        self,
+        creds: Credentials,
+        *,
+        timeout_s: float = 30.0,
+        maxsize: int = 8,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        """``clock`` stamps watch events, and the pipelined list waits on it for room (a
+        test's fake clock sees it wait); request timeouts are the sockets' own, real."""
         self.creds = creds
+        self.clock = clock
         self.server = creds.server
         self.timeout_s = timeout_s
         ca_data: str | bytes | None = None
@@ -248,10 +258,13 @@ class KubeClient:
     ) -> KubeClient:
         return cls(load_kubeconfig(path, context), **kw)
 
-    def clone(self, *, maxsize: int = 2) -> KubeClient:
+    def clone(self, *, maxsize: int = 2, clock: Clock | None = None) -> KubeClient:
         """Same server, credentials and TLS context, but its own connection pool (for
-        example one per watch thread, so no stream shares a connection)."""
+        example one per watch thread, so no stream shares a connection); the same clock
+        unless given."""
         other = copy.copy(self)
+        if clock is not None:
+            other.clock = clock
         other._headers = dict(self._headers)
         other._pool = urllib3.PoolManager(
             num_pools=4, maxsize=maxsize, ssl_context=self._ssl_context, retries=False
@@ -384,18 +397,29 @@ class KubeClient:
         decode: Callable[[Buffer], Any],
     ) -> Iterator[tuple[builtins.list[JSON], str]]:
         slots: queue.Queue[_Page | None] = queue.Queue()
-        room = threading.Semaphore(self.PIPELINE_DEPTH)
+        # Room for PIPELINE_DEPTH pages asked for and not yet taken: the asker waits on it
+        # (through the clock, so that a test sees it wait), the consumer and a stop wake it.
+        room = threading.Condition()
+        free = self.PIPELINE_DEPTH
         stop = threading.Event()
         # A few long-lived reader threads rather than one per page: the C allocator keeps
         # an arena per thread that allocates, and every arena keeps its own high-water mark.
         readers = ThreadPoolExecutor(self.PIPELINE_DEPTH, thread_name_prefix=f"list {path}:")
 
+        def take_room() -> bool:
+            nonlocal free
+            with room:
+                while free == 0 and not stop.is_set():
+                    self.clock.wait(room, 1.0)
+                if stop.is_set():
+                    return False
+                free -= 1
+                return True
+
         def ask() -> None:
             cont: str | None = None
             try:
-                while not stop.is_set():
-                    if not room.acquire(timeout=0.1):
-                        continue
+                while take_room():
                     page = _Page()
                     slots.put(page)
                     try:
@@ -429,13 +453,17 @@ class KubeClient:
                     return
                 raw = slot.wait()
                 del slot  # the raw page lives on in `raw` only, and only until it is decoded
-                room.release()
+                with room:
+                    free += 1
+                    room.notify()
                 page = decode(raw)
                 del raw
                 md = page.get("metadata") or {}
                 yield page.get("items") or [], str(md.get("resourceVersion", ""))
         finally:
             stop.set()
+            with room:
+                room.notify_all()
 
     def _open(
         self,
@@ -564,7 +592,7 @@ class KubeClient:
                         line, buf = buf[:nl], buf[nl + 1 :]
                         if not line.strip():
                             continue
-                        mono, wall = time.monotonic(), time.time()
+                        mono, wall = self.clock.monotonic(), self.clock.time()
                         try:
                             ev = decode(line)
                         except orjson.JSONDecodeError as exc:

@@ -17,15 +17,16 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 
 from harness import progress
+from harness.clock import SYSTEM_CLOCK as SYSTEM_CLOCK
+from harness.clock import Clock as Clock
 from harness.errors import PermanentError, WaitTimeout
 from harness.kube.ledger import KUBERNETES, Ledger
 from harness.kube.names import Kind
@@ -51,40 +52,6 @@ class WaitFailed(PermanentError):
 
 
 # -- clocks --------------------------------------------------------------------------------
-
-
-class Clock(Protocol):
-    """Where waits get the time from."""
-
-    def monotonic(self) -> float: ...
-
-    def time(self) -> float: ...
-
-    def sleep(self, seconds: float) -> None: ...
-
-    def wait(self, cond: threading.Condition, timeout: float) -> bool:
-        """Wait on ``cond`` (held by the caller) for at most ``timeout`` seconds."""
-        ...
-
-
-class SystemClock:
-    """The real clocks: ``time.monotonic`` for deadlines, ``time.time`` for reports."""
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def time(self) -> float:
-        return time.time()
-
-    def sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            time.sleep(seconds)
-
-    def wait(self, cond: threading.Condition, timeout: float) -> bool:
-        return cond.wait(timeout)
-
-
-SYSTEM_CLOCK = SystemClock()
 
 
 class FakeClock:
@@ -132,6 +99,18 @@ class FakeClock:
             return True
         self._run_until(target)
         return False
+
+    def wait_event(self, event: threading.Event, timeout: float) -> bool:
+        """Run the callbacks due until ``event`` is set or ``timeout`` has passed."""
+        target = self._now + max(0.0, timeout)
+        while not event.is_set():
+            with self._lock:
+                nxt = self._due[0][0] if self._due else None
+            if nxt is None or nxt > target:
+                self._run_until(target)
+                break
+            self._run_until(nxt)
+        return event.is_set()
 
     def _run_until(self, target: float) -> None:
         while True:
@@ -232,6 +211,7 @@ class Timeline:
         self._items: list[Transition] = []
         self._by_kind: dict[str, list[Transition]] = {}
         self._cond = threading.Condition(threading.RLock())
+        self._touches = 0  # with len(_items), what a state wait has seen (touch() counts)
         #: The creating thread's waits and the harness's own time (see harness.kube.ledger).
         self.ledger = Ledger(self.clock.monotonic)
 
@@ -284,6 +264,7 @@ class Timeline:
     def touch(self) -> None:
         """Wake every waiter without recording anything (a state they check has changed)."""
         with self._cond:
+            self._touches += 1
             self._cond.notify_all()
 
     # -- reading ---------------------------------------------------------------------------
@@ -433,7 +414,8 @@ class Timeline:
         last_seen: Callable[[], str],
         terminal: Callable[[], str | None] | None = None,
     ) -> T:
-        """Re-evaluate ``check()`` after every append until it returns something not None.
+        """Re-evaluate ``check()`` after every append (and :meth:`touch`) until it returns
+        something not None.
 
         For waits on state (for example the observer's current view of a pod) rather than on
         one transition. ``terminal()`` returning a reason ends the wait with
@@ -455,7 +437,7 @@ class Timeline:
     ) -> T:
         while True:
             with self._cond:
-                generation = len(self._items)
+                generation = (len(self._items), self._touches)
             result = check()
             if result is not None:
                 return result
@@ -464,7 +446,7 @@ class Timeline:
                 if reason is not None:
                     raise WaitFailed(description, reason, self.clock.monotonic() - started)
             with self._cond:
-                if len(self._items) != generation:
+                if (len(self._items), self._touches) != generation:
                     continue
                 now = self.clock.monotonic()
                 if now >= deadline:

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from harness.kube.client import KubeClient, NotFound
 from harness.kube.names import ANNOTATION_LAB_RESYNC
+from harness.kube.timeline import SYSTEM_CLOCK, Clock
 from harness.lab.spec import VOLUME_GATE
 
 log = logging.getLogger("powercut.lab.resync")
@@ -56,7 +56,8 @@ def waiting_for_node(pod: JSON) -> bool:
 class Resync:
     """One thread per power-on: wait for the node to read Ready, give its agent ``grace_s``
     to settle the pods itself, then nudge those it did not, every ``every_s``, until none
-    waits or ``timeout_s`` has passed since the power-on."""
+    waits or ``timeout_s`` has passed since the power-on. Paced by ``clock`` (a test's fake
+    one steps it)."""
 
     def __init__(
         self,
@@ -66,12 +67,14 @@ class Resync:
         grace_s: float = 3.0,
         every_s: float = 3.0,
         timeout_s: float = 90.0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.client = client
         self.is_on = is_on
         self.grace_s = grace_s
         self.every_s = every_s
         self.timeout_s = timeout_s
+        self.clock = clock
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.nudged: dict[str, int] = {}  # node -> pods nudged so far (for the log and tests)
@@ -97,10 +100,10 @@ class Resync:
             client.close()
 
     def _resync(self, client: KubeClient, node: str) -> None:
-        deadline = time.monotonic() + self.timeout_s
+        deadline = self.clock.monotonic() + self.timeout_s
         ready_at: float | None = None
-        while not self._stop.wait(0.5 if ready_at is None else self.every_s):
-            now = time.monotonic()
+        while not self.clock.wait_event(self._stop, 0.5 if ready_at is None else self.every_s):
+            now = self.clock.monotonic()
             if now >= deadline or not self.is_on(node):
                 return
             if ready_at is None:
@@ -119,7 +122,7 @@ class Resync:
                 try:
                     client.patch(
                         f"/api/v1/namespaces/{md['namespace']}/pods/{md['name']}",
-                        {"metadata": {"annotations": {ANNOTATION: f"{time.time():.3f}"}}},
+                        {"metadata": {"annotations": {ANNOTATION: f"{self.clock.time():.3f}"}}},
                     )
                 except NotFound:  # finalised meanwhile
                     continue

@@ -8,7 +8,7 @@ periods, finalizers, uid preconditions), the pod eviction subresource and a Job 
 generated selector. Tests change state directly with ``add``/``update``/``remove``.
 
 By default the fake keeps every change and request it saw, for the tests' assertions. A long
-run (the simulated cluster of ``tests/unit/test_longevity_sim.py``, which the longevity
+run (the simulated cluster of ``tests/integration/test_longevity_sim.py``, which the longevity
 memory benchmark runs in the same process) bounds them: ``max_history`` changes kept to
 resume watches from (older ones are compacted away, as a real API server does: a watch from
 before them gets 410 Gone) and ``max_requests`` requests in ``requests``.
@@ -33,6 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
+from harness.clock import SYSTEM_CLOCK, Clock
 from harness.kube.client import Credentials, KubeClient
 
 JSON = dict[str, Any]
@@ -224,8 +225,8 @@ class FakeApiServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def client(self, timeout_s: float = 5.0) -> KubeClient:
-        return KubeClient(Credentials(server=self.url), timeout_s=timeout_s)
+    def client(self, timeout_s: float = 5.0, clock: Clock = SYSTEM_CLOCK) -> KubeClient:
+        return KubeClient(Credentials(server=self.url), timeout_s=timeout_s, clock=clock)
 
     # -- state, for tests ------------------------------------------------------------------
 
@@ -311,6 +312,19 @@ class FakeApiServer:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError(f"{self.active_watches(resource)} of {count} watches open")
+                self._cond.wait(left)
+
+    def wait_for_requests(
+        self, count: int, pred: Callable[[Request], bool], timeout_s: float = 30
+    ) -> None:
+        """Return once ``count`` of the requests kept match ``pred`` (a deadlock guard of
+        ``timeout_s``, not a timing: requests are waited for, not polled)."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while (n := sum(1 for r in self.requests if pred(r))) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"{n} of {count} requests")
                 self._cond.wait(left)
 
     def break_watches(self) -> None:
@@ -546,6 +560,7 @@ class _Handler(BaseHTTPRequestHandler):
         api = self.api
         with api._cond:
             api.requests.append(Request(method, urlsplit(self.path).path, q, body))
+            api._cond.notify_all()
         key = ("" if resource in CLUSTER_SCOPED else namespace, name)
         if resource in api.forbidden:
             msg = f"{method} on {resource} refused (test)"
@@ -825,11 +840,35 @@ def set_ready(obj: JSON, status: str | bool) -> None:
     obj["status"]["conditions"].append({"type": "Ready", "status": value})
 
 
-def eventually(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
-    """Poll ``cond`` until it holds or ``timeout`` seconds pass; its last value."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return cond()
+class Changes:
+    """What an informer reports (``on_change``), kept in ``seen``; :meth:`wait_for` wakes on
+    each report to re-check its condition, so a test waits for a change without polling.
+    An informer updates its cache before it reports, so the condition sees the change."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.seen: list[tuple[str, JSON]] = []
+
+    def __call__(self, kind: str, obj: JSON) -> None:
+        with self._cond:
+            self.seen.append((kind, obj))
+            self._cond.notify_all()
+
+    def attach(self, *informers: Any) -> None:
+        """Also hear what ``informers`` report, after their own ``on_change``."""
+        for inf in informers:
+            own: Callable[[str, JSON], None] | None = inf.on_change
+
+            def both(kind: str, obj: JSON, own: Callable[[str, JSON], None] | None = own) -> None:
+                if own is not None:
+                    own(kind, obj)
+                self(kind, obj)
+
+            inf.on_change = both
+
+    def wait_for(self, cond: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
+        """Return once ``cond()`` holds, re-checked after each change reported
+        (``timeout_s``: a deadlock guard, not a timing)."""
+        with self._cond:
+            if not self._cond.wait_for(cond, timeout_s):
+                raise AssertionError(f"no change made {what} hold in {timeout_s:.0f} s")

@@ -110,7 +110,8 @@ def test_drain_evicts_retries_pdb_429_and_skips_daemonset_and_mirror_pods(
     tl = Timeline(clock)
     seen: list[DrainProgress] = []
     # the already-Terminating pod finishes a little later: drain waits for it (by watch)
-    timer = threading.Timer(0.1, lambda: api.remove("pods", "default", "old"))
+    # drain watches for the pod to go on real time (its clock paces only its retries)
+    timer = threading.Timer(0.1, lambda: api.remove("pods", "default", "old"))  # noqa: TID251
     timer.start()
     try:
         result = actions.drain(

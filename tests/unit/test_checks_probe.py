@@ -5,8 +5,7 @@ from __future__ import annotations
 import functools
 import socket
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -15,7 +14,8 @@ import pytest
 from harness.checks import CheckFailed, Prober, probe_health
 from harness.checks.service import PROBE, outages
 from harness.errors import ConfigError
-from harness.kube.timeline import FakeClock, Timeline, Transition
+from harness.kube.timeline import Timeline, Transition
+from tests.fakes.clock import FakeClock
 
 
 class Backend:
@@ -23,10 +23,13 @@ class Backend:
 
     def __init__(self) -> None:
         self.status = 200
+        self.during: list[Callable[[], object]] = []  # run once each, while a request waits
         backend = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                while backend.during:
+                    backend.during.pop(0)()
                 body = b"ok" if backend.status == 200 else b"no endpoints"
                 self.send_response(backend.status)
                 self.send_header("Content-Length", str(len(body)))
@@ -127,25 +130,44 @@ def test_no_samples_is_a_failure() -> None:
 
 
 def test_http_prober_sees_an_outage(backend: Backend) -> None:
-    tl = Timeline()
-    with Prober(tl, backend.url, name="web", interval_s=0.02, timeout_s=1) as prober:
+    # The prober's thread is paced by a manual fake clock: one sample per second of fake
+    # time, each taken before the test moves the clock on, so the samples and the outage
+    # are exact whatever the machine's load (real HTTP all the same).
+    clock = FakeClock(start=0.0, manual=True)
+    tl = Timeline(clock)
+    statuses = [200, 200, 200, 503, 503, 200, 200, 200]  # the backend at each second
+    with Prober(tl, backend.url, name="web", interval_s=1.0, timeout_s=5) as prober:
         assert prober.scheme == "http"
-        start = time.monotonic()
-        time.sleep(0.15)
-        backend.status = 503
-        time.sleep(0.15)
-        backend.status = 200
-        time.sleep(0.15)
-        end = time.monotonic()
+        for status in statuses[1:]:
+            clock.block_until_waiting(1)  # the last sample is in, the next one is due
+            backend.status = status
+            clock.advance(1.0)
+        clock.block_until_waiting(1)
     samples = tl.all(PROBE, "web")
-    assert len(samples) >= 10
-    assert {t.detail.get("status") for t in samples} == {200, 503}
+    assert [t.mono for t in samples] == [float(i) for i in range(len(statuses))]
+    assert [t.detail.get("status") for t in samples] == statuses
+    assert [t.transition for t in samples] == ["ok" if s == 200 else "fail" for s in statuses]
     assert all("latency_ms" in t.detail for t in samples)
-    m = probe_health(tl, "web", start=start, end=end, min_success_ratio=0.3)
-    assert 0.08 < m.duration_s < 0.6
-    assert m.detail["outages"] == 1
+    m = probe_health(tl, "web", start=0.0, end=7.0, min_success_ratio=0.75)
+    assert m.duration_s == 2.0  # failing from the sample at 3 s to the next success at 5 s
+    assert m.detail["outages"] == 1 and m.detail["success_ratio"] == 0.75
+    assert m.detail["longest_outage_at_s"] == 3.0
     with pytest.raises(CheckFailed):
-        probe_health(tl, "web", start=start, end=end, max_outage_s=0.05)
+        probe_health(tl, "web", start=0.0, end=7.0, max_outage_s=1.5)
+    with pytest.raises(CheckFailed):
+        probe_health(tl, "web", start=0.0, end=7.0, min_success_ratio=0.76)
+
+
+def test_a_slow_probe_skips_the_slots_it_missed_rather_than_burst(backend: Backend) -> None:
+    clock = FakeClock(start=0.0, manual=True)
+    tl = Timeline(clock)
+    backend.during.append(lambda: clock.advance(3.5))  # the first answer takes 3.5 s
+    with Prober(tl, backend.url, name="web", interval_s=1.0, timeout_s=5):
+        clock.block_until_waiting(1)  # slots 1, 2 and 3 missed: one sample at once, at 3.5
+        clock.advance(1.0)  # then an interval after it, not at 4 s
+        clock.block_until_waiting(1)
+    samples = tl.all(PROBE, "web")
+    assert [t.mono for t in samples] == [0.0, 3.5, 4.5]  # stamped when sent
 
 
 def test_tcp_prober_ok_and_refused() -> None:

@@ -1,4 +1,5 @@
-"""``powercut run``: exit codes, --dry-run and signals, on a throwaway feature (no cluster).
+"""``powercut run``: exit codes and --dry-run, on a throwaway feature (no cluster); its
+signals, with real processes and real time, in tests/integration/test_cli_run_signals.py.
 
 The steps directory given with ``--steps`` holds one tiny feature whose only step does what
 its sentence says (pass, fail a check, break, skip, or hang until interrupted), so the real
@@ -8,16 +9,12 @@ pytest child, allure-pytest-bdd and the summary run exactly as against a cluster
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from harness.cli import main
-from harness.cli.run import EXIT_FAILED, EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_PASSED
+from harness.cli.run import EXIT_FAILED, EXIT_HARNESS, EXIT_PASSED
 from harness.report.allure_env import read_environment
 from tests.fakes.project import INVENTORY
 
@@ -52,7 +49,8 @@ def disruption(pytestconfig):
     # what the features' fixture does: describe the cluster while the run goes on
     write_environment(Path(pytestconfig.option.allure_report_dir), {"Kubernetes version": "v9"})
     yield
-    time.sleep(0.5)  # an undo that takes a while: a second SIGINT here would abort it
+    if os.environ.get("FAKE_SLOW_UNDO"):  # the signal tests (tests/integration)
+        time.sleep(0.5)  # an undo that takes a while: a second SIGINT here would abort it
     Path(os.environ["FAKE_DIR"], "restored").write_text("yes")
 
 
@@ -175,63 +173,6 @@ def test_dry_run_lists_the_scenarios_and_touches_nothing(
 
 def test_dry_run_with_a_pytest_usage_error_exits_2(tmp_path: Path, env: Path) -> None:
     assert run(tmp_path, env, "pass", "--dry-run", "--no-such-pytest-option") == EXIT_HARNESS
-
-
-def _interrupt(tmp_path: Path, inv: Path, send: str) -> subprocess.CompletedProcess[str]:
-    """Run ``powercut run`` in a process of its own (a terminal's foreground job: its own
-    process group), wait until the scenario has started, then send SIGINT ``send``: to the
-    ``parent`` process only (as ``kill -INT PID``), or to its ``group`` (as Ctrl-C); or
-    ``kill`` the parent with SIGKILL."""
-    steps = steps_dir(tmp_path, "hang")
-    cmd = [sys.executable, "-m", "harness.cli", "run", "-i", str(inv), "--steps", str(steps)]
-    proc = subprocess.Popen(
-        [*cmd, "--out", str(tmp_path / "out"), "--no-html"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "started").exists():
-            assert proc.poll() is None, proc.communicate()[0]
-            assert time.monotonic() < deadline, "the scenario never started"
-            time.sleep(0.05)
-        if send == "parent":
-            os.kill(proc.pid, signal.SIGINT)
-        elif send == "kill":
-            os.kill(proc.pid, signal.SIGKILL)
-        else:
-            os.killpg(proc.pid, signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out)
-
-
-@pytest.mark.parametrize("send", ["parent", "group"])
-def test_sigint_is_passed_on_once_and_the_run_exits_3_restored(
-    tmp_path: Path, env: Path, send: str
-) -> None:
-    done = _interrupt(tmp_path, env, send)
-    assert done.returncode == EXIT_INTERRUPTED, done.stdout
-    assert (tmp_path / "restored").read_text() == "yes", done.stdout  # the undo ran to its end
-    # exactly once: with the child in the terminal's process group as well, a Ctrl-C would
-    # reach it twice (from the terminal and passed on), the second during its undos
-    assert (tmp_path / "sigints").read_text() == "1", done.stdout
-    assert "SIGINT: stopping" in done.stdout
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
-def test_the_scenarios_stop_and_undo_when_powercut_run_is_killed(tmp_path: Path, env: Path) -> None:
-    done = _interrupt(tmp_path, env, "kill")
-    assert done.returncode == -signal.SIGKILL
-    deadline = time.monotonic() + 30
-    while not (tmp_path / "restored").exists():  # the child got SIGTERM, and undid
-        assert time.monotonic() < deadline, "the orphaned scenario did not stop"
-        time.sleep(0.05)
 
 
 def test_pytest_arguments_after_a_double_dash_reach_pytest(

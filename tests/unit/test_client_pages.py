@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
@@ -13,7 +12,8 @@ import orjson
 import pytest
 
 from harness.kube.client import ApiError, Credentials, KubeClient, Unreachable, list_meta
-from tests.fakes.api import FakeApiServer, pod
+from tests.fakes.api import FakeApiServer, Request, pod
+from tests.fakes.clock import STUCK_S, FakeClock
 
 
 @pytest.fixture
@@ -33,8 +33,12 @@ def names(pages: Iterator[tuple[list[dict[str, object]], str]]) -> tuple[list[st
     return seen, rvs
 
 
+def is_list(r: Request) -> bool:
+    return r.method == "GET" and "watch" not in r.query
+
+
 def list_requests(api: FakeApiServer) -> list[dict[str, str]]:
-    return [r.query for r in api.requests if r.method == "GET" and "watch" not in r.query]
+    return [r.query for r in api.requests if is_list(r)]
 
 
 def test_list_meta_reads_the_head_only_when_metadata_comes_first() -> None:
@@ -65,16 +69,20 @@ def test_prefetched_pages_match_sequential_ones(api: FakeApiServer) -> None:
 def test_prefetch_asks_for_the_next_page_before_this_one_is_consumed(
     api: FakeApiServer,
 ) -> None:
-    pages = api.client().pages("/api/v1/pods", page_size=5, prefetch=True)
-    next(pages)
-    deadline = time.monotonic() + 5
+    # The pipeline waits for room on a manual fake clock. Once it has asked for the pages
+    # it may and waits again, nothing but the consumer taking a page gives it room.
+    clock = FakeClock(manual=True)
+    pages = api.client(clock=clock).pages("/api/v1/pods", page_size=5, prefetch=True)
     depth = KubeClient.PIPELINE_DEPTH
-    while len(list_requests(api)) < 1 + depth and time.monotonic() < deadline:
-        time.sleep(0.01)
-    # page 1 handed out, the next PIPELINE_DEPTH pages asked for; no further
-    time.sleep(0.2)
-    assert len(list_requests(api)) == 1 + depth
-    pages.close()
+    for taken in (1, 2):
+        next(pages)
+        api.wait_for_requests(taken + depth, is_list)  # asked ahead...
+        clock.block_until_waiting(1)  # ...and waits for room: no further
+        # page N handed out, the next PIPELINE_DEPTH pages asked for
+        assert len(list_requests(api)) == taken + depth
+    assert len(list(pages)) == 3  # 5 pages in all (23 pods), no request after the last
+    assert len(list_requests(api)) == 5
+    assert clock.monotonic() == FakeClock().monotonic()  # it waited for room, not for time
 
 
 def test_an_error_reaches_the_consumer_and_closing_stops_the_helper(api: FakeApiServer) -> None:
@@ -85,21 +93,24 @@ def test_an_error_reaches_the_consumer_and_closing_stops_the_helper(api: FakeApi
     api.list_failure = None
     pages = api.client().pages("/api/v1/pods", page_size=5, prefetch=True)
     next(pages)
+    helpers = [t for t in threading.enumerate() if t.name == "list /api/v1/pods"]
+    assert helpers
     pages.close()
-    deadline = time.monotonic() + 5
-    while any(t.name == "list /api/v1/pods" for t in threading.enumerate()):
-        assert time.monotonic() < deadline, "the prefetch thread outlived its consumer"
-        time.sleep(0.02)
+    for helper in helpers:
+        helper.join(STUCK_S)
+        assert not helper.is_alive(), "the prefetch thread outlived its consumer"
 
 
 class _StreamingLists:
     """A loopback HTTP server that answers a paginated pod list the way the API server
     streams one: the list's metadata (with the continue token) first, the items later. Page
-    N's items are held back until page N+1 has been asked for (at most ``hold_s``), so a
-    client that waits for a whole page before asking for the next one shows up as a hold
-    that timed out."""
+    N's items are held back until page N+1 has been asked for (at most ``hold_s``, by default
+    a deadlock guard, not a timing), so a client that waits for a whole page before asking
+    for the next one shows up as a hold that timed out."""
 
-    def __init__(self, pages: int, per_page: int, hold_s: float = 3.0, fail_page: int = 0):
+    def __init__(
+        self, pages: int, per_page: int, hold_s: float = STUCK_S, fail_page: int = 0
+    ) -> None:
         self.pages, self.per_page, self.hold_s, self.fail_page = pages, per_page, hold_s, fail_page
         self.asked = [threading.Event() for _ in range(pages + 1)]
         self.held_until_next: list[bool] = []

@@ -10,6 +10,7 @@ from harness.checks.base import CheckFailed
 from harness.checks.data import verify_tokens, write_tokens
 from harness.errors import ConfigError
 from harness.kube.client import NotFound
+from tests.fakes.clock import FakeClock
 
 
 def pod(name: str, claim: str | None, *, ready: bool = True) -> dict[str, Any]:
@@ -84,14 +85,10 @@ def test_no_pod_holding_the_volume_fails_at_the_deadline() -> None:
     c = FakeClient([pod("single-abc", "single-data")])
     tokens = write_tokens(c, "shop", "app=single")  # type: ignore[arg-type]
     c.pods = [pod("single-xyz", "single-data", ready=False)]
-    now = [0.0]
-
-    def sleep(s: float) -> None:
-        now[0] += s
-
+    clock = FakeClock(start=0.0)
     with pytest.raises(CheckFailed, match=r"not read back in 3s: no ready pod holds it"):
-        verify_tokens(c, tokens, timeout_s=3, clock=lambda: now[0], sleep=sleep)  # type: ignore[arg-type]
-    assert now[0] == pytest.approx(3.0)
+        verify_tokens(c, tokens, timeout_s=3, clock=clock, sleep=clock.sleep)  # type: ignore[arg-type]
+    assert clock.monotonic() == pytest.approx(3.0)
 
 
 def test_a_workload_without_ready_pods_is_a_harness_error() -> None:

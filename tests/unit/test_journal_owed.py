@@ -8,7 +8,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -155,12 +154,16 @@ def test_each_entry_names_the_process_that_began_it(tmp_path: Path) -> None:
 # -- alive or gone -----------------------------------------------------------------------------
 
 
+def exited(child: subprocess.Popen[bytes]) -> None:
+    """Return once ``child`` has exited, leaving it unreaped (a zombie): waited for by the
+    kernel (waitid with WNOWAIT), not polled."""
+    os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+
+
 def test_a_zombie_is_not_alive() -> None:
     child = subprocess.Popen([sys.executable, "-c", "pass"])  # not reaped until wait()
     try:
-        deadline = time.monotonic() + 10
-        while process_alive(child.pid) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        exited(child)
         stat = Path(f"/proc/{child.pid}/stat").read_text()
         assert stat.rpartition(")")[2].split()[0] == "Z"  # it is a zombie, and
         assert not process_alive(child.pid)  # a zombie is gone
@@ -216,8 +219,7 @@ def test_recover_undoes_a_zombie_runs_journal_and_releases_its_lock_in_one_go(
     api.add("nodes", node("w1"))
     zombie = subprocess.Popen([sys.executable, "-c", "pass"])
     try:
-        while process_alive(zombie.pid):
-            time.sleep(0.01)
+        exited(zombie)
         crashed_run(path, zombie.pid, None)
         bmcs.power["w1"] = PowerState.OFF
         lease(api, f"{socket.gethostname()}/pid-{zombie.pid}/abcd1234")
@@ -263,8 +265,7 @@ def test_recover_leaves_a_live_runs_undos_and_lock_to_it(
 def test_break_stale_releases_a_zombies_lock(api: FakeApiServer) -> None:
     zombie = subprocess.Popen([sys.executable, "-c", "pass"])
     try:
-        while process_alive(zombie.pid):
-            time.sleep(0.01)
+        exited(zombie)
         holder = f"{socket.gethostname()}/pid-{zombie.pid}/abcd1234"
         lease(api, holder)
         assert ClusterLock.break_stale(api.client()) == holder

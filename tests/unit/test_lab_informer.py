@@ -6,7 +6,7 @@ from __future__ import annotations
 from harness.kube.client import JSON
 from harness.lab.informer import Informer
 from harness.lab.storage import claims_of
-from tests.fakes.api import FakeApiServer, eventually, pod
+from tests.fakes.api import Changes, FakeApiServer, pod
 
 
 def with_claim(p: JSON, claim: str) -> JSON:
@@ -33,10 +33,9 @@ def test_claims_of_keeps_node_and_claims_only() -> None:
 def test_informer_caches_projections_and_hands_whole_objects_on(api: FakeApiServer) -> None:
     api.add("pods", with_claim(pod("db-0", namespace="lab", node_name="w1"), "data-db-0"))
     api.add("pods", pod("web", namespace="lab", node_name="w2"))
-    seen: list[tuple[str, JSON]] = []
-    inf = Informer(
-        api.client(), "/api/v1/pods", lambda k, o: seen.append((k, o)), project=claims_of
-    )
+    changes = Changes()
+    seen = changes.seen
+    inf = Informer(api.client(), "/api/v1/pods", changes, project=claims_of)
     inf.start()
     try:
         assert inf.synced.wait(5)
@@ -47,9 +46,9 @@ def test_informer_caches_projections_and_hands_whole_objects_on(api: FakeApiServ
         api.wait_for_watches(1, "pods")
         # a pod that starts to mount a claim is kept; one that is deleted is dropped
         api.update("pods", "lab", "web", lambda p: with_claim(p, "cache"))
-        assert eventually(lambda: "lab/web" in inf.objects)
+        changes.wait_for(lambda: "lab/web" in inf.objects, "lab/web cached")
         api.remove("pods", "lab", "db-0")
-        assert eventually(lambda: set(inf.objects) == {"lab/web"})
+        changes.wait_for(lambda: set(inf.objects) == {"lab/web"}, "lab/db-0 dropped")
         assert inf.snapshot() == [claims_of(api.get("pods", "lab", "web") or {})]
     finally:
         inf.stop()

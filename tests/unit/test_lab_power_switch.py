@@ -4,7 +4,8 @@ node's kwok and control-plane components.
 A forced power-off answers once every process of the node got SIGKILL and leaves the
 reaping to another thread; a graceful one once the shutdown began. Either way the node
 reads on until every process has exited; a power-on starts them again only once the
-power-off's reaping is done.
+power-off's reaping is done. The graceful power-off, whose child takes real time to stop, is in
+tests/integration/test_lab_power_switch_graceful.py.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,16 +24,6 @@ from harness.lab.supervisor import Lab
 from harness.power.base import PowerState
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
-# Shuts down in order on SIGTERM: takes 0.3 s, then exits. Says "handler installed" (to its
-# log) once SIGTERM would be handled.
-SLOW_TO_STOP = [
-    sys.executable,
-    "-c",
-    "import signal, sys, time\n"
-    "signal.signal(signal.SIGTERM, lambda *_: (time.sleep(0.3), sys.exit(0)))\n"
-    "print('handler installed', flush=True)\n"
-    "time.sleep(60)\n",
-]
 
 
 @pytest.fixture
@@ -84,25 +74,6 @@ def test_a_forced_power_off_kills_every_process_and_reads_off_once_they_exited(l
     lab._after.shutdown(wait=True)  # then the state file
     state = (lab.root / "state.json").read_text()
     assert '"cp-1": "off"' in state
-
-
-def test_a_graceful_power_off_reads_on_until_the_processes_stopped(lab: Lab) -> None:
-    lab.kwok["w-a1"].stop(force=True)
-    lab.kwok["w-a1"] = Proc("kwok-w-a1", SLOW_TO_STOP, lab.logs)
-    lab.kwok["w-a1"].start()
-    # Its SIGTERM handler is installed (an interpreter start can take seconds on a busy
-    # machine: a fixed pause was not enough at load 50).
-    log = lab.kwok["w-a1"].log_path
-    deadline = time.monotonic() + 60
-    while "handler installed" not in (log.read_text() if log.exists() else ""):
-        assert time.monotonic() < deadline, f"the child never said its handler is in ({log})"
-        time.sleep(0.02)
-    process = popen(lab.kwok["w-a1"])
-    lab.power_off("w-a1", graceful=True)
-    assert lab.power_state("w-a1") is PowerState.ON  # shutting down
-    lab._settle("w-a1")
-    assert process.returncode == 0  # stopped by itself, in order: not killed
-    assert lab.power_state("w-a1") is PowerState.OFF
 
 
 def test_a_power_on_right_after_a_power_off_starts_new_processes(lab: Lab) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from harness.lab.resync import waiting_for_node
 from harness.lab.spec import CSI_DRIVER, VOLUME_GATE
 from harness.lab.storage import StorageController, claims_of
-from tests.fakes.api import JSON, FakeApiServer, eventually, node, pod
+from tests.fakes.api import JSON, Changes, FakeApiServer, node, pod
+from tests.fakes.clock import STUCK_S
 
 
 def gated(name: str, node_name: str, claim: str = "data") -> JSON:
@@ -62,17 +63,24 @@ def test_released_only_when_attached_to_its_own_live_node(api: FakeApiServer) ->
     api.add("volumeattachments", va("va-w1", "pv1", "w1", attached=True))
     api.add("pods", gated("replacement", "w2"))
     sc = StorageController(api.client(), lambda n: on[n])
+    changes = Changes()
+    changes.attach(sc.vas)
     for inf in (sc.vas, sc.pods, sc.pvcs, sc.pvs, sc.nodes):
         inf.start()
     try:
-        eventually(lambda: len(sc.pods.snapshot()) == 1 and len(sc.vas.snapshot()) == 1)
+        for inf in (sc.vas, sc.pods, sc.pvcs, sc.pvs, sc.nodes):
+            assert inf.synced.wait(STUCK_S), inf.path
+        assert len(sc.pods.snapshot()) == 1 and len(sc.vas.snapshot()) == 1
         assert sc.pods_to_release() == [], "attached elsewhere: the pod must stay unready"
 
         # Attached to its node, but that node is off: a dead kubelet mounts nothing.
         api.remove("volumeattachments", "", "va-w1")
         api.add("volumeattachments", va("va-w2", "pv1", "w2", attached=True))
         on["w2"] = False
-        eventually(lambda: [v["metadata"]["name"] for v in sc.vas.snapshot()] == ["va-w2"])
+        changes.wait_for(
+            lambda: [v["metadata"]["name"] for v in sc.vas.snapshot()] == ["va-w2"],
+            "va-w2 the only attachment",
+        )
         assert sc.pods_to_release() == []
 
         on["w2"] = True

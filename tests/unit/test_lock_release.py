@@ -7,6 +7,7 @@ from typing import Any
 
 from harness.kube.client import Forbidden, ServerError, Unreachable
 from harness.kube.lock import LEASE_NAME, ClusterLock
+from tests.fakes.clock import FakeClock
 
 
 class FlakyApi:
@@ -32,19 +33,6 @@ class FlakyApi:
         self.deleted.append(path)
 
 
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, s: float) -> None:
-        self.slept.append(s)
-        self.now += s
-
-
 def _lock(api: FlakyApi) -> ClusterLock:
     return ClusterLock(api, holder=api.holder)  # type: ignore[arg-type]
 
@@ -53,23 +41,23 @@ def test_a_release_retries_while_the_api_server_answers_5xx_then_deletes_the_lea
     path = f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{LEASE_NAME}"
     error = ServerError(503, "ServiceUnavailable", "etcdserver: request timed out", "GET", path)
     api = FlakyApi("me", 3, error)
-    t = FakeTime()
-    _lock(api).release(retry_s=60, sleep=t.sleep, clock=t.clock)
+    t = FakeClock(start=0.0)
+    _lock(api).release(retry_s=60, sleep=t.sleep, clock=t)
     assert len(api.deleted) == 1 and api.deleted[0].endswith(f"/leases/{LEASE_NAME}")
-    assert t.slept == [0.5, 1.0, 2.0]
+    assert t.sleeps == [0.5, 1.0, 2.0]
 
 
 def test_a_release_gives_up_after_its_bound_and_leaves_the_lease_to_expire() -> None:
     api = FlakyApi("me", 10_000, Unreachable("connection refused"))
-    t = FakeTime()
-    _lock(api).release(retry_s=10, sleep=t.sleep, clock=t.clock)
+    t = FakeClock(start=0.0)
+    _lock(api).release(retry_s=10, sleep=t.sleep, clock=t)
     assert api.deleted == []
-    assert sum(t.slept) <= 10
+    assert sum(t.sleeps) <= 10
 
 
 def test_a_permanent_error_is_not_retried() -> None:
     path = f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{LEASE_NAME}"
     api = FlakyApi("me", 1, Forbidden(403, "Forbidden", "forbidden", "GET", path))
-    t = FakeTime()
-    _lock(api).release(retry_s=60, sleep=t.sleep, clock=t.clock)
-    assert api.deleted == [] and t.slept == []
+    t = FakeClock(start=0.0)
+    _lock(api).release(retry_s=60, sleep=t.sleep, clock=t)
+    assert api.deleted == [] and t.sleeps == []

@@ -1,13 +1,13 @@
 """A stop condition that breaches aborts the scenario through the session: the main thread
-stops at once (even blocked in a sleep), the undos run (even with keep-on-failure), and a
+stops at once (even blocked in a wait), the undos run (even with keep-on-failure), and a
 breach reported once the session is ending is not raised. The watcher is a fake here; the
 real one against a real Prometheus is in tests/lab/test_slo_lab.py."""
 
 from __future__ import annotations
 
 import signal
+import socket
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from harness.journal import Journal
 from harness.power.base import PowerState
 from harness.session import STOP_SIGNAL, Session, StoppedByCondition, journal_path_for
 from tests.fakes.api import FakeApiServer
+from tests.fakes.clock import STUCK_S
 from tests.fakes.power import FakeBmcs, write_inventory
 
 SLO_SECTIONS = """
@@ -31,40 +32,44 @@ stop_conditions:
 
 
 class FakeWatcher:
-    """Reports a breach ``after_s`` seconds after it starts (never when None)."""
+    """Reports a breach, from a thread of its own, once ``breach`` is set (never if None)."""
 
-    def __init__(self, on_breach: Callable[[str, str], None], after_s: float | None) -> None:
+    def __init__(
+        self, on_breach: Callable[[str, str], None], breach: threading.Event | None
+    ) -> None:
         self.on_breach = on_breach
-        self.after_s = after_s
+        self.breach = breach
         self.started = False
         self.stopped = False
-        self._timer: threading.Timer | None = None
+        self._thread: threading.Thread | None = None
 
     def start(self) -> FakeWatcher:
         self.started = True
-        if self.after_s is not None:
-            self._timer = threading.Timer(
-                self.after_s, self.on_breach, ("SLO api-available", "sum(up) = 1; objective >= 2")
-            )
-            self._timer.start()
+        if self.breach is not None:
+            self._thread = threading.Thread(target=self._report, args=(self.breach,))
+            self._thread.start()
         return self
 
+    def _report(self, breach: threading.Event) -> None:
+        if breach.wait(STUCK_S):
+            self.on_breach("SLO api-available", "sum(up) = 1; objective >= 2")
+
     def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.join()
+        if self._thread is not None:
+            self._thread.join()
         self.stopped = True
 
 
 class Watchers:
     def __init__(self) -> None:
         self.made: list[FakeWatcher] = []
-        self.after_s: float | None = 0.3
+        self.breach: threading.Event | None = None  # set it: the watcher reports a breach
 
     def factory(
         self, prometheus: Any, conditions: Any, slos: Any, alerts: Any, on_breach: Any, **kw: Any
     ) -> FakeWatcher:
         assert [c.slo for c in conditions] == ["api-available"]
-        w = FakeWatcher(on_breach, self.after_s)
+        w = FakeWatcher(on_breach, self.breach)
         self.made.append(w)
         return w
 
@@ -92,16 +97,24 @@ def test_a_breach_stops_the_main_thread_at_once_and_the_undos_run(
 ) -> None:
     said: list[str] = []
     before = signal.getsignal(STOP_SIGNAL)
+    watchers.breach = threading.Event()
+    blocked_to_the_end = False
+    silent, peer = socket.socketpair()
     with (
+        silent,
+        peer,
         pytest.raises(StoppedByCondition) as info,
         Session(inventory, client=api.client(), keep_on_failure=True, say=said.append) as s,
     ):
         s.power_off(["w1"])
         assert bmcs.power["w1"] is PowerState.OFF
-        started = time.monotonic()
-        time.sleep(60)  # a step blocked in a wait: the breach interrupts it
-    elapsed = time.monotonic() - started
-    assert elapsed < 30, "the sleep ran to its end: the stop did not interrupt it"
+        watchers.breach.set()
+        # A step blocked reading a peer that never answers (as a wait reads the API): only
+        # the breach's signal ends it (a lock's wait, Event.wait, would not be interrupted).
+        silent.settimeout(STUCK_S)
+        silent.recv(1)
+        blocked_to_the_end = True
+    assert not blocked_to_the_end, "the wait ran to its end: the stop did not interrupt it"
     assert info.value.condition == "SLO api-available"
     assert str(info.value) == "stopped by SLO api-available: sum(up) = 1; objective >= 2"
     # keep-on-failure does not keep a stopped scenario's disruptions
@@ -117,7 +130,6 @@ def test_a_breach_stops_the_main_thread_at_once_and_the_undos_run(
 def test_off_the_main_thread_the_next_disruption_is_refused(
     inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs, watchers: Watchers
 ) -> None:
-    watchers.after_s = None
     errors: list[BaseException] = []
 
     def scenario() -> None:
@@ -143,7 +155,6 @@ def test_off_the_main_thread_the_next_disruption_is_refused(
 def test_a_breach_reported_while_the_session_ends_is_not_raised(
     inventory: Inventory, api: FakeApiServer, bmcs: FakeBmcs, watchers: Watchers
 ) -> None:
-    watchers.after_s = None
     with Session(inventory, client=api.client()) as s:
         s.power_off(["w1"])
         watcher = watchers.made[0]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import orjson
 import pytest
@@ -11,12 +10,12 @@ import pytest
 from harness.errors import WaitTimeout
 from harness.kube.timeline import (
     ACTION,
-    FakeClock,
     Timeline,
     Transition,
     WaitFailed,
     match,
 )
+from tests.fakes.clock import FakeClock
 
 
 @pytest.fixture
@@ -153,16 +152,20 @@ def test_wait_until_reevaluates_state_after_each_append(tl: Timeline, clock: Fak
 
 
 def test_wait_for_wakes_on_an_append_from_another_thread() -> None:
-    tl = Timeline()
-    timer = threading.Timer(0.05, lambda: tl.record("Node", "w1", "ready"))
-    timer.start()
-    t0 = time.monotonic()
-    try:
-        t = tl.wait_for(match("Node", "w1", "ready"), time.monotonic() + 5, "w1 Ready")
-    finally:
-        timer.cancel()
+    clock = FakeClock(manual=True)  # only an append can end the wait: no one moves the clock
+    tl = Timeline(clock)
+    test = threading.current_thread()
+
+    def append_once_it_waits() -> None:
+        clock.block_until_waiting(thread=test)
+        tl.record("Node", "w1", "ready")
+
+    other = threading.Thread(target=append_once_it_waits)
+    other.start()
+    t = tl.wait_for(match("Node", "w1", "ready"), clock.monotonic() + 5, "w1 Ready")
+    other.join()
     assert t.name == "w1"
-    assert time.monotonic() - t0 < 1.0
+    assert clock.monotonic() == FakeClock().monotonic()  # woken by the append, not timed out
 
 
 def test_concurrent_appends_lose_nothing() -> None:

@@ -43,7 +43,9 @@ Objects are not even decoded whole: list pages and watch lines are decoded throu
 of the fields the projections read (:mod:`harness.kube.fields`), and list pages are asked
 for in a pipeline (:meth:`~harness.kube.client.KubeClient.pages`), so a large initial list
 costs the API server's encoding time and little more.
-Watch transitions are stamped when their line was read (``time.monotonic``/``time.time``).
+Watch transitions are stamped when their line was read, by the timeline's clock (the real
+one unless the timeline was given another): the watch loop's backoff and a gap's bounds
+run on the same clock, so a test steps them with a fake one.
 
 Transitions emitted (``kind``, ``transition``: ``detail`` keys)::
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic
 
@@ -63,7 +62,7 @@ class _Watcher(Generic[S]):
         self.synced = threading.Event()
         self.error: BaseException | None = None
         self.last_problem = ""
-        self._last_ok = time.monotonic()
+        self._last_ok = obs.timeline.clock.monotonic()
         # Until when the watch is known to have seen everything: the last event it
         # delivered, or the end of the last stream the API server had accepted less
         # LIVE_MARGIN_S (a live stream delivers within milliseconds, but a change committed
@@ -80,7 +79,8 @@ class _Watcher(Generic[S]):
     # -- thread ----------------------------------------------------------------------------
 
     def _run(self) -> None:
-        client = self.obs._client.clone(maxsize=2)
+        # Events are stamped by the timeline's clock, like every other transition on it.
+        client = self.obs._client.clone(maxsize=2, clock=self.obs.timeline.clock)
         try:
             self._loop(client)
         except Exception as exc:  # noqa: BLE001 -- a dead watcher must be reported, not silent
@@ -109,6 +109,7 @@ class _Watcher(Generic[S]):
 
     def _loop(self, client: KubeClient) -> None:
         stop = self.obs._stop
+        clock = self.obs.timeline.clock
         low, high = self.obs.backoff_s
         delay = low
         rv: str | None = None
@@ -122,7 +123,7 @@ class _Watcher(Generic[S]):
                     fresh, list_rv = self._list_after_gone(client, exact)
                 except TemporaryError as exc:
                     self._problem(Change.WATCH_BROKEN, exc)
-                    stop.wait(delay)
+                    clock.wait_event(stop, delay)
                     delay = min(delay * 2, high)
                     continue
                 except PermanentError as exc:
@@ -131,14 +132,14 @@ class _Watcher(Generic[S]):
                         self.last_problem = f"{type(exc).__name__}: {exc}"
                         return
                     self._problem(Change.WATCH_ERROR, exc)
-                    stop.wait(max(high, PERMANENT_RETRY_S))
+                    clock.wait_event(stop, max(high, PERMANENT_RETRY_S))
                     continue
                 self._resync(
                     fresh,
                     list_rv,
                     reason,
-                    time.monotonic(),
-                    time.time(),
+                    clock.monotonic(),
+                    clock.time(),
                     since_rv=since_rv,
                     exact=exact is not None and list_rv == exact,
                 )
@@ -148,6 +149,7 @@ class _Watcher(Generic[S]):
                 refused.relisted()
                 self.synced.set()
             self._accepted = False  # set once the API server accepts the watch
+            pause = 0.0  # the backoff, once the stream's end is stamped (finally)
             try:
                 for ev in client.watch(
                     self.path,
@@ -166,6 +168,8 @@ class _Watcher(Generic[S]):
                         self._on_event(ev)
                     if new_rv:
                         rv = self.rv = new_rv
+                        if ev.type == "BOOKMARK":  # resource_versions() moved: wake waits
+                            self.obs.timeline.touch()
                 refused.clear()  # the stream ran to its end: the history was there
             except Gone as exc:
                 self._accepted = False  # what it missed is exactly the question
@@ -193,18 +197,20 @@ class _Watcher(Generic[S]):
                 if stop.is_set():
                     return
                 self._problem(Change.WATCH_BROKEN, exc)
-                stop.wait(delay)
+                pause = delay
                 delay = min(delay * 2, high)
             except PermanentError as exc:
                 if stop.is_set():
                     return
                 self._problem(Change.WATCH_ERROR, exc)
-                stop.wait(max(high, PERMANENT_RETRY_S))
+                pause = max(high, PERMANENT_RETRY_S)
             finally:
                 if self._accepted:  # live until now, so nothing missed until shortly before
-                    self._live_until = time.monotonic() - LIVE_MARGIN_S
+                    self._live_until = clock.monotonic() - LIVE_MARGIN_S
                 with self._cancel_lock:
                     self._cancel = None
+            if pause:  # not before: a gap starts where the stream broke, not after a backoff
+                clock.wait_event(stop, pause)
 
     def _problem(self, what: str, exc: BaseException) -> None:
         self.last_problem = f"{type(exc).__name__}: {exc}"

@@ -7,6 +7,11 @@ NotReady, then evicts its pods and replaces the Deployment's elsewhere; powering
 it Ready, finalises its Terminating pods and brings the StatefulSet member back with its
 volume. The real engine, observer, probers, session and journal run against it.
 Also used by ``bench/longevity_bench.py``.
+
+In tests/integration, not tests/unit: the engine's waits, its probers and the simulated
+controllers' timers all run on real time (compressed), and the cycle budgets are judged
+against it. A fake clock would need the whole engine (session, longevity cycle, waits) to
+take one.
 """
 
 from __future__ import annotations
