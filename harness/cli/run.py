@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import ctypes
 import datetime as dt
 import os
@@ -11,13 +12,16 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from harness import __version__
 from harness.errors import ConfigError, PowercutError
-from harness.inventory import load_inventory
+from harness.inventory import Inventory, load_inventory
 from harness.journal import Journal
 from harness.session import journal_path_for
+
+if TYPE_CHECKING:
+    from harness.model import ClusterModel
 
 # Exit codes of `powercut run`, documented in --help and the README.
 EXIT_PASSED = 0
@@ -464,6 +468,41 @@ def _tail(log: Path, lines: int = 15) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
+#: Each request reading the cluster's model (read-only, before the run) waits at most this.
+MODEL_READ_TIMEOUT_S = 10.0
+
+
+def _model_or_refuse(inv: Inventory, features: list[Path]) -> ClusterModel | None:
+    """The cluster's model, read before anything is touched; a ``ConfigError`` naming each
+    budget the features use that the model says cannot hold. None (said on stderr) when
+    the cluster cannot be read: the run then judges against the budgets alone."""
+    from harness.kube.client import KubeClient
+    from harness.model import read_model
+    from harness.model.refuse import refusals
+
+    try:
+        client = KubeClient.from_kubeconfig(
+            inv.cluster.kubeconfig, inv.cluster.context, timeout_s=MODEL_READ_TIMEOUT_S
+        )
+        try:
+            model = read_model(client, inv.workloads)
+        finally:
+            client.close()
+    except PowercutError as exc:
+        print(f"powercut: the cluster's model was not read ({exc}); budgets not checked "
+              "against it", file=sys.stderr)
+        return None
+    refused = refusals(model, inv.timing_budgets(), features)
+    if refused:
+        raise ConfigError(
+            "budgets below what this cluster's own settings allow (nothing was touched):\n  "
+            + "\n  ".join(refused),
+            source=str(inv.source or ""),
+            field="budgets",
+        )
+    return dataclasses.replace(model, budgets=inv.timing_budgets().as_dict())
+
+
 def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     inv = load_inventory(args.inventory)  # a bad inventory: one clear error, exit 2
     steps = (args.steps or default_steps_dir()).resolve()
@@ -503,6 +542,8 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
         inventory=inv,
         builtin=set(selected_features([], builtin=True)),
     )
+    # The cluster's own model (read-only): a budget it says cannot hold is refused here too.
+    model = _model_or_refuse(inv, selected_features(args.features, builtin=not args.no_builtin))
     extra = list(extra or [])
     if extra[:1] == ["--"]:
         # `powercut run -i X -- -k rack`: the separator is ours; pytest would read every
@@ -569,6 +610,8 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     )
     results = out_dir / "allure-results"
     results.mkdir(parents=True, exist_ok=True)
+    if model is not None:
+        model.save(results)  # kept with the run: the report's model column reads it
     cmd = [
         *pytest_command(steps),
         "--inventory",

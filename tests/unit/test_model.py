@@ -210,3 +210,62 @@ def test_an_unknown_or_empty_cluster_still_gives_a_model(tmp_path: Path) -> None
     assert model.bounds["pod_eviction"].low_s == 300  # the API server's default, assumed
     assert isinstance(ClusterModel.from_json(model.to_json()), ClusterModel)
     assert Budgets().pod_eviction >= model.bounds["pod_eviction"].low_s
+
+
+# -- powercut run and --dry-run refuse an impossible budget before anything is touched ------
+
+FEATURE = """\
+Feature: A throwaway feature
+  Scenario: Pods leave a dead node
+    Then the outcome is pass
+"""
+
+STEPS = """\
+from pathlib import Path
+import os
+from pytest_bdd import parsers, scenarios, then
+
+scenarios("fake.feature")
+
+
+@then(parsers.parse("the outcome is {what}"))
+def outcome(what):
+    Path(os.environ["FAKE_DIR"], "ran").write_text("yes")
+"""
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_run_refuses_an_impossible_budget_before_touching(
+    api: FakeApiServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    dry_run: bool,
+) -> None:
+    from harness.cli import main
+    from harness.cli.run import EXIT_HARNESS
+    from tests.fakes.power import write_kubeconfig
+
+    monkeypatch.setenv("POWERCUT_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("FAKE_DIR", str(tmp_path))
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", api.url)
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(
+        f"name: fake\ncluster: {{kubeconfig: {kubeconfig}}}\n"
+        "nodes:\n  - {name: w1, role: worker, power: {driver: kind}}\n"
+        "workloads:\n  - {namespace: lab, kind: Deployment, name: web}\n"
+        "budgets: {profile: fast}\n"  # pod-eviction 25 s; web tolerates unreachable 300 s
+    )
+    steps = tmp_path / "steps"
+    steps.mkdir()
+    (steps / "fake.feature").write_text(FEATURE)
+    (steps / "test_fake.py").write_text(STEPS)
+    before = len(api.requests)
+    argv = ["run", "-i", str(inv), "--steps", str(steps), "--out", str(tmp_path / "out")]
+    assert main([*argv, "--no-html", *(["--dry-run"] if dry_run else [])]) == EXIT_HARNESS
+    err = capfd.readouterr().err
+    assert "budgets below what this cluster's own settings allow (nothing was touched)" in err
+    assert "lab/web's pods tolerate unreachable for 300 s, so pod-eviction 25 s cannot hold" in err
+    assert ".feature:" in err  # where the budget is named
+    assert not (tmp_path / "out").exists() and not (tmp_path / "ran").exists()
+    assert {r.method for r in list(api.requests)[before:]} == {"GET"}  # read, never written

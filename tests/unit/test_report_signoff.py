@@ -243,7 +243,7 @@ def test_the_page_orders_phases_closest_first_and_shows_their_figures() -> None:
     body = [(a, c) for a, c in cells.rows if a.get("data-phase")]
     assert [a["data-phase"] for a, _ in body] == ["q", "p", "r"]
     first = body[0][1]
-    assert first[2:5] == ["31.0", "30", "103%"]
+    assert first[2:6] == ["31.0", "-", "30", "103%"]  # measured, model (none here), budget
     assert 'data-tr="abc123" href="#abc123"' in page
     assert "regressed" in page and "Rack outage" in page
     assert page.index("Rack outage") < page.index("<h2>Phases")  # grouped by epic/feature
@@ -360,6 +360,49 @@ def test_compare_side_by_side(tmp_path: Path) -> None:
     assert load_run(str(store / "lab" / "runs" / b.run_id)) == b
     with pytest.raises(ConfigError, match=r"no \*-result.json"):
         load_run(str(tmp_path))
+
+
+def test_compare_marks_only_moves_beyond_noise_or_past_the_model_and_keeps_every_delta() -> None:
+    long = "a scenario whose name is far longer than forty characters, as Gherkin's are"
+    phases_a = {
+        "w1 NotReady": Phase(20.0, 75.0, model_s=57.0, model_setting="node-monitor-grace-period"),
+        "web-0 rescheduled": Phase(10.0, 20.0),
+        "a phase whose name is also longer than forty characters": Phase(3.0, 30.0),
+        "w1 unreachable taint": Phase(4.0, 30.0, model_s=8.0),
+    }
+    phases_b = {
+        "w1 NotReady": Phase(20.5, 75.0, model_s=57.0),  # +0.5 s on 20: noise
+        "web-0 rescheduled": Phase(14.0, 20.0),  # +40%: beyond noise
+        "a phase whose name is also longer than forty characters": Phase(3.4, 30.0),
+        "w1 unreachable taint": Phase(8.5, 30.0, model_s=8.0),  # newly past the model
+    }
+    a = run(scenario(long, phases=phases_a), run_id="20261126T150000Z-aaaaaa")
+    b = run(scenario(long, phases=phases_b), run_id="20261126T160000Z-bbbbbb")
+    table = {r.what: r for r in rows(a, b)}
+    assert not table["w1 NotReady"].worse and table["w1 NotReady"].model == "<=57s"
+    assert table["web-0 rescheduled"].worse
+    assert not table["a phase whose name is also longer than forty characters"].worse
+    assert table["w1 unreachable taint"].worse and table["w1 unreachable taint"].model == "<=8s DEV"
+    text = compare_text(a, b, width=100)
+    lines = [line for line in text.splitlines() if "s" in line and "+" in line]
+    # every delta is there, whole, however long the names
+    for delta in ("+0.5s (+2%)", "+4.0s (+40%)", "+0.4s (+13%)", "+4.5s (+112%)"):
+        assert any(line.endswith(delta) for line in lines), delta
+    table_lines = text.splitlines()[3:-2]
+    assert all(len(line) <= 100 for line in table_lines)
+    marked = [line for line in table_lines if line.startswith("!")]
+    assert len(marked) == 2 and "model" in text.splitlines()[3]
+
+
+def test_the_page_puts_what_did_not_pass_first() -> None:
+    now = run(
+        replace(scenario("a passed one"), epic="A epic"),
+        replace(scenario("z failed one", "failed"), epic="Z epic"),
+        replace(scenario("m skipped one", "skipped"), epic="M epic"),
+    )
+    page = signoff_html(now)
+    first, failed, skipped = (page.index(x) for x in ("a passed one", "z failed one", "m skipped one"))
+    assert page.index("Did not pass (2)") < failed < skipped < page.index("Passed (1)") < first
 
 
 # -- powercut report: the sign-off of results re-rendered ----------------------------------
