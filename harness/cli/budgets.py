@@ -7,7 +7,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from harness.errors import ConfigError

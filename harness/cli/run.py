@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import ctypes
+import dataclasses
 import datetime as dt
 import os
 import signal
@@ -489,8 +489,10 @@ def _model_or_refuse(inv: Inventory, features: list[Path]) -> ClusterModel | Non
         finally:
             client.close()
     except PowercutError as exc:
-        print(f"powercut: the cluster's model was not read ({exc}); budgets not checked "
-              "against it", file=sys.stderr)
+        print(
+            f"powercut: the cluster's model was not read ({exc}); budgets not checked against it",
+            file=sys.stderr,
+        )
         return None
     refused = refusals(model, inv.timing_budgets(), features)
     if refused:

@@ -55,7 +55,9 @@ class ClusterModel:
     def bound(self, budget: str) -> Bound | None:
         return self.bounds.get(budget)
 
-    def impossible(self, budgets: Budgets, names: Sequence[str] | None = None) -> list[ImpossibleBudget]:
+    def impossible(
+        self, budgets: Budgets, names: Sequence[str] | None = None
+    ) -> list[ImpossibleBudget]:
         """The budgets (``names``: only these field names) below the model's least time."""
         out = []
         for name, seconds in budgets.as_dict().items():

@@ -59,7 +59,9 @@ def _figure(x: float) -> str:
     return f"{math.ceil(x):d}"
 
 
-def derive_text(model: ClusterModel, base: Budgets, profile: str, margin: Margin, *, source: str) -> str:
+def derive_text(
+    model: ClusterModel, base: Budgets, profile: str, margin: Margin, *, source: str
+) -> str:
     """The budget file: the inventory's ``budgets:`` mapping (profile and overrides)."""
     lines = [
         f"# powercut budgets derived from the model of {source} (Kubernetes {model.version}),",

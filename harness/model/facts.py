@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["SEMANTICS", "UNREACHABLE", "NOT_READY", "WorkloadModel", "toleration_for"]
+__all__ = ["NOT_READY", "SEMANTICS", "UNREACHABLE", "WorkloadModel", "toleration_for"]
 
 UNREACHABLE: Final = "node.kubernetes.io/unreachable"
 NOT_READY: Final = "node.kubernetes.io/not-ready"
@@ -34,10 +34,10 @@ SEMANTICS: Final[dict[str, str]] = {
 }
 
 
-def toleration_for(tolerations: list[dict[str, Any]], taint: str) -> float | None:
+def toleration_for(tolerations: list[dict[str, Any]], taint: str) -> float:
     """Seconds a pod with ``tolerations`` stays on a node with the NoExecute ``taint``:
     ``tolerationSeconds`` of the matching toleration (the longest if several), ``inf`` for a
-    match without seconds, 0 when none matches (evicted at once); None never (no list)."""
+    match without seconds, 0 when none matches (evicted at once)."""
     best: float | None = None
     for t in tolerations:
         key, op, effect = t.get("key") or "", t.get("operator") or "Equal", t.get("effect") or ""

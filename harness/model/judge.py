@@ -33,7 +33,9 @@ PHASE_BUDGETS: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
 )
 
 
-def budget_of_phase(phase: str, budget_s: float | None, budgets: Mapping[str, float] | None = None) -> str | None:
+def budget_of_phase(
+    phase: str, budget_s: float | None, budgets: Mapping[str, float] | None = None
+) -> str | None:
     """The budget (field name) that judges ``phase``, or None."""
     if " released by " in phase:
         return "volume_detach"
@@ -59,7 +61,11 @@ class Judged:
     @property
     def deviation(self) -> bool:
         """Beyond the model's upper bound: Kubernetes did not behave as configured."""
-        return self.bound is not None and self.bound.high_s is not None and self.seconds > self.bound.high_s
+        return (
+            self.bound is not None
+            and self.bound.high_s is not None
+            and self.seconds > self.bound.high_s
+        )
 
     @property
     def model_text(self) -> str:
@@ -78,7 +84,9 @@ class Judged:
         }
 
 
-def judge(model: ClusterModel | None, item: Mapping[str, Any], budgets: Mapping[str, float] | None = None) -> Judged | None:
+def judge(
+    model: ClusterModel | None, item: Mapping[str, Any], budgets: Mapping[str, float] | None = None
+) -> Judged | None:
     """A ``measurements.json`` item judged against ``model``; None for a non-duration."""
     if "seconds" not in item:
         return None

@@ -78,7 +78,9 @@ def flags_from_command(args: Iterable[str]) -> dict[str, str]:
 
 
 def _static_pod_flags(api: Api, component: str) -> tuple[dict[str, str], str]:
-    pods = _quiet_list(api, "/api/v1/namespaces/kube-system/pods", labelSelector=f"component={component}")
+    pods = _quiet_list(
+        api, "/api/v1/namespaces/kube-system/pods", labelSelector=f"component={component}"
+    )
     for pod in sorted(pods, key=lambda p: str(p.get("metadata", {}).get("name"))):
         for c in (pod.get("spec") or {}).get("containers") or []:
             flags = flags_from_command([*(c.get("command") or []), *(c.get("args") or [])])
@@ -97,7 +99,10 @@ def _kubeadm_flags(api: Api) -> dict[str, tuple[dict[str, str], str]]:
     except yaml.YAMLError:
         return {}
     out: dict[str, tuple[dict[str, str], str]] = {}
-    for part, component in (("controllerManager", "kube-controller-manager"), ("apiServer", "kube-apiserver")):
+    for part, component in (
+        ("controllerManager", "kube-controller-manager"),
+        ("apiServer", "kube-apiserver"),
+    ):
         extra = (doc.get(part) or {}).get("extraArgs") or {}
         if isinstance(extra, list):  # kubeadm v1beta4: [{name, value}]
             extra = {str(a.get("name")): a.get("value") for a in extra if isinstance(a, dict)}
@@ -120,7 +125,9 @@ def server_version(api: Api) -> tuple[int, int] | None:
     return (int(major), int(minor)) if major and minor else None
 
 
-def read_settings(api: Api, nodes: Sequence[JSON]) -> tuple[dict[str, Setting], tuple[int, int] | None]:
+def read_settings(
+    api: Api, nodes: Sequence[JSON]
+) -> tuple[dict[str, Setting], tuple[int, int] | None]:
     """Every setting of :data:`DEFAULTS`, read where the cluster shows it, and the server's
     version."""
     version = server_version(api)
@@ -146,7 +153,9 @@ def read_settings(api: Api, nodes: Sequence[JSON]) -> tuple[dict[str, Setting], 
     return out, version
 
 
-def _kubelet_settings(api: Api, nodes: Sequence[JSON], version: tuple[int, int] | None) -> dict[str, Setting]:
+def _kubelet_settings(
+    api: Api, nodes: Sequence[JSON], version: tuple[int, int] | None
+) -> dict[str, Setting]:
     out: dict[str, Setting] = {}
     leases = _quiet_list(api, "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases")
     durations = Counter(
@@ -160,14 +169,23 @@ def _kubelet_settings(api: Api, nodes: Sequence[JSON], version: tuple[int, int] 
             "s",
             f"spec.leaseDurationSeconds of {count} of {len(leases)} Leases in kube-node-lease",
         )
-    workers = [n for n in nodes if "node-role.kubernetes.io/control-plane" not in (n.get("metadata", {}).get("labels") or {})]
+    workers = [
+        n
+        for n in nodes
+        if "node-role.kubernetes.io/control-plane"
+        not in (n.get("metadata", {}).get("labels") or {})
+    ]
     for node in (workers or list(nodes))[:1]:
         name = node["metadata"]["name"]
         doc = _quiet_get(api, f"/api/v1/nodes/{name}/proxy/configz")
         config = (doc or {}).get("kubeletconfig") or {}
         for key in _KUBELET:
-            if key in config and key not in out and (value := go_duration(str(config[key]))) is not None:
-                out[key] = Setting(key, value, "s", f"kubelet configz of node {name} (nodes/proxy)")
+            if (
+                key in config
+                and key not in out
+                and (seconds := go_duration(str(config[key]))) is not None
+            ):
+                out[key] = Setting(key, seconds, "s", f"kubelet configz of node {name} (nodes/proxy)")
     for key in _KUBELET:
         if key not in out:
             out[key] = default_for(key, version)
@@ -176,13 +194,16 @@ def _kubelet_settings(api: Api, nodes: Sequence[JSON], version: tuple[int, int] 
 
 def zone_sizes(nodes: Sequence[JSON]) -> list[int]:
     """How many nodes each zone (``topology.kubernetes.io/zone``) has."""
-    zones = Counter(
-        (n.get("metadata", {}).get("labels") or {}).get(ZONE_LABEL, "") for n in nodes
-    )
+    zones = Counter((n.get("metadata", {}).get("labels") or {}).get(ZONE_LABEL, "") for n in nodes)
     return sorted(zones.values(), reverse=True)
 
 
-_PLURAL = {"Deployment": "deployments", "StatefulSet": "statefulsets", "DaemonSet": "daemonsets", "Job": "jobs"}
+_PLURAL = {
+    "Deployment": "deployments",
+    "StatefulSet": "statefulsets",
+    "DaemonSet": "daemonsets",
+    "Job": "jobs",
+}
 
 
 def _selector_text(match: JSON) -> str:
@@ -190,7 +211,10 @@ def _selector_text(match: JSON) -> str:
 
 
 def read_workloads(
-    api: Api, workloads: Sequence[WorkloadRef], default_unreachable: Setting, default_not_ready: Setting
+    api: Api,
+    workloads: Sequence[WorkloadRef],
+    default_unreachable: Setting,
+    default_not_ready: Setting,
 ) -> list[WorkloadModel]:
     """Each inventory workload's tolerations (from its pods, else its template plus the
     API server's defaults, assumed), PDB and StatefulSet policy."""
@@ -199,20 +223,32 @@ def read_workloads(
         group = "batch/v1" if w.kind == "Job" else "apps/v1"
         objs: list[JSON]
         if w.name:
-            obj = _quiet_get(api, f"/apis/{group}/namespaces/{w.namespace}/{_PLURAL[w.kind]}/{w.name}")
+            obj = _quiet_get(
+                api, f"/apis/{group}/namespaces/{w.namespace}/{_PLURAL[w.kind]}/{w.name}"
+            )
             objs = [obj] if obj else []
         else:
-            objs = _quiet_list(api, f"/apis/{group}/namespaces/{w.namespace}/{_PLURAL[w.kind]}", labelSelector=w.selector or "")
+            objs = _quiet_list(
+                api,
+                f"/apis/{group}/namespaces/{w.namespace}/{_PLURAL[w.kind]}",
+                labelSelector=w.selector or "",
+            )
         for obj in objs:
             out.append(_workload(api, w.kind, obj, default_unreachable, default_not_ready))
     return out
 
 
-def _workload(api: Api, kind: str, obj: JSON, d_unreach: Setting, d_not_ready: Setting) -> WorkloadModel:
+def _workload(
+    api: Api, kind: str, obj: JSON, d_unreach: Setting, d_not_ready: Setting
+) -> WorkloadModel:
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     ns, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
     match = (spec.get("selector") or {}).get("matchLabels") or {}
-    pods = _quiet_list(api, f"/api/v1/namespaces/{ns}/pods", labelSelector=_selector_text(match)) if match else []
+    pods = (
+        _quiet_list(api, f"/api/v1/namespaces/{ns}/pods", labelSelector=_selector_text(match))
+        if match
+        else []
+    )
     assumed = False
     if pods:
         tols = [(p.get("spec") or {}).get("tolerations") or [] for p in pods]

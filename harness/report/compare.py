@@ -131,7 +131,7 @@ def rows(a: Run, b: Run) -> list[Row]:
         )
         da = sa.duration_s if sa else None
         db = sb.duration_s if sb else None
-        text, d = _delta(da, db)
+        text, _ = _delta(da, db)
         out.append(Row(name, "duration", _num(da), _num(db), text, False))
         keys = list((sb or Scenario(name, "passed")).phases) + [
             k for k in (sa.phases if sa else {}) if not (sb and k in sb.phases)
@@ -139,7 +139,7 @@ def rows(a: Run, b: Run) -> list[Row]:
         for key in keys:
             pa = sa.phases.get(key) if sa else None
             pb = sb.phases.get(key) if sb else None
-            text, d = _delta(pa.value_s if pa else None, pb.value_s if pb else None)
+            text, _d = _delta(pa.value_s if pa else None, pb.value_s if pb else None)
             budget = pb.budget_s if pb else (pa.budget_s if pa else None)
             suffix = f" / {budget:g}s" if budget is not None else ""
             out.append(
@@ -255,7 +255,8 @@ def compare_html(a: Run, b: Run) -> str:
         f"<p><b>B</b> {e(b.run_id)} ({e(b.target)}) {e(b.verdict)} &middot; started "
         f"{e(b.started or '-')} &middot; seed {e(b.seed)} &middot; powercut "
         f"{e(b.powercut_version or '-')}</p>"
-        "<table><thead><tr><th>scenario</th><th>what</th><th>A</th><th>B</th><th>model</th><th>B - A</th>"
+        "<table><thead><tr><th>scenario</th><th>what</th><th>A</th><th>B</th><th>model</th>"
+        "<th>B - A</th>"
         f"</tr></thead><tbody>{''.join(body)}</tbody></table>"
         f"<p class='m'>red: worse in B (a worse verdict, a phase longer by more than "
         f"{NOISE_PERCENT:g}% and {NOISE_FLOOR_S:g}s or newly past its budget or Kubernetes' own "

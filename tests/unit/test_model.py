@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from harness.budgets import PROFILES, Budgets
+from harness.errors import ConfigError
 from harness.lab.controlplane import cluster_configuration
 from harness.lab.spec import LabSpec
 from harness.model import ClusterModel, load_model, read_model
@@ -17,7 +18,6 @@ from harness.model.derive import Margin, derive_text, parse_margin
 from harness.model.judge import budget_of_phase, judge
 from harness.model.refuse import budgets_named, refusals
 from harness.model.settings import go_duration
-from harness.errors import ConfigError
 from tests.fakes.api import FakeApiServer, node, pod
 
 
@@ -44,7 +44,11 @@ def _workload(api: FakeApiServer, resource: str, name: str, **spec: Any) -> None
 
 def _pod(api: FakeApiServer, name: str, app: str, node_name: str, seconds: int | None) -> None:
     p = pod(name, node_name=node_name, namespace="lab", labels={"app": app})
-    tol: dict[str, Any] = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}
+    tol: dict[str, Any] = {
+        "key": "node.kubernetes.io/unreachable",
+        "operator": "Exists",
+        "effect": "NoExecute",
+    }
     if seconds is not None:
         tol["tolerationSeconds"] = seconds
     p["spec"]["tolerations"] = [tol]
@@ -60,7 +64,10 @@ def api() -> Any:
             server.add("nodes", n)
             server.add(
                 "leases",
-                {"metadata": {"name": f"w{i}", "namespace": "kube-node-lease"}, "spec": {"leaseDurationSeconds": 40}},
+                {
+                    "metadata": {"name": f"w{i}", "namespace": "kube-node-lease"},
+                    "spec": {"leaseDurationSeconds": 40},
+                },
             )
         _workload(server, "deployments", "web", replicas=3)
         _workload(server, "statefulsets", "quorum", replicas=3, podManagementPolicy="Parallel")
@@ -71,7 +78,10 @@ def api() -> Any:
             _pod(server, f"node-agent-{i}", "node-agent", f"w{i}", None)
         server.add(
             "poddisruptionbudgets",
-            {"metadata": {"name": "web", "namespace": "lab"}, "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}},
+            {
+                "metadata": {"name": "web", "namespace": "lab"},
+                "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
+            },
         )
         yield server
 
@@ -84,7 +94,9 @@ def test_go_durations_read_as_components_write_them() -> None:
     assert go_duration("300") == 300 and go_duration("soon") is None and go_duration("5x") is None
 
 
-def test_without_published_flags_the_defaults_are_assumed_and_leases_read(api: FakeApiServer) -> None:
+def test_without_published_flags_the_defaults_are_assumed_and_leases_read(
+    api: FakeApiServer,
+) -> None:
     model = read_model(api.client(), WORKLOADS)
     grace = model.settings["node-monitor-grace-period"]
     assert grace.assumed and grace.value == 50 and "default" in grace.source
@@ -102,7 +114,7 @@ def test_kubeadm_configuration_as_the_lab_publishes_it_is_read_not_assumed(
     api: FakeApiServer, tmp_path: Path
 ) -> None:
     spec = LabSpec(state_dir=str(tmp_path), timings="fast")
-    cm = cluster_configuration(spec, [n for n in spec.nodes() if n.role == "control-plane"][0])
+    cm = cluster_configuration(spec, next(n for n in spec.nodes() if n.role == "control-plane"))
     api.add("configmaps", cm)
     model = read_model(api.client(), WORKLOADS)
     grace = model.settings["node-monitor-grace-period"]
@@ -120,12 +132,21 @@ def test_a_static_pods_flags_win_over_kubeadm_config(api: FakeApiServer) -> None
         labels={"component": "kube-controller-manager"},
     )
     p["spec"]["containers"] = [
-        {"name": "kcm", "command": ["kube-controller-manager", "--node-monitor-grace-period=20s", "--node-eviction-rate=0.5"]}
+        {
+            "name": "kcm",
+            "command": [
+                "kube-controller-manager",
+                "--node-monitor-grace-period=20s",
+                "--node-eviction-rate=0.5",
+            ],
+        }
     ]
     api.add("pods", p)
     model = read_model(api.client(), WORKLOADS)
     grace = model.settings["node-monitor-grace-period"]
-    assert grace.value == 20 and "static pod kube-system/kube-controller-manager-cp1" in grace.source
+    assert (
+        grace.value == 20 and "static pod kube-system/kube-controller-manager-cp1" in grace.source
+    )
     assert model.settings["node-eviction-rate"].value == 0.5
 
 
@@ -142,7 +163,9 @@ def test_workloads_tolerations_semantics_and_pdb(api: FakeApiServer) -> None:
     assert eviction.low_s == 300 and eviction.setting == "lab/web's unreachable tolerationSeconds"
 
 
-def test_a_budget_below_the_model_is_refused_naming_the_setting(api: FakeApiServer, tmp_path: Path) -> None:
+def test_a_budget_below_the_model_is_refused_naming_the_setting(
+    api: FakeApiServer, tmp_path: Path
+) -> None:
     model = read_model(api.client(), WORKLOADS)
     feature = tmp_path / "x.feature"
     feature.write_text(
@@ -154,16 +177,24 @@ def test_a_budget_below_the_model_is_refused_naming_the_setting(api: FakeApiServ
     fast = PROFILES["fast"]  # pod-eviction 25 s, node-not-ready 20 s
     refused = refusals(model, fast, [feature])
     assert len(refused) == 2
-    assert refused[0].startswith(f"{feature}:4: lab/web's pods tolerate unreachable for 300 s, so pod-eviction 25 s cannot hold")
+    assert refused[0].startswith(
+        f"{feature}:4: lab/web's pods tolerate unreachable for 300 s, "
+        "so pod-eviction 25 s cannot hold"
+    )
     assert "lower lab/web's unreachable tolerationSeconds or raise the budget" in refused[0]
-    assert "node-not-ready 20 s cannot hold" in refused[1] and "node-monitor-grace-period" in refused[1]
+    assert (
+        "node-not-ready 20 s cannot hold" in refused[1]
+        and "node-monitor-grace-period" in refused[1]
+    )
     # the upstream profile's figures can hold
     assert refusals(model, PROFILES["upstream"], [feature]) == []
 
 
 def test_derived_budgets_load_as_an_inventory_budgets_mapping_and_hold(api: FakeApiServer) -> None:
     model = read_model(api.client(), WORKLOADS)
-    text = derive_text(model, PROFILES["upstream"], "upstream", parse_margin("10%,5s"), source="lab")
+    text = derive_text(
+        model, PROFILES["upstream"], "upstream", parse_margin("10%,5s"), source="lab"
+    )
     doc = yaml.safe_load(text)
     assert doc["profile"] == "upstream"
     derived = PROFILES["upstream"].with_overrides(doc["overrides"])

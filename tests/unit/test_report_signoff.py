@@ -401,7 +401,9 @@ def test_the_page_puts_what_did_not_pass_first() -> None:
         replace(scenario("m skipped one", "skipped"), epic="M epic"),
     )
     page = signoff_html(now)
-    first, failed, skipped = (page.index(x) for x in ("a passed one", "z failed one", "m skipped one"))
+    first, failed, skipped = (
+        page.index(x) for x in ("a passed one", "z failed one", "m skipped one")
+    )
     assert page.index("Did not pass (2)") < failed < skipped < page.index("Passed (1)") < first
 
 
