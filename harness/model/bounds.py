@@ -118,24 +118,27 @@ def compute_bounds(
     )
     out.update(_eviction(s, workloads))
     quarantine, gc = _fixed("podgc-quarantine"), _fixed("podgc-period")
+    # Low 0 for both: the features judge with them what ends sooner too (pods force-deleted
+    # by the operator or the out-of-service taint; a volume released once its node returns).
     out["pod_gc"] = Bound(
         "pod_gc",
-        quarantine.value,
+        0.0,
         quarantine.value + 2 * gc.value + OBSERVATION_SLACK_S,
         "podgc-quarantine",
         _src(quarantine, gc),
-        "an orphaned pod is seen at a PodGC pass and deleted at the first pass after its "
-        f"{quarantine.value:g} s quarantine (passes every {gc.value:g} s)",
+        "an orphaned pod (its Node deleted) is seen at a PodGC pass and deleted at the first "
+        f"pass after its {quarantine.value:g} s quarantine (passes every {gc.value:g} s); "
+        "a force-deleted pod or one on an out-of-service node goes sooner",
     )
     wait = _fixed("maxWaitForUnmountDuration")
     out["volume_detach"] = Bound(
         "volume_detach",
-        wait.value,
+        0.0,
         wait.value + 60.0 + OBSERVATION_SLACK_S,
         "maxWaitForUnmountDuration",
         _src(wait),
-        f"force detach from an unhealthy node after {wait.value:g} s (plus up to the "
-        "desired-state populator's 60 s)",
+        f"force detach from an unhealthy node after {wait.value:g} s at the latest (plus up "
+        "to the desired-state populator's 60 s); sooner when the node returns",
     )
     out["volume_detach_out_of_service"] = Bound(
         "volume_detach_out_of_service",

@@ -185,7 +185,9 @@ def _kubelet_settings(
                 and key not in out
                 and (seconds := go_duration(str(config[key]))) is not None
             ):
-                out[key] = Setting(key, seconds, "s", f"kubelet configz of node {name} (nodes/proxy)")
+                out[key] = Setting(
+                    key, seconds, "s", f"kubelet configz of node {name} (nodes/proxy)"
+                )
     for key in _KUBELET:
         if key not in out:
             out[key] = default_for(key, version)
