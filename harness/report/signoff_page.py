@@ -371,8 +371,8 @@ def signoff_html(
                 f'<tr class="{"" if g.passed else "bad"}" data-gate="{_e(g.name)}" '
                 f'data-passed="{str(g.passed).lower()}">'
                 f"<td>{_e(g.name)}</td>"
-                f'<td class="{"ok" if g.passed else "no"}">'
-                f"{'passed' if g.passed else 'FAILED'}</td>"
+                f'<td class="{"dim" if not g.judged else "ok" if g.passed else "no"}">'
+                f"{'not judged' if not g.judged else 'passed' if g.passed else 'FAILED'}</td>"
                 f"<td>{_e(g.detail)}</td></tr>"
             )
         parts.append("</tbody></table>")

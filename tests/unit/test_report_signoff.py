@@ -109,6 +109,19 @@ def test_every_gate_passes_on_a_clean_run() -> None:
     assert len(ev.results) == 7
 
 
+def test_a_gate_with_nothing_to_judge_reads_not_judged() -> None:
+    r = run(scenario("a", phases={"p": Phase(1, 2)}))  # no SLO, no data check, no critical
+    ev = evaluate(r, SignOff())
+    by = {g.name: g for g in ev.results}
+    assert by[NO_DATA_LOST].detail == "not judged (no data checks)"
+    assert not by[NO_DATA_LOST].judged and by[NO_DATA_LOST].passed  # it fails nothing
+    assert by[NO_SLO_BREACH].detail == "not judged (no SLO checks)"
+    assert by[NO_OVER_BUDGET].judged and by[NO_OVER_BUDGET].detail.startswith("0 of 1")
+    page = signoff_html(r, evaluation=ev)
+    assert "not judged (no data checks)" in page and "0 of 0" not in page
+    assert ev.passed
+
+
 def test_each_gate_fails_naming_what_broke_it() -> None:
     r = run(
         scenario("crit", "failed", "critical"),
