@@ -95,7 +95,7 @@ def test_a_scenarios_phases_are_judged_against_the_model(lab: LabHandle, tmp_pat
         "--no-html",
         "--",
         "-k",
-        "test_the_outoforder_service_taint or out_of_service_taint_moves",
+        "taint_moves_a_statefulset",
         check=False,
         timeout=900,
     )
