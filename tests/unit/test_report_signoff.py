@@ -461,3 +461,45 @@ def test_report_signs_off_re_rendered_results_against_the_runs_before_them(
     capsys.readouterr()
     assert main(["report", str(results), "-o", str(tmp_path / "o3"), "--store", str(store)]) == 2
     assert "--store and --target go together" in capsys.readouterr().err
+
+
+def test_a_scenarios_phase_table_shows_the_model_and_flags_a_deviation() -> None:
+    from harness.report.stage import phases_table_html
+
+    table = phases_table_html(
+        {
+            "w1 NotReady": Phase(12.0, 20.0, model_s=15.0, model_setting="grace (kubeadm)"),
+            "w1 unreachable taint": Phase(9.0, 25.0, model_s=5.0, model_setting="rate"),
+            "harness time": Phase(0.2),
+        }
+    )
+    cells = Cells()
+    cells.feed(table)
+    body = {a["data-phase"]: c for a, c in cells.rows if a.get("data-phase")}
+    assert body["w1 NotReady"][:4] == ["w1 NotReady", "12.000", "≤ 15", "20"]
+    assert "deviation" not in " ".join(body["w1 NotReady"])
+    assert (
+        body["w1 unreachable taint"][2] == "≤ 5" and "deviation" in body["w1 unreachable taint"][5]
+    )
+    assert body["harness time"][2] == ""
+
+
+def test_the_page_shows_the_model_beside_the_budget_and_a_deviation_apart() -> None:
+    now = run(
+        scenario(
+            "s",
+            phases={
+                "w1 NotReady": Phase(12.0, 20.0, model_s=15.0, model_setting="grace 12 s"),
+                "w1 unreachable taint": Phase(9.0, 25.0, model_s=5.0, model_setting="rate"),
+            },
+        )
+    )
+    cells = Cells()
+    cells.feed(section(signoff_html(now), "phases"))
+    body = {a["data-phase"]: (a, c) for a, c in cells.rows if a.get("data-phase")}
+    attrs, row = body["w1 unreachable taint"]
+    assert row[2:5] == ["9.0", "≤ 5 deviation", "25"]  # within its budget, beyond the model
+    assert attrs["class"] == "bad"
+    attrs, row = body["w1 NotReady"]
+    assert row[2:5] == ["12.0", "≤ 15", "20"]
+    assert attrs["class"] == ""
