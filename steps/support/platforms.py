@@ -35,6 +35,8 @@ DIFFERENCES: dict[str, str] = {
     "cluster); the lab's and kind's `web` and `quorum` both have one, so the node chosen runs "
     "a pod of either (not always `web`'s); `node-agent` is the DaemonSet. To pick the node by "
     "the workload it runs, write `a worker node running a pod of web`.",
+    "worker_with_pod_of": "The same everywhere; the lab's workloads are `web`, `quorum`, "
+    "`registry` and `node-agent`, kind's `web`, `quorum`, `singleton` and `node-agent`.",
     "worker_with_daemonset_pod": "The same everywhere; the lab's and kind's DaemonSet is "
     "`node-agent`.",
     "control_plane_node": "Lab: three control planes by default, each with its own etcd "
