@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.failures import FailureKind
 from harness.inventory import Inventory, NodeSpec
 from harness.kube import actions
 from harness.kube import names as well_known
@@ -28,7 +29,6 @@ from harness.kube.client import KubeClient
 from harness.kube.names import BACK_AT, DOWN_FROM, Act, Change, Event, Kind, Stage
 from harness.kube.timeline import ACTION, Timeline
 from harness.longevity import measure
-from harness.power.base import FailureKind
 from harness.report import slo_chart
 from harness.session import Session
 from tests.fakes.api import FakeApiServer, pod
