@@ -329,8 +329,8 @@ def test_a_power_on_after_a_power_off_waits_for_ready() -> None:
 
 class _CyclingSession:
     """Stands in for a Session's power cycle: writes the actions a cycle writes, at the
-    times given, on a fake-clock timeline (synchronized: off and on phases; else one
-    reset)."""
+    times given, on a fake-clock timeline, and returns them as the session does
+    (synchronized: off and on phases; else one reset)."""
 
     def __init__(self, tl: Timeline, held: bool) -> None:
         self.timeline = tl
@@ -345,15 +345,19 @@ class _CyclingSession:
         self.off_s.append(off_s)
         result = PowerResult(list(nodes))
         for n in nodes:
-            result.sent[n] = _at(self.timeline, 0.0, ACTION, n, "power-cycle sent").mono
+            at = [(0.0, "power-cycle sent")]
             if self.held:
-                _at(self.timeline, 0.0, ACTION, n, "power-cycle off sent")
-                _at(self.timeline, 0.1, ACTION, n, "power-cycle off acknowledged")
-                _at(self.timeline, 10.2, ACTION, n, "power-cycle on sent")
-                ack = _at(self.timeline, 10.3, ACTION, n, "power-cycle acknowledged")
+                at += [
+                    (0.0, "power-cycle off sent"),
+                    (0.1, "power-cycle off acknowledged"),
+                    (10.2, "power-cycle on sent"),
+                    (10.3, "power-cycle acknowledged"),
+                ]
             else:
-                ack = _at(self.timeline, 0.2, ACTION, n, "power-cycle acknowledged")
-            result.acknowledged[n] = ack.mono
+                at.append((0.2, "power-cycle acknowledged"))
+            result.transitions += [_at(self.timeline, t, ACTION, n, what) for t, what in at]
+            result.sent[n] = result.transitions[-len(at)].mono
+            result.acknowledged[n] = result.transitions[-1].mono
         return result
 
 
