@@ -386,8 +386,8 @@ def test_a_spread_precondition_that_does_not_hold_is_not_judged(sim: Sim) -> Non
     from types import SimpleNamespace
     from typing import cast
 
-    from harness.scenario.availability import spread
     from harness.scenario.errors import NotApplicable, PreconditionNotMet
+    from harness.scenario.expectations.availability import spread
 
     sim.pod("a", "w1")
     sim.pod("b", "w2")

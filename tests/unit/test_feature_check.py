@@ -357,8 +357,8 @@ def test_the_held_out_mistakes_are_each_named_before_anything_runs(tmp_path: Pat
 
 
 def test_a_worker_chosen_by_its_workload_names_an_inventory_workload(tmp_path: Path) -> None:
-    from harness.scenario.chosen import pod_of
-    from harness.scenario.workloads import PodInfo
+    from harness.scenario.givens import pod_of
+    from harness.scenario.targets.workloads import PodInfo
 
     inv = _inventory(tmp_path)
     assert check_step("given", "a worker node running a pod of web", inv) is None
