@@ -14,8 +14,9 @@ image is (``images.py``):
    base with Node.js (this machine's, >= 20) and Allure Report 3 (``make report-tools``'s
    cache) for the HTML report, adds the non-root user 10001 and the volumes' mount
    points. Tagged
-   ``powercut.local/powercut:<version>``, labelled with the key of its inputs, so that a
-   warm build reuses it.
+   ``powercut.local/powercut:<version>-<key>``, the key a digest of everything that went in
+   (sources, lock file, base, Node.js and Allure, this Dockerfile), and labelled with it, so
+   that a warm build reuses it and a rebuilt one never hides behind an old tag.
 
 The image runs with a read-only root filesystem: everything it writes goes to ``/tmp``
 (an emptyDir: HOME, matplotlib's cache) and ``/var/lib/powercut`` (the state volume:
@@ -101,9 +102,11 @@ class Built:
     size_bytes: int
 
 
-def ref(version: str = __version__) -> str:
-    """The image reference: tagged by powercut's version."""
-    return f"{REPO}:{version}"
+def ref(key: str, version: str = __version__) -> str:
+    """The image reference: powercut's version and the key of everything that went in
+    (:func:`inputs_key`), so an image rebuilt from changed sources gets a tag of its own
+    and a node's ``IfNotPresent`` can never keep running a stale one."""
+    return f"{REPO}:{version}-{key}"
 
 
 def checkout() -> Path:
@@ -277,7 +280,6 @@ def build(say: Say, *, rebuild: bool = False) -> Built:
     root = checkout()
     files = source_files(root)
     base_tar = images.rootfs_tar(say, RUNNER_PACKAGES)
-    target = ref()
     v.kind_cache().mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="runner-", dir=v.kind_cache()) as d:
         work = Path(d)
@@ -285,6 +287,7 @@ def build(say: Say, *, rebuild: bool = False) -> Built:
         copy_sources(root, files, src)
         node, allure, tools_key = report_tools(root, say)
         key = inputs_key(src, files, base_tar.name + tools_key)
+        target = ref(key)
         if not rebuild and images.image_key(target) == key:
             return Built(target, key, True, time.monotonic() - t0, size(target))
         say(f"building the runner image {target} (key {key}) with no registry")

@@ -272,9 +272,12 @@ class Mgmt:
         )
 
 
-def _values(tmp: Path) -> Path:
+def _values(tmp: Path, image: str) -> Path:
+    """The chart's values: the image by the tag `powercut image build` printed (its inputs'
+    digest), never a plain version tag."""
+    repository, _, tag = image.rpartition(":")
     v = {
-        "image": {"pullPolicy": "Never"},
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
         "store": {"size": "1Gi"},
         "targets": [
             {
@@ -322,7 +325,8 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
         timings["kind up"] = time.monotonic() - t
         gateway = _network_gateway()
         t = time.monotonic()
-        powercut("image", "build", "--kind-cluster", NAME)
+        built = run([*POWERCUT, "image", "build", "--kind-cluster", NAME, "--json"], timeout=1800)
+        image = str(json.loads(built.stdout.strip().splitlines()[-1])["image"])
         timings["runner image (build or reuse) and load"] = time.monotonic() - t
         t = time.monotonic()
         powercut(
@@ -355,7 +359,7 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
         m.k("create", "configmap", "lab-inventory", f"--from-file={tmp / 'inventory.yaml'}")
         t = time.monotonic()
         run([helm, "install", RELEASE, str(ROOT / "deploy" / "chart"), "--kubeconfig",
-             str(m.kubeconfig), "-n", NAMESPACE, "-f", str(_values(tmp))])  # fmt: skip
+             str(m.kubeconfig), "-n", NAMESPACE, "-f", str(_values(tmp, image))])  # fmt: skip
         # (not helm --wait: a target's state volume binds only when its first Job runs)
         m.k("rollout", "status", f"deploy/{RELEASE}-page", "--timeout", "300s", timeout=320)
         timings["helm install (page Ready)"] = time.monotonic() - t

@@ -43,4 +43,4 @@ def test_the_image_is_non_root_and_read_only_ready() -> None:
         assert env in d
     assert 'ENTRYPOINT ["/usr/bin/tini", "--", "powercut"]' in d
     assert "-c /src/lock.txt" in d  # the locked versions, as constraints
-    assert ri.ref().startswith("powercut.local/powercut:")
+    assert ri.ref("0123456789abcdef", "0.1.0") == "powercut.local/powercut:0.1.0-0123456789abcdef"
