@@ -76,7 +76,8 @@ COPY allure/ /opt/allure/
 RUN echo "powercut:x:{uid}:{uid}:powercut:/tmp:/usr/sbin/nologin" >> /etc/passwd \\
  && echo "powercut:x:{uid}:" >> /etc/group \\
  && mkdir -p /var/lib/powercut && chown {uid}:{uid} /var/lib/powercut \\
- && /opt/powercut/venv/bin/powercut --version
+ && /opt/powercut/venv/bin/powercut --version \\
+ && /opt/powercut/venv/bin/python -m harness.kindlab.sbom {sbom}
 ENV PATH=/opt/powercut/venv/bin:/usr/local/bin:/usr/bin:/bin \\
     PYTHONDONTWRITEBYTECODE=1 \\
     PYTHONUNBUFFERED=1 \\
@@ -93,6 +94,10 @@ CMD ["--help"]
 """
 
 
+#: The SBOM inside the image (harness/kindlab/sbom.py); a copy is written beside it.
+SBOM_PATH = "/opt/powercut/sbom.json"
+
+
 @dataclass(frozen=True)
 class Built:
     ref: str
@@ -100,6 +105,19 @@ class Built:
     cached: bool
     seconds: float
     size_bytes: int
+    sbom: Path  # the copy of the image's SBOM beside it (in the kind cache)
+
+
+def sbom_beside(image: str, key: str) -> Path:
+    """The image's SBOM copied out of it to ``~/.cache/powercut/kind/runner-sbom-<key>.json``
+    (once per image)."""
+    out = v.kind_cache() / f"runner-sbom-{key}.json"
+    if not out.is_file():
+        text = engine.run(["run", "--rm", "--entrypoint", "cat", image, SBOM_PATH])
+        tmp = out.with_name(f".{out.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out)
+    return out
 
 
 def ref(key: str, version: str = __version__) -> str:
@@ -289,7 +307,8 @@ def build(say: Say, *, rebuild: bool = False) -> Built:
         key = inputs_key(src, files, base_tar.name + tools_key)
         target = ref(key)
         if not rebuild and images.image_key(target) == key:
-            return Built(target, key, True, time.monotonic() - t0, size(target))
+            sbom = sbom_beside(target, key)
+            return Built(target, key, True, time.monotonic() - t0, size(target), sbom)
         say(f"building the runner image {target} (key {key}) with no registry")
         base = images.base_image(say, BASE, RUNNER_PACKAGES)
         house = wheelhouse(say)
@@ -302,11 +321,12 @@ def build(say: Say, *, rebuild: bool = False) -> Built:
         shutil.copy2(root / "requirements" / "lock.txt", ctx / "lock.txt")
         shutil.copy2(node, ctx / "node")
         shutil.copytree(allure / "node_modules", ctx / "allure" / "node_modules", symlinks=True)
-        dockerfile = DOCKERFILE.format(base=base, wheel=wheel.name, uid=UID)
+        dockerfile = DOCKERFILE.format(base=base, wheel=wheel.name, uid=UID, sbom=SBOM_PATH)
         images._docker_build(target, ctx, dockerfile, key)
+    sbom = sbom_beside(target, key)
     seconds = time.monotonic() - t0
-    say(f"runner image {target} built in {seconds:.0f}s")
-    return Built(target, key, False, seconds, size(target))
+    say(f"runner image {target} built in {seconds:.0f}s (SBOM: {sbom})")
+    return Built(target, key, False, seconds, size(target), sbom)
 
 
 def save(image: str, out: Path) -> None:

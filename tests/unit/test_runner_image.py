@@ -36,7 +36,7 @@ def test_the_key_follows_the_sources(tmp_path: Path) -> None:
 
 
 def test_the_image_is_non_root_and_read_only_ready() -> None:
-    d = ri.DOCKERFILE.format(base="b", wheel="w.whl", uid=ri.UID)
+    d = ri.DOCKERFILE.format(base="b", wheel="w.whl", uid=ri.UID, sbom=ri.SBOM_PATH)
     assert f"USER {ri.UID}:{ri.UID}" in d
     for env in ("PYTHONDONTWRITEBYTECODE=1", "HOME=/tmp", "MPLCONFIGDIR=/tmp/matplotlib",
                 "POWERCUT_STATE_DIR=/var/lib/powercut/state", "POWERCUT_ALLURE="):  # fmt: skip
@@ -44,3 +44,25 @@ def test_the_image_is_non_root_and_read_only_ready() -> None:
     assert 'ENTRYPOINT ["/usr/bin/tini", "--", "powercut"]' in d
     assert "-c /src/lock.txt" in d  # the locked versions, as constraints
     assert ri.ref("0123456789abcdef", "0.1.0") == "powercut.local/powercut:0.1.0-0123456789abcdef"
+
+
+def test_the_sbom_lists_the_locked_python_packages_and_the_debian_ones(tmp_path: Path) -> None:
+    """What the image build runs inside the image, run here: every locked distribution
+    installed in this venv is listed with its version and package URL."""
+    import json
+    import shutil
+
+    from harness.kindlab import sbom
+
+    out = tmp_path / "sbom.json"
+    assert sbom.main([str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["bomFormat"] == "CycloneDX" and doc["specVersion"] == "1.5"
+    purls = {c.get("purl", "") for c in doc["components"]}
+    lock = Path(__file__).resolve().parents[2] / "requirements" / "lock.txt"
+    pinned = dict(line.split("==", 1) for line in lock.read_text().splitlines() if "==" in line)
+    assert f"pkg:pypi/pydantic@{pinned['pydantic']}" in purls
+    assert f"pkg:pypi/pyyaml@{pinned['PyYAML']}" in purls
+    if shutil.which("dpkg-query"):
+        assert any(p.startswith("pkg:deb/debian/dpkg@") for p in purls)
+    assert sbom.main([]) == 2
