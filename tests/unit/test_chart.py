@@ -350,3 +350,35 @@ def test_a_cluster_older_than_1_27_is_refused(helm: Path, tmp_path: Path) -> Non
     )  # fmt: skip
     assert out.returncode != 0
     assert "chart requires kubeVersion: >=1.27.0-0" in out.stderr
+
+
+def notes(helm: Path, values: dict[str, Any], tmp_path: Path) -> str:
+    """NOTES.txt as helm renders it (helm template leaves it out: rendered here through a
+    copy of the chart whose extra template tpl's it)."""
+    import shutil
+
+    chart = tmp_path / "chart"
+    shutil.copytree(CHART, chart)
+    shutil.copy2(chart / "templates" / "NOTES.txt", chart / "files" / "notes.txt")
+    (chart / "templates" / "notes-probe.yaml").write_text(
+        'notes: {{ tpl (.Files.Get "files/notes.txt") . | toJson }}\n'
+    )
+    f = tmp_path / "values.yaml"
+    f.write_text(yaml.safe_dump(values))
+    out = subprocess.run(
+        [str(helm), "template", "pc", str(chart), "-f", str(f), "-n", "powercut", *KUBE_ARGS,
+         "--show-only", "templates/notes-probe.yaml"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return str(yaml.safe_load(out.stdout)["notes"])
+
+
+def test_notes_say_how_to_open_the_page_run_now_and_read_the_last_verdict(
+    helm: Path, tmp_path: Path
+) -> None:
+    text = notes(helm, {"targets": [target("rack-a")]}, tmp_path)
+    assert "kubectl -n powercut port-forward svc/pc-page 8080:80" in text
+    assert "kubectl -n powercut create job --from=cronjob/pc-rack-a rack-a-now" in text
+    assert "exec deploy/pc-page -- tail -n 1 /store/rack-a/history.jsonl" in text
+    assert "exit code 4: restore failed" in text
+    assert "No target yet" in notes(helm, {}, tmp_path / "empty")
