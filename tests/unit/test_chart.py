@@ -134,6 +134,7 @@ def test_longevity_target(helm: Path, tmp_path: Path) -> None:
     script = runner["args"][0]
     assert script.startswith("exec powercut longevity --inventory /etc/powercut/inventory/")
     assert "--duration 8h" in script and "'--cycles' '3'" in script
+    assert "--store /store --store-target night" in script  # the night lands in the store
     vols = {v["name"]: v for v in pod["volumes"]}
     assert vols["inventory"]["secret"]["secretName"] == "inv"
 
