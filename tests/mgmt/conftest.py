@@ -219,6 +219,7 @@ class Mgmt:
     lab_client: KubeClient
     runner_client: KubeClient
     timings: dict[str, float]
+    image: str = ""  # the runner image's reference, as `powercut image build` printed it
 
     def k(self, *args: str, timeout: float = 120, check: bool = True) -> str:
         p = run([self.kubectl, "--kubeconfig", str(self.kubeconfig), "-n", NAMESPACE, *args],
@@ -370,7 +371,7 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
         (tmp / "inventory.yaml").write_text(yaml.safe_dump(inv))
         m = Mgmt(
             kind_dir, lab_dir, gateway, kind_dir / "kubeconfig", kubectl, helm,
-            admin, runner, timings,
+            admin, runner, timings, image,
         )  # fmt: skip
         run([kubectl, "--kubeconfig", str(m.kubeconfig), "create", "namespace", NAMESPACE])
         m.k("create", "secret", "generic", "lab-target", f"--from-file={files}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 
 from tests.mgmt.conftest import (
     RELEASE,
+    ROOT,
     RUNNER_USER,
     TARGET,
     Mgmt,
@@ -98,6 +100,36 @@ def test_the_runner_holds_only_the_target_roles_identity(mgmt: Mgmt, tmp_path: P
     # the lock: the lab's admin is refused it, the runner's identity is not
     assert f"may be written by {RUNNER_USER} only" in try_lock_write(m.lab_client)
     assert try_lock_write(m.runner_client) == "admitted"
+
+
+def test_the_image_holds_the_wheels_files_and_its_sbom(mgmt: Mgmt, tmp_path: Path) -> None:
+    """The runner image's installed package holds exactly the files of the wheel built from
+    this checkout (steps/ and features/ included), and its SBOM lists the locked versions."""
+    from harness.kindlab import runner_image as ri
+
+    listing = run(["docker", "run", "--rm", "--entrypoint", "/opt/powercut/venv/bin/python",
+                   mgmt.image, "-c",
+                   "import harness, pathlib; r = pathlib.Path(harness.__file__).parent; "
+                   "print('\\n'.join(sorted('harness/' + p.relative_to(r).as_posix() "
+                   "for p in r.rglob('*') if p.is_file() and '__pycache__' not in p.parts)))"],
+                  ).stdout.split()  # fmt: skip
+    src = tmp_path / "src"
+    ri.copy_sources(ROOT, ri.source_files(ROOT), src)
+    with zipfile.ZipFile(ri._wheel(src, tmp_path / "wheel")) as z:
+        wheel = sorted(n for n in z.namelist() if n.startswith("harness/"))
+    assert listing == wheel, (sorted(set(wheel) - set(listing)), sorted(set(listing) - set(wheel)))
+    assert "harness/steps/plugin.py" in listing
+    assert any(n.startswith("harness/features/") for n in listing)
+    sbom = json.loads(run(["docker", "run", "--rm", "--entrypoint", "cat", mgmt.image,
+                           ri.SBOM_PATH]).stdout)  # fmt: skip
+    purls = {c.get("purl", "") for c in sbom["components"]}
+    lock = dict(
+        ln.split("==", 1) for ln in (ROOT / "requirements/lock.txt").read_text().splitlines()
+        if "==" in ln
+    )  # fmt: skip
+    assert f"pkg:pypi/pydantic@{lock['pydantic']}" in purls
+    assert any(p.startswith("pkg:deb/debian/ipmitool@") for p in purls)
+    assert any(p.startswith("pkg:npm/allure@") for p in purls)
 
 
 def test_a_second_runner_is_refused_by_the_lock(mgmt: Mgmt) -> None:
