@@ -6,6 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from harness.kindlab import runner_image as ri
 
 
@@ -66,3 +68,61 @@ def test_the_sbom_lists_the_locked_python_packages_and_the_debian_ones(tmp_path:
     if shutil.which("dpkg-query"):
         assert any(p.startswith("pkg:deb/debian/dpkg@") for p in purls)
     assert sbom.main([]) == 2
+
+
+def test_built_twice_from_changed_sources_the_image_gets_two_tags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`build` over a checkout whose sources change between two builds: two tags, each
+    carrying the key of what went in; an unchanged checkout finds its image by that tag.
+    Docker, debootstrap and the wheel are replaced by recorders (the real build:
+    make mgmt-test)."""
+    import subprocess
+
+    from harness.kindlab import images
+
+    repo = tmp_path / "repo"
+    (repo / "harness").mkdir(parents=True)
+    (repo / "requirements").mkdir()
+    (repo / "pyproject.toml").write_text("[project]\nname = 'powercut'\n")
+    (repo / "requirements" / "lock.txt").write_text("PyYAML==6.0\n")
+    (repo / "harness" / "a.py").write_text("A = 1\n")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    tools = tmp_path / "tools"
+    (tools / "allure" / "node_modules").mkdir(parents=True)
+    (tools / "node").write_text("node")
+    labels: dict[str, str] = {}
+    built: list[str] = []
+
+    def docker_build(ref: str, ctx: Path, dockerfile: str, key: str) -> None:
+        built.append(ref)
+        labels[ref] = key
+
+    def wheel(src: Path, dest: Path) -> Path:
+        w = dest / "powercut-0.1.0-py3-none-any.whl"
+        w.write_bytes(b"wheel")
+        return w
+
+    monkeypatch.setattr(ri, "checkout", lambda: repo)
+    monkeypatch.setattr(ri.v, "kind_cache", lambda: tmp_path / "cache")
+    monkeypatch.setattr(images, "rootfs_tar", lambda say, packages: tmp_path / "base-1.tar")
+    monkeypatch.setattr(images, "base_image", lambda say, ref, packages: ref)
+    monkeypatch.setattr(images, "image_key", labels.get)
+    monkeypatch.setattr(images, "_docker_build", docker_build)
+    monkeypatch.setattr(
+        ri, "report_tools", lambda root, say: (tools / "node", tools / "allure", "t")
+    )
+    monkeypatch.setattr(ri, "wheelhouse", lambda say: tmp_path)
+    monkeypatch.setattr(ri, "_wheel", wheel)
+    monkeypatch.setattr(ri, "size", lambda image: 1)
+    monkeypatch.setattr(ri, "sbom_beside", lambda image, key: tmp_path / f"sbom-{key}.json")
+    first = ri.build(lambda m: None)
+    again = ri.build(lambda m: None)
+    (repo / "harness" / "a.py").write_text("A = 2\n")
+    second = ri.build(lambda m: None)
+    assert built == [first.ref, second.ref]  # the unchanged checkout built nothing
+    assert again.cached and again.ref == first.ref
+    assert first.ref != second.ref
+    for b in (first, second):
+        assert b.ref == f"powercut.local/powercut:{ri.__version__}-{b.key}"
+        assert labels[b.ref] == b.key
