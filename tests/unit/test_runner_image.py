@@ -79,7 +79,9 @@ def test_built_twice_from_changed_sources_the_image_gets_two_tags(
     make mgmt-test)."""
     import subprocess
 
+    from harness import __version__
     from harness.kindlab import images
+    from harness.kindlab import versions as kind_versions
 
     repo = tmp_path / "repo"
     (repo / "harness").mkdir(parents=True)
@@ -104,7 +106,7 @@ def test_built_twice_from_changed_sources_the_image_gets_two_tags(
         return w
 
     monkeypatch.setattr(ri, "checkout", lambda: repo)
-    monkeypatch.setattr(ri.v, "kind_cache", lambda: tmp_path / "cache")
+    monkeypatch.setattr(kind_versions, "kind_cache", lambda: tmp_path / "cache")
     monkeypatch.setattr(images, "rootfs_tar", lambda say, packages: tmp_path / "base-1.tar")
     monkeypatch.setattr(images, "base_image", lambda say, ref, packages: ref)
     monkeypatch.setattr(images, "image_key", labels.get)
@@ -124,5 +126,5 @@ def test_built_twice_from_changed_sources_the_image_gets_two_tags(
     assert again.cached and again.ref == first.ref
     assert first.ref != second.ref
     for b in (first, second):
-        assert b.ref == f"powercut.local/powercut:{ri.__version__}-{b.key}"
+        assert b.ref == f"powercut.local/powercut:{__version__}-{b.key}"
         assert labels[b.ref] == b.key
