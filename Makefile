@@ -2,8 +2,12 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_FLAGS ?=
+## The kind stage's storage: csi (the default: the attachable storage, with its three volume
+## features, on the cluster the other kind tests share) or local-path (without them).
+POWERCUT_TEST_KIND_STORAGE ?= csi
+export POWERCUT_TEST_KIND_STORAGE
 
-.PHONY: venv report-tools chart lint types layers unit integration check lab-bin lab-test heldout-test kind-image kind-host kind-test mgmt-test kind-stages report-test features wheel-test fault-test test demo bench clean
+.PHONY: venv report-tools chart lint types layers unit integration check lab-bin lab-test heldout-test kind-image kind-host kind-test mgmt-test kind-stages report-test features wheel-test fault-test test test-check test-prebuild helm-bin demo bench clean
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -11,7 +15,7 @@ venv:
 report-tools:
 	@bash scripts/install-report-tools.sh >/dev/null
 
-lint: venv chart
+lint: venv
 	$(PY) -m ruff check harness steps tests bench scripts examples
 	$(PY) -m ruff format --check harness steps tests bench scripts examples
 
@@ -39,8 +43,9 @@ unit: venv
 integration: venv
 	$(PY) -m pytest tests/integration -m "not lab" -q $(PYTEST_FLAGS)
 
-## check: lint, types, import layers, unit and integration tests; no lab, fast
-check: lint types layers unit integration
+## check: lint, the chart (helm lint and template), types, import layers, unit and
+## integration tests; no lab, fast
+check: lint chart types layers unit integration
 
 lab-bin: venv
 	.venv/bin/powercut lab build
@@ -54,8 +59,9 @@ lab-test: lab-bin
 heldout-test: lab-bin
 	POWERCUT_TEST_HELDOUT=1 $(PY) -m pytest tests/lab/test_heldout_features.py -m lab -v $(PYTEST_FLAGS)
 
+## kind-image: the node image, and with the csi storage its CSI driver and sidecars
 kind-image: venv
-	.venv/bin/powercut kind build
+	.venv/bin/powercut kind build --storage $(POWERCUT_TEST_KIND_STORAGE)
 
 ## the real-kubelet tests: a kind cluster (1 control plane, 2 workers) from the node image
 ## built here with no registry; the kind driver's failures against real node containers, and
@@ -99,23 +105,40 @@ wheel-test: lab-bin report-tools
 
 ## kind-stages: the two kind-based stages one after the other (they share the node image and
 ## the Docker engine; the management cluster is created after the real kubelets' is gone).
-## The node image's build (Go, on a cold machine only) runs at the lowest CPU priority, so the
-## lab stages beside it keep their timings.
+## The node image's build and the storage's (Go, on a cold machine only) run at the lowest CPU
+## priority, so the lab stages beside them keep their timings.
 kind-stages: venv
 	nice -n 19 $(MAKE) --no-print-directory kind-image
 	$(MAKE) --no-print-directory kind-test
 	$(MAKE) --no-print-directory mgmt-test
 
-## test: everything the project checks. The four lab stages each bring up a lab of their own
-## (own ports, state and journals) and the kind stages a cluster of their own; they mostly
-## wait on their clusters, so three run side by side (each stage's output is printed when it
-## ends): the features, the kind stages, and the lab tests, wheel test and fault bench.
-test: check report-test
+## test: everything the project checks. First the checks and the report pipeline, with the
+## Go builds every lab stage waits for beside them at the lowest CPU priority (helm, which the
+## unit tests and the chart need, then the lab's binaries: on a warm machine, nothing). Then
+## the four lab stages each bring up a lab of their own (own ports, state and journals) and
+## the kind stages a cluster of their own; they mostly wait on their clusters, so three run
+## side by side (each stage's output is printed when it ends): the features, the kind stages,
+## and the lab tests, wheel test and fault bench.
+test: venv
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-check test-prebuild
 	$(MAKE) --no-print-directory -j3 --output-sync=target \
 	  features kind-stages lab-test wheel-test fault-test
 
-## demo: bring the lab up, run the features against it, write the HTML report
-demo: lab-bin report-tools
+test-check: venv
+	$(MAKE) --no-print-directory -j1 check report-test
+
+test-prebuild: venv
+	nice -n 19 $(MAKE) --no-print-directory -j1 helm-bin lab-bin
+
+## helm-bin: helm, built from the Go module proxy once (cached)
+helm-bin: venv
+	@PYTHONPATH=$$PWD $(PY) -c 'import sys; from harness.kindlab.binaries import obtain_helm; \
+	  print(obtain_helm(lambda m: print(m, file=sys.stderr, flush=True)))' >/dev/null
+
+## demo: the first report in minutes: the lab's binaries (with Allure and Chromium installed
+## beside them), the lab, the demo set (the @demo scenarios), the HTML report's path and how
+## to run everything (`make features`)
+demo: venv
 	bash scripts/demo.sh
 
 ## bench: the lab benchmark (lab up/down, the largest lab) and the longevity ones (report of
