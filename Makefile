@@ -7,7 +7,7 @@ PYTEST_FLAGS ?=
 POWERCUT_TEST_KIND_STORAGE ?= csi
 export POWERCUT_TEST_KIND_STORAGE
 
-.PHONY: venv report-tools chart lint types layers unit integration check lab-bin lab-test heldout-test kind-image kind-host kind-test mgmt-test kind-stages report-test features wheel-test fault-test test test-check test-prebuild helm-bin demo bench clean
+.PHONY: venv report-tools chart lint types layers unit integration check lab-bin lab-test heldout-test kind-image kind-host kind-test mgmt-test kind-stages report-test features wheel-test fault-test test test-check test-prebuild demo bench clean
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -19,9 +19,11 @@ lint: venv
 	$(PY) -m ruff check harness steps tests bench scripts examples
 	$(PY) -m ruff format --check harness steps tests bench scripts examples
 
-## chart: helm (built from the Go module proxy once, cached) lints deploy/chart and renders it
+## chart: helm (built from the Go module proxy once, cached) lints deploy/chart and renders it;
+## the tests of what it renders (tests/unit/test_chart.py, marked helm)
 chart: venv
 	@bash scripts/chart-check.sh
+	$(PY) -m pytest tests/unit -m helm -q $(PYTEST_FLAGS)
 
 ## types: harness/ under mypy strict; tests/ and bench/ type-checked too, with the
 ## relaxations pyproject.toml gives them (every body checked, annotations not required)
@@ -36,7 +38,7 @@ layers: venv
 
 ## unit: no cluster, no network beyond loopback fakes, no real protocol peers
 unit: venv
-	$(PY) -m pytest tests/unit -m "not lab" -q $(PYTEST_FLAGS)
+	$(PY) -m pytest tests/unit -m "not lab and not helm" -q $(PYTEST_FLAGS)
 
 ## integration: the harness against real protocol peers and tools it can run here (BMC
 ## simulators, Prometheus, a driver plugin installed as a package, the kind balancer)
@@ -79,7 +81,7 @@ kind-test: kind-image kind-host
 ## page lists them; a second runner is refused by the lock; a runner SIGKILLed mid-scenario
 ## is recovered by the next Job's init container, nothing left off, cordoned or tainted; the
 ## runner and its init container hold only a ServiceAccount token bound to the target role
-mgmt-test: kind-image kind-host lab-bin report-tools chart
+mgmt-test: kind-image kind-host lab-bin report-tools
 	$(PY) -m pytest tests/mgmt -m mgmt -v -s $(PYTEST_FLAGS)
 
 ## the report pipeline end to end: allure-pytest-bdd -> Allure 3 single file -> Chromium
@@ -108,32 +110,30 @@ wheel-test: lab-bin report-tools
 ## The node image's build and the storage's (Go, on a cold machine only) run at the lowest CPU
 ## priority, so the lab stages beside them keep their timings.
 kind-stages: venv
-	nice -n 19 $(MAKE) --no-print-directory kind-image
+	nice -n 19 $(MAKE) --no-print-directory kind-image chart
 	$(MAKE) --no-print-directory kind-test
 	$(MAKE) --no-print-directory mgmt-test
 
-## test: everything the project checks. First the checks and the report pipeline, with the
-## Go builds every lab stage waits for beside them at the lowest CPU priority (helm, which the
-## unit tests and the chart need, then the lab's binaries: on a warm machine, nothing). Then
-## the four lab stages each bring up a lab of their own (own ports, state and journals) and
-## the kind stages a cluster of their own; they mostly wait on their clusters, so three run
-## side by side (each stage's output is printed when it ends): the features, the kind stages,
-## and the lab tests, wheel test and fault bench.
+## test: everything the project checks. First the checks (but the chart's) and the report
+## pipeline, with the lab's binaries, which every lab stage waits for, built beside them at
+## the lowest CPU priority (on a warm machine: nothing to build). Then the four lab stages
+## each bring up a lab of their own (own ports, state and journals) and the kind stages a
+## cluster of their own; they mostly wait on their clusters, so three run side by side (each
+## stage's output is printed when it ends): the features, the kind stages (the node image,
+## the storage and helm built first at the lowest CPU priority, then the chart's checks), and
+## the lab tests, wheel test and fault bench.
 test: venv
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-check test-prebuild
 	$(MAKE) --no-print-directory -j3 --output-sync=target \
 	  features kind-stages lab-test wheel-test fault-test
 
+## (one after the other: the jobserver would run a single make's goals side by side)
 test-check: venv
-	$(MAKE) --no-print-directory -j1 check report-test
+	@for stage in lint types layers unit integration report-test; do \
+	  $(MAKE) --no-print-directory $$stage || exit 1; done
 
 test-prebuild: venv
-	nice -n 19 $(MAKE) --no-print-directory -j1 helm-bin lab-bin
-
-## helm-bin: helm, built from the Go module proxy once (cached)
-helm-bin: venv
-	@PYTHONPATH=$$PWD $(PY) -c 'import sys; from harness.kindlab.binaries import obtain_helm; \
-	  print(obtain_helm(lambda m: print(m, file=sys.stderr, flush=True)))' >/dev/null
+	nice -n 19 $(MAKE) --no-print-directory lab-bin
 
 ## demo: the first report in minutes: the lab's binaries (with Allure and Chromium installed
 ## beside them), the lab, the demo set (the @demo scenarios), the HTML report's path and how

@@ -15,6 +15,10 @@ from harness.kindlab.binaries import obtain_helm
 
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "chart"
 
+#: `make chart` runs them (helm's Go build is long on a cold machine: `make test` runs it
+#: in the kind lane, beside the lab stages, not before the unit tests)
+pytestmark = pytest.mark.helm
+
 
 @pytest.fixture(scope="module")
 def helm() -> Path:
