@@ -54,6 +54,7 @@ if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
   "$py" -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check -r requirements/lock.txt
   touch "$venv/.complete"
+  say "virtualenv ready"
 fi
 if [ "$(readlink .venv 2>/dev/null)" != "$venv" ]; then
   rm -rf .venv
@@ -84,5 +85,7 @@ if ! wait "$npm_pid"; then
   grep -v "skipping chromium" "$logs/npm" >&2 || true
   say "error: installing Allure failed (above)" >&2
   status=1
+elif grep -q "installed" "$logs/npm"; then
+  say "Allure installed (npm)"
 fi
 exit "$status"
