@@ -237,7 +237,7 @@ def _obtain_tool(tool: Tool, say: Say) -> dict[str, Path]:
                 hint = build.estimate(tool.group.name)
                 say(
                     f"{tool.group.name} {tool.group.version}: go build"
-                    + (f" ({hint}, on two idle cores)" if hint else "")
+                    + (f" ({hint}; longer on a busy machine)" if hint else "")
                 )
                 found = _build_tool(tool, say)
     return found

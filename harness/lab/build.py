@@ -93,11 +93,13 @@ COLD_BUILD_S: dict[str, int] = {
 
 
 def estimate(name: str) -> str:
-    """``name``'s cold build time as words (``about 8 min cold``), or "" if unknown."""
+    """``name``'s cold build time as words (``cold on two idle cores: about 8 min``), or ""
+    if unknown."""
     seconds = COLD_BUILD_S.get(name)
     if seconds is None:
         return ""
-    return f"about {seconds // 60} min cold" if seconds >= 120 else f"about {seconds} s cold"
+    took = f"{seconds // 60} min" if seconds >= 120 else f"{seconds} s"
+    return f"cold on two idle cores: about {took}"
 
 
 @dataclass(frozen=True)
@@ -400,7 +402,7 @@ def obtain(
                         hint = estimate(group.name) if label == "go build" else ""
                         say(
                             f"{group.name} {group.version}: trying {label}"
-                            + (f" ({hint}, on two idle cores)" if hint else "")
+                            + (f" ({hint}; longer on a busy machine)" if hint else "")
                         )
                         try:
                             found = fn(group, say)
