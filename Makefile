@@ -114,15 +114,15 @@ kind-stages: venv
 	$(MAKE) --no-print-directory kind-test
 	$(MAKE) --no-print-directory mgmt-test
 
-## test: everything the project checks. First the checks (but the chart's) and the report
-## pipeline, with the lab's binaries, which every lab stage waits for, built beside them at
-## the lowest CPU priority (on a warm machine: nothing to build). Then the four lab stages
+## test: everything the project checks. First the installs, the checks (but the chart's) and
+## the report pipeline, with the lab's binaries, which every lab stage waits for, built beside
+## them at the lowest CPU priority (on a warm machine: nothing to build). Then the four lab stages
 ## each bring up a lab of their own (own ports, state and journals) and the kind stages a
 ## cluster of their own; they mostly wait on their clusters, so three run side by side (each
 ## stage's output is printed when it ends): the features, the kind stages (the node image,
 ## the storage and helm built first at the lowest CPU priority, then the chart's checks), and
 ## the lab tests, wheel test and fault bench.
-test: venv
+test:
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-check test-prebuild
 	$(MAKE) --no-print-directory -j3 --output-sync=target \
 	  features kind-stages lab-test wheel-test fault-test
@@ -132,13 +132,14 @@ test-check: venv
 	@for stage in lint types layers unit integration report-test; do \
 	  $(MAKE) --no-print-directory $$stage || exit 1; done
 
-test-prebuild: venv
-	nice -n 19 $(MAKE) --no-print-directory lab-bin
+## (without the virtualenv: the lab's build needs only Python's standard library and Go)
+test-prebuild:
+	nice -n 19 bash scripts/lab-build.sh
 
 ## demo: the first report in minutes: the lab's binaries (with Allure and Chromium installed
 ## beside them), the lab, the demo set (the @demo scenarios), the HTML report's path and how
 ## to run everything (`make features`)
-demo: venv
+demo:
 	bash scripts/demo.sh
 
 ## bench: the lab benchmark (lab up/down, the largest lab) and the longevity ones (report of

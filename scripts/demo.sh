@@ -4,8 +4,8 @@
 # together showing every kind of figure the report has), writes the HTML report and says
 # where it is and how to run everything. The lab is stopped afterwards unless KEEP_LAB=1.
 #
-# Cold, the lab's binaries are built from the Go module proxy while Allure and Chromium are
-# installed beside them. Extra arguments go to `powercut run` after the demo selection
+# Cold, the lab's binaries are built from the Go module proxy while the virtualenv, the Debian
+# packages and Allure are installed beside them. Extra arguments go to `powercut run` after the demo selection
 # (e.g. `bash scripts/demo.sh -k power`). POWERCUT_LAB_DIR: the lab's state directory;
 # POWERCUT_DEMO_PORT: its first port (default 21000, `lab up`'s).
 set -euo pipefail
@@ -15,20 +15,19 @@ t0=$(date +%s)
 elapsed() { echo "$(( $(date +%s) - t0 ))s"; }
 say() { echo "demo [$(elapsed)]: $*"; }
 
-# -- 1. the lab's binaries and the report's tools, side by side ------------------------------
-tools_log=$(mktemp -t powercut-demo-tools.XXXXXX)
-bash scripts/install-report-tools.sh >"$tools_log" 2>&1 &
-tools_pid=$!
-say "1/3 the lab's binaries (cached; else built once from the Go module proxy, each group" \
-  "saying how long it takes), with Allure and Chromium installed beside them"
-$pc lab build
-if ! wait "$tools_pid"; then
-  cat "$tools_log" >&2
-  rm -f "$tools_log"
-  say "installing the report's tools failed (above)"
+# -- 1. the installs and the lab's binaries, side by side -----------------------------------
+# The Go build needs only Python's standard library: it starts at once, beside the
+# virtualenv (pip), the Debian packages (apt) and Allure (npm) that bootstrap installs.
+say "1/3 the installs (scripts/bootstrap.sh) and, beside them, the lab's binaries (cached;" \
+  "else built once from the Go module proxy, each group saying how long it takes cold)"
+bash scripts/lab-build.sh 2>&1 | sed -u 's/^/  lab build: /' &
+build=$!  # (pipefail: waiting for the pipeline gives the build's status)
+bash scripts/bootstrap.sh
+if ! wait "$build"; then
+  say "building the lab's binaries failed (above)"
   exit 2
 fi
-rm -f "$tools_log"
+say "installed and built"
 
 # -- 2. the lab ------------------------------------------------------------------------------
 started=0
