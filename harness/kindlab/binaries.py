@@ -231,7 +231,7 @@ def obtain_helm(say: Say) -> Path:
 def _obtain_tool(tool: Tool, say: Say) -> dict[str, Path]:
     found = build._from_cache(tool.group)
     if found is None:
-        with build._locked(tool.group):
+        with build._locked(tool.group, say):
             found = build._from_cache(tool.group)
             if found is None:
                 hint = build.estimate(tool.group.name)

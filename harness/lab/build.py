@@ -150,11 +150,18 @@ def _from_cache(group: Group) -> dict[str, Path] | None:
 
 
 @contextmanager
-def _locked(group: Group) -> Iterator[None]:
+def _locked(group: Group, say: Say | None = None) -> Iterator[None]:
+    """Hold ``group``'s build lock; if another process holds it (building that group),
+    say so before waiting for it."""
     lock_dir = v.bin_cache()
     lock_dir.mkdir(parents=True, exist_ok=True)
     with (lock_dir / f".{group.name}-{group.version}.lock").open("w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if say is not None:
+                say(f"{group.name} {group.version}: another process is building it; waiting")
+            fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
         finally:
@@ -394,7 +401,7 @@ def obtain(
             found = _from_cache(group)
             source = f"cache {group.cache_dir}"
         if found is None and allow_build:
-            with _locked(group):
+            with _locked(group, say):
                 found = _from_cache(group)  # another process may have just built it
                 if found is None:
                     reasons = []
