@@ -20,10 +20,10 @@ lint: venv
 	$(PY) -m ruff format --check harness steps tests bench scripts examples
 
 ## chart: helm (built from the Go module proxy once, cached) lints deploy/chart and renders it;
-## the tests of what it renders (tests/unit/test_chart.py, marked helm)
+## the tests that need helm (marked helm: what it renders, the alerts in a real Prometheus)
 chart: venv
 	@bash scripts/chart-check.sh
-	$(PY) -m pytest tests/unit -m helm -q $(PYTEST_FLAGS)
+	$(PY) -m pytest tests/unit tests/integration -m helm -q $(PYTEST_FLAGS)
 
 ## types: harness/ under mypy strict; tests/ and bench/ type-checked too, with the
 ## relaxations pyproject.toml gives them (every body checked, annotations not required)
@@ -43,7 +43,7 @@ unit: venv
 ## integration: the harness against real protocol peers and tools it can run here (BMC
 ## simulators, Prometheus, a driver plugin installed as a package, the kind balancer)
 integration: venv
-	$(PY) -m pytest tests/integration -m "not lab" -q $(PYTEST_FLAGS)
+	$(PY) -m pytest tests/integration -m "not lab and not helm" -q $(PYTEST_FLAGS)
 
 ## check: lint, the chart (helm lint and template), types, import layers, unit and
 ## integration tests; no lab, fast
@@ -78,9 +78,10 @@ kind-test: kind-image kind-host
 ## mgmt-test: the chart for real: a kind management cluster (one node, the kind stage's node
 ## image) on a Docker network of its own runs the runner image against a lab served on that
 ## network's gateway only: two scheduled runs land in the store with their history and the
-## page lists them; a second runner is refused by the lock; a runner SIGKILLed mid-scenario
-## is recovered by the next Job's init container, nothing left off, cordoned or tainted; the
-## runner and its init container hold only a ServiceAccount token bound to the target role
+## page lists them; a second runner is refused by the lock; a runner SIGKILLed mid-cut is
+## recovered by the target's recover CronJob within 5 minutes and the chart's dead-holder
+## alert fires in a Prometheus scraping the page; the image holds the wheel's files and its
+## SBOM; the runner holds only a ServiceAccount token bound to the target role
 mgmt-test: kind-image kind-host lab-bin report-tools
 	$(PY) -m pytest tests/mgmt -m mgmt -v -s $(PYTEST_FLAGS)
 
