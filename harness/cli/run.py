@@ -205,6 +205,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     run.add_argument("--no-html", action="store_true", help="skip the HTML report")
     run.add_argument(
+        "--title",
+        default=None,
+        metavar="TEXT",
+        help="what this run is, e.g. which set of scenarios it ran: the HTML report's name "
+        "and a line under the sign-off page's verdict (default: 'powercut: <inventory name>', "
+        "no line)",
+    )
+    run.add_argument(
         "--progress",
         choices=("auto", "rich", "plain", "off"),
         default="auto",
@@ -683,6 +691,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
         inventory=str(args.inventory),
         seed=args.seed,
         previous=previous,
+        title=args.title or "",
     )
     html: Path | None = None
     if not args.no_html:
@@ -692,7 +701,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
             html = render_report(
                 results,
                 out_dir,
-                title=f"powercut: {inv.name or 'run'}",
+                title=args.title or f"powercut: {inv.name or 'run'}",
                 previous=args.previous,
                 history_path=store.allure_history if store is not None else None,
                 gates=signed.gates_for_allure,

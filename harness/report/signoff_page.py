@@ -327,8 +327,10 @@ def signoff_html(
     trends: TrendsConfig | None = None,
     tr_ids: Mapping[str, str] | None = None,
     signoff_source: str = "",
+    title: str = "",
 ) -> str:
-    """The sign-off page of ``run`` (``previous``: the target's earlier runs, oldest first)."""
+    """The sign-off page of ``run`` (``previous``: the target's earlier runs, oldest first;
+    ``title``: what the run is, shown under the verdict, e.g. which set of scenarios)."""
     cfg = trends or TrendsConfig()
     ids = dict(tr_ids or {})
     ev = evaluation or Evaluation()
@@ -349,6 +351,7 @@ def signoff_html(
         f'<h1>Sign-off: <span id="verdict" class="badge {_e(run.verdict)}">'
         f"{_e(run.verdict.upper())}</span> "
         f"{_e(run.target)}</h1>",
+        f'<div class="meta" id="title"><b>{_e(title)}</b></div>' if title else "",
         '<div class="meta" id="meta">'
         + " &middot; ".join(f'{k} <b data-key="{k}">{_e(v)}</b>' for k, v in meta)
         + "</div>",

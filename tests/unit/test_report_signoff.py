@@ -268,6 +268,15 @@ def test_the_page_escapes_names() -> None:
     assert "<script>alert" not in page and "&lt;script&gt;" in page
 
 
+def test_the_page_says_what_the_run_is_when_titled() -> None:
+    """``powercut run --title`` (the demo set says it is one): a line under the verdict,
+    escaped; without a title there is no such line."""
+    titled = signoff_html(run(scenario("s")), title="demo set: 8 of 30 <scenarios>")
+    assert '<div class="meta" id="title"><b>demo set: 8 of 30 &lt;scenarios&gt;</b></div>' in titled
+    assert titled.index('id="verdict"') < titled.index('id="title"') < titled.index('id="meta"')
+    assert 'id="title"' not in signoff_html(run(scenario("s")))
+
+
 # -- from allure-results, staged results ---------------------------------------------------
 
 
