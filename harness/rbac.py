@@ -73,6 +73,7 @@ TIERS: dict[str, Tier] = {
                 _rule("discovery.k8s.io", ["endpointslices"], ["list", "watch"]),
                 _rule("storage.k8s.io", ["volumeattachments"], ["list", "watch"]),
                 _rule("metal3.io", ["baremetalhosts"], ["list"]),
+                _rule("authorization.k8s.io", ["selfsubjectaccessreviews"], ["create"]),
                 {"nonResourceURLs": ["/version", "/readyz"], "verbs": ["get"]},
             ),
         ),

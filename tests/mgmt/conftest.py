@@ -139,47 +139,16 @@ def pod_files(
 
 
 def lock_policy() -> list[tuple[str, dict[str, Any]]]:
-    """A ValidatingAdmissionPolicy (and its binding) that refuses any write of the cluster
-    lock's Lease by anyone but the runner's ServiceAccount."""
-    lease = f"Lease {LEASE_NAMESPACE}/{LEASE_NAME}"
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": LOCK_POLICY},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": ["coordination.k8s.io"],
-                        "apiVersions": ["*"],
-                        "operations": ["CREATE", "UPDATE", "DELETE"],
-                        "resources": ["leases"],
-                    }
-                ]
-            },
-            "validations": [
-                {
-                    "expression": (
-                        f"request.namespace != '{LEASE_NAMESPACE}' || "
-                        f"request.name != '{LEASE_NAME}' || "
-                        f"request.userInfo.username == '{RUNNER_USER}'"
-                    ),
-                    "messageExpression": (
-                        f"'{lease} may be written by {RUNNER_USER} only, not by ' "
-                        "+ request.userInfo.username"
-                    ),
-                    "reason": "Forbidden",
-                }
-            ],
-        },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": LOCK_POLICY},
-        "spec": {"policyName": LOCK_POLICY, "validationActions": ["Deny"]},
-    }
+    """The shipped ValidatingAdmissionPolicy and its binding (deploy/rbac/lock-policy.yaml),
+    which refuse any write of the cluster lock's Lease by anyone but the runner's
+    ServiceAccount, under this test's name."""
+    text = (ROOT / "deploy" / "rbac" / "lock-policy.yaml").read_text()
+    policy, binding = yaml.safe_load_all(text.replace("WRITER", RUNNER_USER))
+    assert f"'{LEASE_NAMESPACE}'" in policy["spec"]["validations"][0]["expression"]
+    assert f"'{LEASE_NAME}'" in policy["spec"]["validations"][0]["expression"]
+    policy["metadata"]["name"] = LOCK_POLICY
+    binding["metadata"]["name"] = LOCK_POLICY
+    binding["spec"]["policyName"] = LOCK_POLICY
     base = "/apis/admissionregistration.k8s.io/v1"
     return [
         (f"{base}/validatingadmissionpolicies/{LOCK_POLICY}", policy),

@@ -161,3 +161,20 @@ def test_bad_values_name_the_field(
     out = render(helm, values, tmp_path)
     assert out.returncode != 0
     assert message in out.stderr, out.stderr
+
+
+def test_the_lock_policy_is_the_shipped_one(helm: Path, tmp_path: Path) -> None:
+    """With lockPolicy.enabled the chart renders deploy/rbac/lock-policy.yaml, its writer
+    filled in; without it, no policy; without a writer, an error naming the value."""
+    writer = "system:serviceaccount:kube-system:powercut"
+    ds = docs(helm, {"lockPolicy": {"enabled": True, "writer": writer}}, tmp_path)
+    shipped = list(
+        yaml.safe_load_all(
+            (CHART.parent / "rbac" / "lock-policy.yaml").read_text().replace("WRITER", writer)
+        )
+    )
+    rendered = [d for d in ds if d["kind"].startswith("ValidatingAdmissionPolicy")]
+    assert rendered == shipped
+    assert not [d for d in docs(helm, {}, tmp_path) if "Admission" in d["kind"]]
+    out = render(helm, {"lockPolicy": {"enabled": True}}, tmp_path)
+    assert out.returncode != 0 and "lockPolicy.writer" in out.stderr
