@@ -53,7 +53,8 @@ class Forbidden(ApiError):
         seen = f", which the API server sees as {identity}," if identity else ""
         self.args = (
             f"{method} {path}: 403 Forbidden: {creds}{seen} lack the permission "
-            f"{self.access} (grant it: powercut rbac, docs/rbac.md); the API server said: {message}",
+            f"{self.access} (grant it: powercut rbac, docs/rbac.md); "
+            f"the API server said: {message}",
         )
 
 
