@@ -183,10 +183,15 @@ def powercut_whoami(env_kubeconfig: str, context: str | None) -> tuple[str, str]
 
 
 def test_every_form_reaches_the_server_as_kubectl_does(
-    lab: LabHandle, kubectl: str, admin: dict[str, Any], account: str, tmp_path: Path
+    lab: LabHandle,
+    kubectl: str,
+    admin: dict[str, Any],
+    account: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     log = tmp_path / "plugin.log"
-    os.environ["PLUGIN_LOG"] = str(log)  # the plugin's record (kubectl passes env through)
+    monkeypatch.setenv("PLUGIN_LOG", str(log))  # the plugin's record (kubectl passes it on)
     script = plugin(tmp_path, kubectl, lab, lifetime_s=600)
     (tmp_path / "token").write_text(account)
     admin_user = admin["users"][0]["user"]
@@ -287,10 +292,15 @@ def test_a_missing_user_is_an_error_where_kubectl_goes_anonymous(
 
 
 def test_a_revoked_credential_is_fetched_anew_on_the_401_and_counted(
-    lab: LabHandle, kubectl: str, admin: dict[str, Any], account: str, tmp_path: Path
+    lab: LabHandle,
+    kubectl: str,
+    admin: dict[str, Any],
+    account: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     log = tmp_path / "plugin.log"
-    os.environ["PLUGIN_LOG"] = str(log)
+    monkeypatch.setenv("PLUGIN_LOG", str(log))
     script = plugin(tmp_path, kubectl, lab, lifetime_s=3600)
     exec_ = {"apiVersion": "client.authentication.k8s.io/v1", "command": str(script),
              "interactiveMode": "Never"}  # fmt: skip
