@@ -309,10 +309,8 @@ class KubeClient:
         auth = source.current()
         if auth.cert_pem is not None and auth.generation != self._tls_generation:
             self._ssl_context = self._tls_context(auth)
-            old, self._pool = self._pool, self._new_pool(self.maxsize)
+            self._pool = self._new_pool(self.maxsize)  # requests in flight finish on the old one
             self._tls_generation = auth.generation
-            if old is not None:
-                old.clear()
         if auth.header is None:
             return self._headers
         return {**self._headers, "Authorization": auth.header}

@@ -276,10 +276,17 @@ class ExecPlugin:
 
     def current(self) -> Auth:
         with self._lock:
-            if self._auth is None or (
-                self._refresh_at is not None and self.clock.time() >= self._refresh_at
-            ):
+            now = self.clock.time()
+            if self._auth is not None and (self._refresh_at is None or now < self._refresh_at):
+                return self._auth
+            try:
                 self._auth = self._fetch()
+            except CredentialError as exc:
+                # renewing early failed: the credential in hand still holds until it lapses
+                if self._auth is None or self.expires_at is None or now >= self.expires_at:
+                    raise
+                log.warning("%s (the current credential holds for %.0f s)", exc,
+                            self.expires_at - now)  # fmt: skip
             return self._auth
 
     def invalidate(self) -> None:

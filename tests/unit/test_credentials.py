@@ -639,3 +639,20 @@ def test_key_files_written_for_ssl_are_private(tmp_path: Path) -> None:
         mp.setattr(ssl.SSLContext, "load_cert_chain", spy)
         KubeClient(creds).close()
     assert seen == [(0o600, 0o700)]
+
+
+def test_a_failed_early_renewal_keeps_the_credential_until_it_lapses(tmp_path: Path) -> None:
+    clock = FakeClock()
+    runner = Runner(clock, lifetime_s=600)
+    plugin = plugin_of(write(tmp_path / "kc", config(exec_user())), clock, runner)
+    assert plugin.current().header == "Bearer t1"
+
+    def failing(argv: Sequence[str], env: Mapping[str, str], t: float) -> tuple[int, str, str]:
+        return 1, "", "the identity provider is down"
+
+    plugin.runner = failing
+    clock.advance(570)  # inside the renewal margin, before the expiry
+    assert plugin.current().header == "Bearer t1"
+    clock.advance(30)  # lapsed: now the failure is the answer
+    with pytest.raises(CredentialError, match="the identity provider is down"):
+        plugin.current()
