@@ -4,6 +4,7 @@
   with a token or a client certificate, several files merged, ``--context``) is read by
   kubectl and by powercut: both must reach the API server as the same user
   (``kubectl auth whoami`` against powercut's SelfSubjectReview) and see the same server.
+- The ServiceAccount behind it holds only the tiers its features need (``powercut rbac``).
 - An exec plugin that mints a real token (``kubectl create token``, bound to a Secret it
   deletes when it mints the next one: a token it replaced stops working) and says it
   expires after ``LIFETIME_S``: a built-in scenario runs through it with the plugin called
@@ -39,9 +40,17 @@ from harness.kube.client import ApiError, KubeClient
 from harness.kube.credentials import ExecPlugin
 from harness.kube.kubeconfig import load_kubeconfig
 from harness.lab import build
+from harness.rbac import tiers_for
 from harness.session import journal_path_for
 from tests.lab.conftest import POWERCUT, LabHandle, powercut, wait_for
-from tests.role_bound import grant, revoke, service_account_user, target_role
+from tests.role_bound import (
+    grant,
+    grant_tiers,
+    revoke,
+    revoke_tiers,
+    service_account_user,
+    target_role,
+)
 
 pytestmark = [pytest.mark.lab, pytest.mark.disruptive, pytest.mark.serial]
 
@@ -103,12 +112,20 @@ def admin(lab: LabHandle) -> dict[str, Any]:
     return doc
 
 
+#: the features the run goes through, and the tiers they need (harness/rbac.py)
+FEATURES = [REPO / "features" / "reboot.feature", REPO / "features" / "planned_maintenance.feature"]
+
+
 @pytest.fixture(scope="module")
 def account(lab: LabHandle) -> Iterator[str]:
-    """The ServiceAccount the plugins mint tokens for, bound to the whole target role."""
-    token = grant(lab.client, SA, target_role())
+    """The ServiceAccount the plugins mint tokens for, holding only the tiers the run's
+    features need, as ``powercut rbac`` renders them."""
+    choice = tiers_for(FEATURES)
+    assert choice.tiers == ["read", "lock", "node-patch", "evict"]
+    namespaces = sorted({w.namespace for w in lab.inventory.workloads})
+    token = grant_tiers(lab.client, SA, choice.tiers, namespaces)
     yield token
-    revoke(lab.client, SA)
+    revoke_tiers(lab.client, SA, choice.tiers, namespaces)
 
 
 def kubeconfig(
