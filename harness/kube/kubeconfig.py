@@ -21,8 +21,8 @@ Python's ``ssl`` loads a client certificate and key only from files, so
 :func:`load_client_cert` writes in-memory ones to a private temporary directory (mode 0700,
 files 0600) just for that call and deletes them before it returns.
 
-Where two forms of the same thing are given, kubectl's client (client-go) is followed:
-``*-data`` wins over the file, ``tokenFile`` (re-read every minute) over ``token``.
+Where two forms of the same thing are given, kubectl is followed: a file and its ``*-data``
+both is an error; ``tokenFile`` (re-read every minute) wins over ``token``.
 """
 
 from __future__ import annotations
@@ -302,7 +302,14 @@ def _credentials(loader: Any, user_name: str, clock: Clock) -> Credentials:
 def _file_or_data(
     section: Mapping[str, Any], key: str, base: Path, source: str, where: str
 ) -> tuple[str | None, bytes | None]:
-    """``key-data`` (wins, as in client-go) or ``key`` (a path relative to its file)."""
+    """``key-data`` or ``key`` (a path relative to its file); both is an error, as kubectl's
+    validation makes it."""
+    if section.get(f"{key}-data") and section.get(key):
+        raise ConfigError(
+            f"{key} and {key}-data are both given (kubectl refuses this too); keep one",
+            source=source,
+            field=f"{where}.{key}",
+        )
     if section.get(f"{key}-data"):
         return None, _decode(str(section[f"{key}-data"]), source, f"{where}.{key}-data")
     if section.get(key):

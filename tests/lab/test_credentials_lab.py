@@ -450,3 +450,26 @@ def test_the_shipped_lock_policy_keeps_the_lease_to_its_writer(
     finally:
         lab.client.delete(f"{base}/validatingadmissionpolicybindings/{name}")
         lab.client.delete(f"{base}/validatingadmissionpolicies/{name}")
+
+
+def test_a_file_and_its_data_both_given_are_refused_by_both(
+    kubectl: str, admin: dict[str, Any], account: str, tmp_path: Path
+) -> None:
+    cluster = admin["clusters"][0]["cluster"]
+    if "certificate-authority-data" in cluster:
+        import base64
+
+        ca = tmp_path / "ca.crt"
+        ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+        extra = {"certificate-authority": str(ca)}
+    else:
+        data = Path(cluster["certificate-authority"]).read_bytes()
+        extra = {"certificate-authority-data": __import__("base64").b64encode(data).decode()}
+    path = kubeconfig(tmp_path / "k", admin, {"token": account}, **extra)
+    proc = subprocess.run(
+        [kubectl, "auth", "whoami"], env={**os.environ, "KUBECONFIG": str(path)},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "both specified" in proc.stderr, proc.stderr
+    with pytest.raises(ConfigError, match="both given"):
+        load_kubeconfig(path)

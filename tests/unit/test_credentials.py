@@ -656,3 +656,16 @@ def test_a_failed_early_renewal_keeps_the_credential_until_it_lapses(tmp_path: P
     clock.advance(30)  # lapsed: now the failure is the answer
     with pytest.raises(CredentialError, match="the identity provider is down"):
         plugin.current()
+
+
+def test_a_file_and_its_data_both_given_is_refused_as_kubectl_does(tmp_path: Path) -> None:
+    cert, _ = self_signed("ca")
+    (tmp_path / "ca.crt").write_bytes(cert)
+    cluster = {
+        "certificate-authority": "ca.crt",
+        "certificate-authority-data": base64.b64encode(cert).decode(),
+    }
+    path = write(tmp_path / "kc", config({"token": "t"}, cluster=cluster))
+    with pytest.raises(ConfigError, match="both given") as info:
+        load_kubeconfig(path)
+    assert info.value.field == "clusters[c-k].certificate-authority"
