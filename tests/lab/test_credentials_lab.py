@@ -106,7 +106,8 @@ print(json.dumps({{"apiVersion": info["apiVersion"], "kind": "ExecCredential",
 
 @pytest.fixture(scope="module")
 def kubectl() -> str:
-    return str(build.obtain(allow_build=False).paths["kubectl"])
+    kube = [g for g in build.GROUPS if "kubectl" in g.binaries]
+    return str(build.obtain(allow_build=False, groups=tuple(kube)).paths["kubectl"])
 
 
 @pytest.fixture(scope="module")
@@ -481,3 +482,47 @@ def test_a_file_and_its_data_both_given_are_refused_by_both(
     assert proc.returncode != 0 and "both specified" in proc.stderr, proc.stderr
     with pytest.raises(ConfigError, match="both given"):
         load_kubeconfig(path)
+
+
+def _doc(name: str, user: dict[str, Any], server: str, **cluster: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": name,
+        "contexts": [{"name": name, "context": {"cluster": f"k{name}", "user": f"u{name}"}}],
+        "clusters": [{"name": f"k{name}", "cluster": {"server": server, **cluster}}],
+        "users": [{"name": f"u{name}", "user": user}],
+    }
+
+
+def test_the_merge_and_context_as_kubectl_config_view_shows_them(
+    kubectl: str, tmp_path: Path
+) -> None:
+    """Without a server: for merged files and each context, kubectl's ``config view
+    --minify --raw`` and powercut pick the same server, the same user entry, the same
+    TLS server name and proxy."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "tok").write_text("from-b")
+    a = _doc("a", {"token": "a-token"}, "https://a.example:6443", **{"tls-server-name": "api"})
+    a["users"].append({"name": "ub", "user": {"token": "shadowing"}})
+    b = _doc("b", {"tokenFile": "tok"}, "https://b.example:6443", **{"proxy-url": "http://p:3128"})
+    b["contexts"].append({"name": "c", "context": {"cluster": "kb", "user": "ua"}})
+    pa, pb = tmp_path / "a" / "config", tmp_path / "b" / "config"
+    pa.write_text(yaml.safe_dump(a))
+    pb.write_text(yaml.safe_dump(b))
+    for order in ([pa, pb], [pb, pa]):
+        joined = os.pathsep.join(map(str, order))
+        for ctx in (None, "a", "b", "c"):
+            view = kubectl_view(kubectl, joined, ctx)
+            cluster = view["clusters"][0]["cluster"]
+            user = view["users"][0]["user"]
+            ours = load_kubeconfig(joined, ctx)
+            assert ours.server == cluster["server"], (order, ctx)
+            assert ours.tls_server_name == cluster.get("tls-server-name"), (order, ctx)
+            assert ours.proxy_url == cluster.get("proxy-url"), (order, ctx)
+            if "token" in user:
+                assert ours.token == user["token"], (order, ctx)
+            else:  # the path as written; relative to the file it came from (not the cwd)
+                assert user["tokenFile"] == "tok"
+                assert ours.auth is not None and ours.auth.current().header == "Bearer from-b"
