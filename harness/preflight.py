@@ -5,6 +5,10 @@ at (the node's name is given for per-node checks):
 
 ``api``
     The API server answers ``GET /version`` within ``api_timeout_s``.
+``permissions`` / ``permission``
+    When given the permissions the chosen features need (:mod:`harness.rbac`), the
+    credentials hold each, by the API server's own SelfSubjectAccessReview; each missing
+    verb is a failing ``permission`` check that names it, before anything is touched.
 ``node``
     Each target is a Node of the cluster (the inventory names the right cluster).
 ``ready``
@@ -23,7 +27,7 @@ at (the node's name is given for per-node checks):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Final
 
@@ -32,6 +36,7 @@ from harness.inventory import Inventory
 from harness.kube.client import JSON, ApiError, KubeClient, NotFound
 from harness.power.base import PowerState
 from harness.power.factory import driver_for
+from harness.rbac import Permission, missing
 
 __all__ = [
     "API_TIMEOUT_S",
@@ -105,9 +110,12 @@ def preflight(
     protocol: str | None = None,
     api_timeout_s: float = API_TIMEOUT_S,
     bmc_timeout_s: float | None = None,
+    permissions: Sequence[Permission] = (),
 ) -> PreflightResult:
-    """Check the API server, and that each of ``nodes`` is a Ready Node whose power
-    endpoint (``protocol``, default its primary) answers.
+    """Check the API server, that the credentials hold each of ``permissions`` (a
+    SelfSubjectAccessReview each; one failing check per missing verb, named), and that each
+    of ``nodes`` is a Ready Node whose power endpoint (``protocol``, default its primary)
+    answers.
 
     Returns the result when every check passed; raises :class:`PreflightFailed` naming
     every failing check otherwise, and ``ConfigError`` for a node the inventory lacks.
@@ -121,18 +129,35 @@ def preflight(
     try:
         bmcs = {n: pool.submit(_bmc_check, inventory, n, protocol, bmc_s) for n in names}
         api, answered = _api_check(client, api_timeout_s)
+        granted = _permission_checks(client, permissions) if answered and permissions else []
         per_node = {n: _node_checks(client, n, answered, api_timeout_s) for n in names}
         bmc_checks = _collect(bmcs, bmc_s + BMC_GRACE_S)
     finally:
         # Not waiting for a driver that overran: it gives up by its own deadline.
         pool.shutdown(wait=False, cancel_futures=True)
-    checks = [api]
+    checks = [api, *granted]
     for name in names:
         checks.extend([*per_node[name], bmc_checks[name]])
     result = PreflightResult(tuple(checks))
     if not result.ok:
         raise PreflightFailed(result)
     return result
+
+
+def _permission_checks(client: KubeClient, permissions: Sequence[Permission]) -> list[Check]:
+    """One passing check for all the permissions, or one failing check per missing one."""
+    try:
+        lacking = missing(client, permissions)
+    except ApiError as exc:
+        return [Check("permissions", False, f"cannot ask the API server: {exc}")]
+    if not lacking:
+        tiers = ", ".join(dict.fromkeys(p.tier for p in permissions))
+        return [Check("permissions", True, f"{len(set(permissions))} granted (tiers {tiers})")]
+    who = client.identity()
+    return [
+        Check("permission", False, f"{who} lacks {p} (docs/rbac.md, powercut rbac)")
+        for p in lacking
+    ]
 
 
 def _api_check(client: KubeClient, timeout_s: float) -> tuple[Check, bool]:

@@ -93,3 +93,66 @@ def token_kubeconfig(admin_kubeconfig: Path, name: str, token: str, dest: Path) 
     )
     dest.chmod(0o600)
     return dest
+
+
+def _rbac_path(doc: dict[str, Any]) -> str:
+    base = "/apis/rbac.authorization.k8s.io/v1"
+    plural = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
+              "Role": "roles", "RoleBinding": "rolebindings"}[doc["kind"]]  # fmt: skip
+    ns = doc["metadata"].get("namespace")
+    where = f"/namespaces/{ns}" if ns else ""
+    return f"{base}{where}/{plural}/{doc['metadata']['name']}"
+
+
+def tier_docs(name: str, tiers: list[str], namespaces: list[str], namespace: str) -> list[Any]:
+    """What ``powercut rbac`` renders for these tiers, named after ``name``, bound to the
+    ServiceAccount ``namespace/name``."""
+    from harness.rbac import render
+
+    subject = {"kind": "ServiceAccount", "name": name, "namespace": namespace}
+    return render(tiers, namespaces, subject=subject, prefix=name)
+
+
+def grant_tiers(
+    client: KubeClient,
+    name: str,
+    tiers: list[str],
+    namespaces: list[str],
+    *,
+    namespace: str = "default",
+    expiration_s: int = 3600,
+) -> str:
+    """A ServiceAccount ``namespace/name`` holding exactly ``tiers`` (harness/rbac.py, as
+    ``powercut rbac`` renders them; Roles in ``namespaces``); returns a token for it."""
+    sa = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": name, "namespace": namespace},
+    }
+    client.apply(f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}", sa)
+    for doc in tier_docs(name, tiers, namespaces, namespace):
+        client.apply(_rbac_path(doc), doc)
+    request = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": expiration_s},
+    }
+    answer = client.create(f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", request)
+    return str(answer["status"]["token"])
+
+
+def revoke_tiers(
+    client: KubeClient,
+    name: str,
+    tiers: list[str],
+    namespaces: list[str],
+    *,
+    namespace: str = "default",
+) -> None:
+    """Remove what ``grant_tiers`` made."""
+    for doc in tier_docs(name, tiers, namespaces, namespace):
+        if client.get_or_none(_rbac_path(doc)) is not None:
+            client.delete(_rbac_path(doc))
+    path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}"
+    if client.get_or_none(path) is not None:
+        client.delete(path)

@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.cli.power import add_parsers as add_power
 
     add_power(sub)
+    from harness.cli.rbac import add_parsers as add_rbac
+
+    add_rbac(sub)
     from harness.cli.journal import add_parsers as add_journal
 
     add_journal(sub)

@@ -18,6 +18,7 @@ from harness.kube.client import KubeClient
 from harness.kube.lock import ClusterLock, ClusterLocked, lease_state, write_status
 from harness.power.factory import driver_for
 from harness.preflight import PreflightFailed, preflight
+from harness.rbac import Permission, feature_files, required, tiers_for
 from harness.session import ClusterExecutor, Session, journal_path_for, recent_power_actions
 
 
@@ -66,13 +67,29 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         p.set_defaults(func=cmd_power)
     pre = sub.add_parser(
         "preflight",
-        help="check the API server, the nodes' readiness and their BMCs (read-only)",
+        help="check the API server, the permissions, the nodes' readiness and their BMCs "
+        "(read-only)",
         description="What `powercut power off` and `cycle` check before acting: the API "
-        "server answers, each node is a Ready Node of the cluster, and its BMC answers. One "
-        "line per check; exit 0 when all pass, 2 otherwise.",
+        "server answers, each node is a Ready Node of the cluster, and its BMC answers; and "
+        "that the credentials hold every permission the chosen features need (docs/rbac.md). "
+        "One line per check; exit 0 when all pass, 2 otherwise.",
     )
     pre.add_argument("nodes", nargs="*", metavar="NODE", help="default: every inventory node")
     _inventory_and_protocol(pre, "which of the nodes' endpoints to check")
+    pre.add_argument(
+        "--features",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="check the permissions these features need (repeatable; default: the built-in "
+        "features): each verb by a SelfSubjectAccessReview, each missing one named",
+    )
+    pre.add_argument(
+        "--no-permissions",
+        action="store_true",
+        help="do not check the credentials' permissions",
+    )
     pre.set_defaults(func=cmd_preflight)
     rec = sub.add_parser(
         "recover",
@@ -225,6 +242,16 @@ def _power(
     return 0
 
 
+def needed_permissions(inv: Inventory, features: list[Path]) -> list[Permission]:
+    """What the features (default: the built-in ones) need, in the inventory's namespaces."""
+    from harness.steps import BUILTIN_FEATURES
+
+    chosen = tiers_for(feature_files(features or [BUILTIN_FEATURES]))
+    return required(
+        chosen.tiers, sorted({w.namespace for w in inv.workloads} | {*chosen.namespaces})
+    )
+
+
 def _say(message: str) -> None:
     print(message, flush=True)
 
@@ -234,9 +261,12 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     nodes = args.nodes or inv.node_names()
     for n in nodes:
         inv.node(n)
+    permissions: list[Permission] = []
+    if not args.no_permissions:
+        permissions = needed_permissions(inv, args.features)
     client = _client(inv)
     try:
-        result = preflight(inv, nodes, client, protocol=args.protocol)
+        result = preflight(inv, nodes, client, protocol=args.protocol, permissions=permissions)
     except PreflightFailed as exc:
         for line in exc.result.lines():
             print(line)

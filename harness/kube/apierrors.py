@@ -32,15 +32,44 @@ class NotFound(ApiError):
 
 class Forbidden(ApiError):
     """403: the credentials lack a permission. Permanent: no retry makes it appear, and the
-    cluster did nothing wrong; the message names the verb and resource to grant."""
+    cluster did nothing wrong; the message names the verb and resource to grant, and who
+    the API server took the credentials for (``identity``, from a SelfSubjectReview)."""
 
-    def __init__(self, status: int, reason: str, message: str, method: str, path: str) -> None:
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        method: str,
+        path: str,
+        *,
+        who: str = "",
+        identity: str = "",
+    ) -> None:
         self.access = access_of(method, path)
+        self.identity = identity
         super().__init__(status, reason, message, method, path)
+        creds = f"powercut's credentials ({who})" if who else "powercut's credentials"
+        seen = f", which the API server sees as {identity}," if identity else ""
         self.args = (
-            f"{method} {path}: 403 Forbidden: powercut's credentials lack the permission "
-            f"{self.access} (grant it: deploy/rbac/target-clusterrole.yaml, docs/rbac.md); "
+            f"{method} {path}: 403 Forbidden: {creds}{seen} lack the permission "
+            f"{self.access} (grant it: powercut rbac, docs/rbac.md); "
             f"the API server said: {message}",
+        )
+
+
+class Unauthorized(ApiError):
+    """401: the API server did not accept the credentials (expired, revoked, or for
+    another cluster); a changing credential has been fetched anew once already."""
+
+    def __init__(
+        self, status: int, reason: str, message: str, method: str, path: str, *, who: str = ""
+    ) -> None:
+        super().__init__(status, reason, message, method, path)
+        creds = f"powercut's credentials ({who})" if who else "powercut's credentials"
+        self.args = (
+            f"{method} {path}: 401 Unauthorized: the API server did not accept {creds}: "
+            "expired, revoked or for another cluster? (docs/connecting.md)",
         )
 
 
@@ -65,6 +94,8 @@ class Unreachable(TemporaryError):
 
 
 def error_for(status: int) -> type[ApiError]:
+    if status == 401:
+        return Unauthorized
     if status == 403:
         return Forbidden
     if status == 404:
@@ -80,16 +111,31 @@ def error_for(status: int) -> type[ApiError]:
     return ApiError
 
 
-def raise_status(status: int, reason: str | None, data: bytes, method: str, path: str) -> NoReturn:
-    """Raise the :class:`ApiError` for an error answer (its Status body if it has one)."""
+def raise_status(
+    status: int,
+    reason: str | None,
+    data: bytes,
+    method: str,
+    path: str,
+    *,
+    who: str = "",
+    identity: str = "",
+) -> NoReturn:
+    """Raise the :class:`ApiError` for an error answer (its Status body if it has one);
+    ``who`` (the kubeconfig user) and ``identity`` (the server's view) word a 401 or 403."""
     payload: JSON = {}
     with contextlib.suppress(orjson.JSONDecodeError):
         loaded = orjson.loads(data) if data else {}
         payload = loaded if isinstance(loaded, dict) else {}
-    raise error_for(status)(
+    args = (
         status,
         str(payload.get("reason", reason or "")),
         str(payload.get("message", data[:200].decode(errors="replace"))),
         method,
         path,
     )
+    if status == 403:
+        raise Forbidden(*args, who=who, identity=identity)
+    if status == 401:
+        raise Unauthorized(*args, who=who)
+    raise error_for(status)(*args)

@@ -27,8 +27,8 @@ import ssl
 import threading
 from collections.abc import Callable, Generator, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Any, Literal, NoReturn
 from urllib.parse import urlencode
 
 import orjson
@@ -43,15 +43,18 @@ from harness.kube.apierrors import (
     NotFound,
     ServerError,
     TooManyRequests,
+    Unauthorized,
     Unreachable,
     error_for,
     raise_status,
 )
+from harness.kube.credentials import Auth
 from harness.kube.kubeconfig import Credentials, load_client_cert, load_kubeconfig
 
 __all__ = [  # the errors and credentials are declared apart and re-exported here
     "JSON",
     "ApiError",
+    "AuthStats",
     "Buffer",
     "Conflict",
     "Credentials",
@@ -62,6 +65,7 @@ __all__ = [  # the errors and credentials are declared apart and re-exported her
     "PatchType",
     "ServerError",
     "TooManyRequests",
+    "Unauthorized",
     "Unreachable",
     "WatchEvent",
     "list_meta",
@@ -217,6 +221,18 @@ class _Page:
         return self._data
 
 
+class AuthStats:
+    """How often a 401 made the client fetch its credential again (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.retries = 0
+
+    def count(self) -> None:
+        with self._lock:
+            self.retries += 1
+
+
 class KubeClient:
     """Raw-JSON access to one API server."""
 
@@ -234,6 +250,22 @@ class KubeClient:
         self.clock = clock
         self.server = creds.server
         self.timeout_s = timeout_s
+        self.maxsize = maxsize
+        self._headers = {"Accept": "application/json", "User-Agent": "powercut"}
+        if creds.token:
+            scheme = "" if creds.token.startswith("Basic ") else "Bearer "
+            self._headers["Authorization"] = f"{scheme}{creds.token}"
+        #: shared with clones: 401s answered by fetching the credential again
+        self.auth_stats = AuthStats()
+        self._identity: list[str] = []  # who the server says we are, once asked (a 403)
+        self._tls_generation = -1
+        self._ssl_context = self._tls_context(None)
+        self._pool = self._new_pool(maxsize)
+        if creds.auth is not None:
+            self._auth()  # a credential that cannot be had fails here, before any request
+
+    def _tls_context(self, auth: Auth | None) -> ssl.SSLContext:
+        creds = self.creds
         ca_data: str | bytes | None = None
         if creds.ca_data is not None:
             # PEM as text; anything else is handed over as DER
@@ -243,14 +275,80 @@ class KubeClient:
         if creds.insecure:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
-        load_client_cert(ctx, creds)
-        self._ssl_context = ctx
-        self._headers = {"Accept": "application/json", "User-Agent": "powercut"}
-        if creds.token:
-            self._headers["Authorization"] = f"Bearer {creds.token}"
-        self._pool = urllib3.PoolManager(
-            num_pools=4, maxsize=maxsize, ssl_context=ctx, retries=False
+        if auth is not None and auth.cert_pem is not None:  # from an exec plugin
+            load_client_cert(
+                ctx,
+                replace(
+                    creds,
+                    cert_file=None,
+                    key_file=None,
+                    cert_data=auth.cert_pem,
+                    key_data=auth.key_pem,
+                ),
+            )
+        else:
+            load_client_cert(ctx, creds)
+        return ctx
+
+    def _new_pool(self, maxsize: int) -> urllib3.PoolManager:
+        kw: dict[str, Any] = {"num_pools": 4, "maxsize": maxsize, "retries": False}
+        kw["ssl_context"] = self._ssl_context
+        if self.creds.tls_server_name:
+            kw["server_hostname"] = self.creds.tls_server_name
+            kw["assert_hostname"] = self.creds.tls_server_name
+        if self.creds.proxy_url:
+            return urllib3.ProxyManager(self.creds.proxy_url, **kw)
+        return urllib3.PoolManager(**kw)
+
+    def _auth(self) -> dict[str, str]:
+        """The headers of the current credential (fetched again when it lapsed); a new
+        client certificate from the plugin gives the client a new connection pool."""
+        source = self.creds.auth
+        if source is None:
+            return self._headers
+        auth = source.current()
+        if auth.cert_pem is not None and auth.generation != self._tls_generation:
+            self._ssl_context = self._tls_context(auth)
+            self._pool = self._new_pool(self.maxsize)  # requests in flight finish on the old one
+            self._tls_generation = auth.generation
+        if auth.header is None:
+            return self._headers
+        return {**self._headers, "Authorization": auth.header}
+
+    def _unauthorized(self, method: str, path: str, attempt: int) -> bool:
+        """A 401: True when the credential was dropped and the request may be sent once
+        more (a changing credential, first refusal); counted in ``auth_stats``."""
+        if self.creds.auth is None or attempt > 0:
+            return False
+        self.creds.auth.invalidate()
+        self.auth_stats.count()
+        log.info(
+            "%s %s: 401 Unauthorized: fetching %s's credential again and retrying once",
+            method,
+            path,
+            self.creds.auth.describe,
         )
+        return True
+
+    def identity(self) -> str:
+        """Who the API server says these credentials are (a SelfSubjectReview), for a 403's
+        message; what went wrong when it cannot tell."""
+        if self._identity:
+            return self._identity[0]
+        try:
+            review = self.request(
+                "POST",
+                "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                body={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+                timeout_s=min(self.timeout_s, 10.0),
+            )
+        except (ApiError, Unreachable) as exc:
+            return f"(unknown: the SelfSubjectReview failed: {exc})"
+        info = (review.get("status") or {}).get("userInfo") or {}
+        groups = ", ".join(info.get("groups") or []) or "none"
+        who = f"{info.get('username', '?')!r} (groups: {groups})"
+        self._identity.append(who)
+        return who
 
     @classmethod
     def from_kubeconfig(
@@ -266,9 +364,8 @@ class KubeClient:
         if clock is not None:
             other.clock = clock
         other._headers = dict(self._headers)
-        other._pool = urllib3.PoolManager(
-            num_pools=4, maxsize=maxsize, ssl_context=self._ssl_context, retries=False
-        )
+        other.maxsize = maxsize
+        other._pool = other._new_pool(maxsize)
         return other
 
     def close(self) -> None:
@@ -476,29 +573,46 @@ class KubeClient:
         timeout_s: float | None = None,
     ) -> Any:
         """Send a request and return the response with its body unread; an error status
-        raises :class:`ApiError` (its body read), an unreachable server ``Unreachable``."""
-        try:
-            resp = self._pool.request(
-                method,
-                self._url(path, params),
-                body=body,
-                headers={**self._headers, **(headers or {})},
-                preload_content=False,
-                timeout=urllib3.Timeout(total=timeout_s or self.timeout_s),
-            )
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise Unreachable(
-                f"{method} {path}: API server {self.server} unreachable: {exc}"
-            ) from None
-        if resp.status >= 400:
+        raises :class:`ApiError` (its body read), an unreachable server ``Unreachable``.
+        A 401 with a changing credential is sent once more with the credential fetched
+        anew."""
+        attempt = 0
+        while True:
+            try:
+                resp = self._pool.request(
+                    method,
+                    self._url(path, params),
+                    body=body,
+                    headers={**self._auth(), **(headers or {})},
+                    preload_content=False,
+                    timeout=urllib3.Timeout(total=timeout_s or self.timeout_s),
+                )
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                raise Unreachable(
+                    f"{method} {path}: API server {self.server} unreachable: {exc}"
+                ) from None
+            if resp.status < 400:
+                return resp
             try:
                 data = resp.read()
             except (urllib3.exceptions.HTTPError, OSError):
                 data = b""
             finally:
                 resp.release_conn()
-            raise_status(resp.status, resp.reason, data, method, path)
-        return resp
+            if resp.status == 401 and self._unauthorized(method, path, attempt):
+                attempt += 1
+                continue
+            self._raise(resp.status, resp.reason, data, method, path)
+
+    def _raise(
+        self, status: int, reason: str | None, data: bytes, method: str, path: str
+    ) -> NoReturn:
+        """Raise the error of an answer; a 401 and a 403 name the credentials, a 403 also
+        who the server took them for."""
+        identity = ""
+        if status == 403 and not path.endswith("/selfsubjectreviews"):
+            identity = self.identity()
+        raise_status(status, reason, data, method, path, who=self.creds.describe, identity=identity)
 
     def create(self, path: str, body: JSON, **params: Any) -> JSON:
         return self.request("POST", path, body=body, params=params)
@@ -522,6 +636,36 @@ class KubeClient:
     def apply(self, path: str, body: JSON, *, field_manager: str = "powercut") -> JSON:
         """Server-side apply of one object at its own path."""
         return self.patch(path, body, "apply", fieldManager=field_manager, force="true")
+
+    def _open_watch(self, path: str, query: Mapping[str, Any], timeout_s: int) -> Any:
+        """Open a watch's stream; an error answer raises (a 401 with a changing credential
+        is tried once more with the credential fetched anew)."""
+        attempt = 0
+        while True:
+            try:
+                resp = self._pool.request(
+                    "GET",
+                    self._url(path, query),
+                    headers=self._auth(),
+                    preload_content=False,
+                    timeout=urllib3.Timeout(connect=self.timeout_s, read=timeout_s + 30),
+                )
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                raise Unreachable(
+                    f"WATCH {path}: API server {self.server} unreachable: {exc}"
+                ) from None
+            if resp.status < 400:
+                return resp
+            try:
+                data = resp.read()
+            except (urllib3.exceptions.HTTPError, OSError):
+                data = b""
+            finally:
+                resp.release_conn()
+            if resp.status == 401 and self._unauthorized("WATCH", path, attempt):
+                attempt += 1
+                continue
+            self._raise(resp.status, resp.reason, data, "WATCH", path)
 
     def watch(
         self,
@@ -550,28 +694,8 @@ class KubeClient:
             "allowWatchBookmarks": "true" if bookmarks else None,
             **params,
         }
+        resp = self._open_watch(path, query, timeout_s)
         try:
-            resp = self._pool.request(
-                "GET",
-                self._url(path, query),
-                headers=self._headers,
-                preload_content=False,
-                timeout=urllib3.Timeout(connect=self.timeout_s, read=timeout_s + 30),
-            )
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise Unreachable(
-                f"WATCH {path}: API server {self.server} unreachable: {exc}"
-            ) from None
-        try:
-            if resp.status >= 400:
-                payload = orjson.loads(resp.read() or b"{}")
-                raise error_for(resp.status)(
-                    resp.status,
-                    str(payload.get("reason", "")),
-                    str(payload.get("message", "")),
-                    "WATCH",
-                    path,
-                )
             if on_open is not None:
 
                 def cancel() -> None:

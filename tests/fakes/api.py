@@ -168,6 +168,10 @@ class FakeApiServer:
         self.list_failure: int | None = None
         #: Resources every request for is refused with 403 Forbidden (a role without them).
         self.forbidden: set[str] = set()
+        #: (resource, verb) a SelfSubjectAccessReview answers not allowed (besides the
+        #: forbidden resources); the reviews asked, in order
+        self.denied: set[tuple[str, str]] = set()
+        self.reviews: list[JSON] = []
         self.bookmark_interval_s: float | None = None
         #: (namespace, name) -> HTTP status to refuse an eviction with, or None to allow it.
         self.eviction_hook: Callable[[str, str], int | None] | None = None
@@ -562,6 +566,9 @@ class _Handler(BaseHTTPRequestHandler):
             api.requests.append(Request(method, urlsplit(self.path).path, q, body))
             api._cond.notify_all()
         key = ("" if resource in CLUSTER_SCOPED else namespace, name)
+        if method == "POST" and resource in ("selfsubjectaccessreviews", "selfsubjectreviews"):
+            self._review(resource, body or {})
+            return
         if resource in api.forbidden:
             msg = f"{method} on {resource} refused (test)"
             self._send(403, _status(403, "Forbidden", msg))
@@ -616,6 +623,22 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, api._delete(resource, key, opts.get("gracePeriodSeconds")))
             else:
                 self._send(405, _status(405, "MethodNotAllowed", method))
+
+    def _review(self, resource: str, body: JSON) -> None:
+        """A SelfSubjectReview (who am I) or a SelfSubjectAccessReview (may I)."""
+        if resource == "selfsubjectreviews":
+            info = {"username": "fake-user", "groups": ["system:authenticated"]}
+            self._send(201, {**body, "status": {"userInfo": info}})
+            return
+        self.api.reviews.append(body)
+        spec = body.get("spec") or {}
+        attrs = spec.get("resourceAttributes") or {}
+        res = attrs.get("resource", "") + (
+            f"/{attrs['subresource']}" if attrs.get("subresource") else ""
+        )
+        verb = attrs.get("verb") or (spec.get("nonResourceAttributes") or {}).get("verb", "")
+        allowed = res not in self.api.forbidden and (res, verb) not in self.api.denied
+        self._send(201, {**body, "status": {"allowed": allowed}})
 
     def _patch(self, resource: str, key: Key, current: JSON, body: Any) -> None:
         api = self.api

@@ -4,8 +4,8 @@ into it, the chart installed with one target: a lab served on that network's gat
 (``powercut lab up --expose``), so that the runner pods reach it and nothing else does.
 
 The runner never holds the lab's admin credentials: the target Secret's kubeconfig carries
-only a token of the ServiceAccount ``kube-system/powercut``, bound to
-deploy/rbac/target-clusterrole.yaml alone (tests/role_bound.py, as the lab's RBAC test). A
+only a token of the ServiceAccount ``kube-system/powercut``, holding only the RBAC tiers its
+feature needs (``powercut rbac``; tests/role_bound.py), read and lock. A
 ValidatingAdmissionPolicy on the lab lets only that ServiceAccount write the cluster lock
 (Lease ``kube-system/powercut-lock``): a runner or ``recover --lock`` that holds the lock
 did so as that identity, in the API server's own judgement.
@@ -35,8 +35,9 @@ import yaml
 from harness.kindlab.versions import KUBERNETES
 from harness.kube.client import ApiError, KubeClient
 from harness.kube.lock import LEASE_NAME, LEASE_NAMESPACE
+from harness.rbac import tiers_for
 from tests.polling import poll_until
-from tests.role_bound import grant, service_account_user, target_role, token_kubeconfig
+from tests.role_bound import grant_tiers, service_account_user, token_kubeconfig
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_PORT = int(os.environ.get("POWERCUT_TEST_MGMT_PORT", "27000"))
@@ -54,6 +55,9 @@ RUNNER_USER = service_account_user(RUNNER_SA, RUNNER_SA_NAMESPACE)
 LOCK_POLICY = "powercut-test-lock-writer"
 #: One built-in scenario: a control-plane node loses power and comes back (as wheel-test).
 SCENARIO = os.environ.get("POWERCUT_TEST_MGMT_SCENARIO", "controlplane_node_loses_power")
+#: the narrowest tiers that scenario's feature needs (read and lock: it only observes, and
+#: power goes through the BMCs)
+RUNNER_TIERS = tiers_for([ROOT / "features" / "control_plane_loss.feature"]).tiers
 POWERCUT = [sys.executable, "-m", "harness.cli"]
 SAY = print
 
@@ -143,47 +147,16 @@ def pod_files(
 
 
 def lock_policy() -> list[tuple[str, dict[str, Any]]]:
-    """A ValidatingAdmissionPolicy (and its binding) that refuses any write of the cluster
-    lock's Lease by anyone but the runner's ServiceAccount."""
-    lease = f"Lease {LEASE_NAMESPACE}/{LEASE_NAME}"
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": LOCK_POLICY},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": ["coordination.k8s.io"],
-                        "apiVersions": ["*"],
-                        "operations": ["CREATE", "UPDATE", "DELETE"],
-                        "resources": ["leases"],
-                    }
-                ]
-            },
-            "validations": [
-                {
-                    "expression": (
-                        f"request.namespace != '{LEASE_NAMESPACE}' || "
-                        f"request.name != '{LEASE_NAME}' || "
-                        f"request.userInfo.username == '{RUNNER_USER}'"
-                    ),
-                    "messageExpression": (
-                        f"'{lease} may be written by {RUNNER_USER} only, not by ' "
-                        "+ request.userInfo.username"
-                    ),
-                    "reason": "Forbidden",
-                }
-            ],
-        },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": LOCK_POLICY},
-        "spec": {"policyName": LOCK_POLICY, "validationActions": ["Deny"]},
-    }
+    """The shipped ValidatingAdmissionPolicy and its binding (deploy/rbac/lock-policy.yaml),
+    which refuse any write of the cluster lock's Lease by anyone but the runner's
+    ServiceAccount, under this test's name."""
+    text = (ROOT / "deploy" / "rbac" / "lock-policy.yaml").read_text()
+    policy, binding = yaml.safe_load_all(text.replace("WRITER", RUNNER_USER))
+    assert f"'{LEASE_NAMESPACE}'" in policy["spec"]["validations"][0]["expression"]
+    assert f"'{LEASE_NAME}'" in policy["spec"]["validations"][0]["expression"]
+    policy["metadata"]["name"] = LOCK_POLICY
+    binding["metadata"]["name"] = LOCK_POLICY
+    binding["spec"]["policyName"] = LOCK_POLICY
     base = "/apis/admissionregistration.k8s.io/v1"
     return [
         (f"{base}/validatingadmissionpolicies/{LOCK_POLICY}", policy),
@@ -355,9 +328,12 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
         )  # fmt: skip
         timings["lab up"] = time.monotonic() - t
         admin = KubeClient.from_kubeconfig(lab_dir / "kubeconfig", timeout_s=10)
-        # the runner's identity: the target role alone, a token valid for the whole test
-        token = grant(admin, RUNNER_SA, target_role(), namespace=RUNNER_SA_NAMESPACE,
-                      expiration_s=6 * 3600)  # fmt: skip
+        lab_doc = yaml.safe_load((tmp / "lab.yaml").read_text())
+        # the runner's identity: only the tiers its feature needs (`powercut rbac`), a token
+        # valid for the whole test
+        namespaces = sorted({w["namespace"] for w in lab_doc.get("workloads") or []})
+        token = grant_tiers(admin, RUNNER_SA, RUNNER_TIERS, namespaces,
+                            namespace=RUNNER_SA_NAMESPACE, expiration_s=6 * 3600)  # fmt: skip
         runner_kc = token_kubeconfig(lab_dir / "kubeconfig", RUNNER_SA, token,
                                      tmp / "runner.kubeconfig")  # fmt: skip
         runner = KubeClient.from_kubeconfig(runner_kc, timeout_s=10)

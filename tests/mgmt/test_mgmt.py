@@ -59,7 +59,8 @@ def _runner_running(m: Mgmt, job: str) -> bool:
 
 
 def test_the_runner_holds_only_the_target_roles_identity(mgmt: Mgmt, tmp_path: Path) -> None:
-    """What the runner pods mount (the target Secret, read back from the management
+    """The runner holds the narrowest tiers its feature needs (read and lock). What the
+    runner pods mount (the target Secret, read back from the management
     cluster) holds a token of the ServiceAccount and none of the lab's admin credentials;
     the lab's API server names that token's user and refuses it what the role leaves out.
     The cluster lock may be written by that user alone (the conftest's admission policy),
@@ -87,12 +88,17 @@ def test_the_runner_holds_only_the_target_roles_identity(mgmt: Mgmt, tmp_path: P
         "get secrets in kube-system": ("get", "secrets", "-n", "kube-system"),
         "list secrets everywhere": ("list", "secrets", "-A"),
         "create pods": ("create", "pods", "-n", "default"),
-        "update nodes (only patch)": ("update", "nodes"),
-    }
-    allowed = {
+        "update nodes": ("update", "nodes"),
+        # the tiers its feature does not need (it only observes; power goes to the BMCs)
         "patch nodes": ("patch", "nodes"),
         "create pods/eviction": ("create", "pods", "--subresource=eviction", "-n", "default"),
-        "update the lock's Lease": ("update", "leases", "-n", "kube-system"),
+        "update another Lease": ("update", "leases/kube-scheduler", "-n", "kube-system"),
+    }
+    allowed = {
+        "list nodes": ("list", "nodes"),
+        "watch pods": ("watch", "pods", "-A"),
+        "update the lock's Lease": ("update", "leases/powercut-lock", "-n", "kube-system"),
+        "create a Lease in kube-system": ("create", "leases", "-n", "kube-system"),
     }
     said = {what: as_runner("auth", "can-i", *args) for what, args in {**denied, **allowed}.items()}
     assert {w: a for w, a in said.items() if w in denied} == dict.fromkeys(denied, "no")

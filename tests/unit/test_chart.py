@@ -387,3 +387,20 @@ def test_notes_say_how_to_open_the_page_run_now_and_read_the_last_verdict(
     assert "exec deploy/pc-page -- tail -n 1 /store/rack-a/history.jsonl" in text
     assert "exit code 4: restore failed" in text
     assert "No target yet" in notes(helm, {}, tmp_path / "empty")
+
+
+def test_the_lock_policy_is_the_shipped_one(helm: Path, tmp_path: Path) -> None:
+    """With lockPolicy.enabled the chart renders deploy/rbac/lock-policy.yaml, its writer
+    filled in; without it, no policy; without a writer, an error naming the value."""
+    writer = "system:serviceaccount:kube-system:powercut"
+    ds = docs(helm, {"lockPolicy": {"enabled": True, "writer": writer}}, tmp_path)
+    shipped = list(
+        yaml.safe_load_all(
+            (CHART.parent / "rbac" / "lock-policy.yaml").read_text().replace("WRITER", writer)
+        )
+    )
+    rendered = [d for d in ds if d["kind"].startswith("ValidatingAdmissionPolicy")]
+    assert rendered == shipped
+    assert not [d for d in docs(helm, {}, tmp_path) if "Admission" in d["kind"]]
+    out = render(helm, {"lockPolicy": {"enabled": True}}, tmp_path)
+    assert out.returncode != 0 and "lockPolicy.writer" in out.stderr

@@ -58,6 +58,7 @@ def test_preflight_prints_one_line_per_check_and_exits_0(
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in lines] == [
         "ok    api",
+        "ok    permissions",
         "ok    node w1",
         "ok    ready w1",
         "ok    bmc w1",
@@ -74,11 +75,11 @@ def test_preflight_without_nodes_checks_every_node_and_exits_2_on_a_failure(
     assert main(["preflight", "-i", inv]) == 2
     out, err = capsys.readouterr()
     lines = out.splitlines()
-    assert len(lines) == 1 + 3 * 7
+    assert len(lines) == 2 + 3 * 7
     assert [line for line in lines if line.startswith("FAIL")] == [
         "FAIL  ready w4: Ready is Unknown (NodeStatusUnknown)"
     ]
-    assert "pre-flight failed: 1 of 22 checks" in err
+    assert "pre-flight failed: 1 of 23 checks" in err
 
 
 # -- powercut power off ----------------------------------------------------------------------
@@ -235,3 +236,26 @@ def test_another_runs_lock_is_the_reason_given_not_the_outage_it_caused(
     err = capsys.readouterr().err
     assert "cluster lock" in err and "another-run@elsewhere" in err, err
     assert journal(inv) == []
+
+
+def feature(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / name
+    path.write_text(f"Feature: {name}\n  Scenario: s\n{body}")
+    return path
+
+
+def test_preflight_names_each_missing_verb(
+    inv: str, cluster: FakeApiServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    drain = feature(tmp_path, "drain.feature", "    When the node is drained within 1 minute\n")
+    cluster.denied.add(("pods/eviction", "create"))
+    assert main(["preflight", "-i", inv, "w1", "--features", str(drain)]) == 2
+    out = capsys.readouterr().out.splitlines()
+    failed = [line for line in out if line.startswith("FAIL")]
+    assert failed == [
+        "FAIL  permission: 'fake-user' (groups: system:authenticated) lacks create on "
+        "'pods/eviction' in the core API group \"\" cluster-wide (tier evict) "
+        "(docs/rbac.md, powercut rbac)"
+    ]
+    asked = {(r["spec"].get("resourceAttributes") or {}).get("resource") for r in cluster.reviews}
+    assert {"nodes", "pods", "leases"} <= asked

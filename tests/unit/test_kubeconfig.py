@@ -157,5 +157,5 @@ def test_bad_base64_names_the_field(tmp_path: Path) -> None:
     path = kubeconfig(tmp_path, {}, {"client-key-data": "not base64!"})
     with pytest.raises(ConfigError) as info:
         load_kubeconfig(path)
-    assert info.value.field == "users.client-key-data"
+    assert info.value.field == "users[u].client-key-data"
     assert "not valid base64" in str(info.value)

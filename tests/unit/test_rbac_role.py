@@ -477,7 +477,7 @@ def test_a_403_names_the_verb_and_resource_and_is_permanent() -> None:
     assert isinstance(err, Forbidden)
     text = str(err)
     assert "lack the permission patch on 'nodes' in the core API group" in text
-    assert "deploy/rbac/target-clusterrole.yaml" in text
+    assert "(grant it: powercut rbac, docs/rbac.md)" in text
     assert 'nodes "w1" is forbidden' in text
     from harness.errors import PermanentError, TemporaryError
 
