@@ -10,6 +10,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from harness.clock import SYSTEM_CLOCK
 from harness.driver_registry import installed_drivers
 from harness.errors import PowercutError, TemporaryError
 from harness.inventory import Inventory, load_inventory
@@ -311,7 +312,7 @@ def _take_lock(client_of: Callable[[], KubeClient], wait_s: float) -> ClusterLoc
             if not said:
                 print(f"waiting up to {left:.0f} s for the cluster lock: {exc}", flush=True)
                 said = True
-            time.sleep(min(5.0, left))
+            SYSTEM_CLOCK.sleep(min(5.0, left))
             continue
         except PowercutError as exc:
             client.close()
@@ -357,7 +358,7 @@ def _recover(inv: Inventory, path: Path) -> int:
                     "its node's power is read after that",
                     flush=True,
                 )
-                time.sleep(wait)
+                SYSTEM_CLOCK.sleep(wait)
             if mine:
                 print(
                     f"recovering {mine} disruption(s) from {path} "

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.clock import SYSTEM_CLOCK
 from harness.errors import PowercutError
 from harness.kindlab import binaries, engine, images
 from harness.kindlab import versions as v
@@ -382,7 +383,7 @@ def install(spec: KindSpec, say: Say, *, timeout_s: float = 240) -> float:
                 say(f"  storage: {DRIVER} on {len(want)} nodes in {took:.0f}s")
                 return took
             pending = f"controller ready {ready}/1, not registered on: {', '.join(missing) or '-'}"
-            time.sleep(2)
+            SYSTEM_CLOCK.sleep(2)
         raise PowercutError(
             f"the CSI driver {DRIVER} not ready after {timeout_s:.0f}s: {pending}; "
             f"`kubectl -n {NAMESPACE} logs` of pcsi-controller and pcsi-node say why"
