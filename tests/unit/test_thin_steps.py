@@ -1,4 +1,4 @@
-"""A step is a sentence and one call (issue 21, item 3; STYLE 17).
+"""A step is a sentence and one call (docs/DESIGN.md, "House rules").
 
 Every step of the scenario grammar (the modules of
 :data:`harness.steps.plugin.SCENARIO_STEP_MODULES`) parses its sentence and delegates to
