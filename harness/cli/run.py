@@ -95,6 +95,20 @@ def pytest_command(steps: Path) -> list[str]:
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``powercut run``, ``report`` and ``compare``."""
+    run = _add_run(sub)
+    _add_run_results(run)
+    run.set_defaults(func=cmd_run)
+    _add_report(sub)
+    _add_compare(sub)
+
+
+# -- powercut run: what runs against what -------------------------------------------------
+
+
+def _add_run(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run",
         help="run the failure features against a cluster and write the HTML report",
@@ -158,6 +172,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "(default: the installed steps package); with it, the features' sentences and tags "
         "are not checked against the built-in grammar before the run (their syntax is)",
     )
+    return run
+
+
+# -- powercut run: where the results go and how they are judged ----------------------------
+
+
+def _add_run_results(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--previous",
         type=Path,
@@ -205,7 +226,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "as a failure: exit 1 and say why each was skipped. For a cluster meant to run every "
         "scenario, e.g. the lab in CI; by default skips are reported but pass",
     )
-    run.set_defaults(func=cmd_run)
+
+
+# -- powercut report, powercut compare -------------------------------------------------------
+
+
+def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rep = sub.add_parser(
         "report",
         help="render allure-results into one self-contained HTML file",
@@ -233,6 +259,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     rep.add_argument("--target", default=None, metavar="NAME", help="target in the store")
     rep.set_defaults(func=cmd_report)
+
+
+def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cmp = sub.add_parser(
         "compare",
         help="two runs side by side: verdicts, durations, phases, SLOs (text and HTML)",
