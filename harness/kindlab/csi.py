@@ -253,6 +253,23 @@ def manifests() -> list[tuple[str, JSON]]:
             },
         )
     )
+    out.append(
+        (
+            f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/pcsi-controller",
+            _controller(sa, sock, shared, socket_dir),
+        )
+    )
+    out.append(
+        (
+            f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/pcsi-node",
+            _node_plugin(sock, shared, socket_dir),
+        )
+    )
+    return out
+
+
+def _controller(sa: str, sock: str, shared: JSON, socket_dir: JSON) -> JSON:
+    """The controller: the driver in controller mode, the provisioner and the attacher."""
     controller = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -302,7 +319,11 @@ def manifests() -> list[tuple[str, JSON]]:
             },
         },
     }
-    out.append((f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/pcsi-controller", controller))
+    return controller
+
+
+def _node_plugin(sock: str, shared: JSON, socket_dir: JSON) -> JSON:
+    """The node plugin on every node, registered with its kubelet."""
     node_container = _container(
         "driver",
         "pcsi",
@@ -351,8 +372,7 @@ def manifests() -> list[tuple[str, JSON]]:
             },
         },
     }
-    out.append((f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/pcsi-node", node_plugin))
-    return out
+    return node_plugin
 
 
 def install(spec: KindSpec, say: Say, *, timeout_s: float = 240) -> float:
