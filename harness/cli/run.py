@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import dataclasses
 import datetime as dt
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -24,6 +24,7 @@ from harness.session import journal_path_for
 if TYPE_CHECKING:
     from harness.inventory import Inventory
     from harness.report import history as hist
+    from harness.report.history import TargetStore
 
 # Exit codes of `powercut run`, documented in --help and the README.
 EXIT_PASSED = 0
@@ -199,6 +200,22 @@ def _add_run_results(run: argparse.ArgumentParser) -> None:
         default=None,
         metavar="NAME",
         help="the target cluster's name in the store (default: the inventory's name)",
+    )
+    run.add_argument(
+        "--keep-runs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --store: after the run, keep the target's newest N runs (history lines "
+        "and run directories), remove older ones (default 0: no limit)",
+    )
+    run.add_argument(
+        "--keep-days",
+        type=float,
+        default=0,
+        metavar="DAYS",
+        help="with --store: after the run, remove the target's runs started more than DAYS "
+        "days ago (default 0: no limit); the run just made is always kept",
     )
     run.add_argument(
         "--signoff",
@@ -680,13 +697,10 @@ def _run(
         seed=args.seed,
         previous=where.previous,
     )
-    if store is not None:
-        hist.append_run(store.history, signed.run)
     html = _html(args, inv, results, out_dir, store, signed)
     from harness.report.summary import summarize
 
     print(summarize(results))
-    counts = _verdicts(results)
     if html:
         print(f"report: {html}")
     print(f"junit:  {out_dir / 'junit.xml'}")
@@ -695,16 +709,36 @@ def _run(
     if store is not None:
         print(f"history: {store.history} (run {run_id})")
     failed_gates = describe_failed_gates(signed.evaluation)
+    code = _exit_status(args, rc, interrupted, results, out_dir, failed_gates, len(owed))
+    if store is not None:
+        # the exit status with the record: the page and /metrics tell 4 from 1
+        hist.append_run(
+            store.history, dataclasses.replace(signed.run, exit_code=code, restores_owed=len(owed))
+        )
+        _apply_retention(store, args.keep_runs, args.keep_days)
+    return code
+
+
+def _exit_status(
+    args: argparse.Namespace,
+    rc: int,
+    interrupted: bool,
+    results: Path,
+    out_dir: Path,
+    failed_gates: list[str],
+    owed: int,
+) -> int:
+    """The run's exit status (the EXIT_* codes), saying why on stderr."""
     for line in failed_gates:
         print(f"powercut: {line}", file=sys.stderr)
     if owed:
         print(
-            f"powercut: {len(owed)} disruption(s) still in place; run: powercut recover -i "
+            f"powercut: {owed} disruption(s) still in place; run: powercut recover -i "
             f"{args.inventory}",
             file=sys.stderr,
         )
         return EXIT_RESTORE_FAILED
-    return _exit_code(args, results, out_dir, rc, interrupted, counts, failed_gates)
+    return _exit_code(args, results, out_dir, rc, interrupted, failed_gates)
 
 
 def _pytest(
@@ -782,7 +816,6 @@ def _exit_code(
     out_dir: Path,
     rc: int,
     interrupted: bool,
-    counts: Mapping[str, int],
     failed_gates: list[str],
 ) -> int:
     """The run's exit code, once nothing is owed (see ``powercut run --help``)."""
@@ -790,6 +823,7 @@ def _exit_code(
     if stopped:
         print(f"powercut: {stopped}", file=sys.stderr)
         return EXIT_STOPPED
+    counts = _verdicts(results)
     if rc == 2 or interrupted:  # pytest: interrupted
         return EXIT_INTERRUPTED
     if rc in (3, 4, 5) or counts.get("broken"):
@@ -803,3 +837,13 @@ def _exit_code(
             print(f"  {name}: {why}")
         return EXIT_FAILED
     return EXIT_PASSED
+
+
+def _apply_retention(store: TargetStore, keep_runs: int, keep_days: float) -> None:
+    """The target's retention (--keep-runs, --keep-days): older runs leave the history and
+    their directories are removed; what was pruned is said."""
+    from harness.report import history as hist
+
+    pruned = hist.prune(store, keep_runs=keep_runs, keep_days=keep_days)
+    if pruned:
+        print(f"retention: {len(pruned)} older run(s) of {store.target} removed")
