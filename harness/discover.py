@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from harness.clock import SYSTEM_CLOCK
 from harness.errors import ConfigError, TemporaryError
 from harness.kube.client import KubeClient
 from harness.kube.names import (
@@ -182,7 +183,7 @@ def _retrying(call: Callable[[], T], what: str, timeout_s: float = RETRY_S) -> T
         except TemporaryError as exc:
             if time.monotonic() + pause > deadline:
                 raise TemporaryError(f"could not {what} within {timeout_s:.0f}s: {exc}") from None
-            time.sleep(pause)
+            SYSTEM_CLOCK.sleep(pause)
             pause = min(pause * 2, 2.0)
 
 

@@ -25,36 +25,22 @@ steps.
 
 from __future__ import annotations
 
-import contextlib
-import time
 from collections.abc import Iterator
 from typing import Any
 
-import allure
-import orjson
 import pytest
 from pytest_bdd import parsers, then
 
-from harness.errors import ConfigError, PowercutError
+from harness.errors import ConfigError
 from harness.inventory import Inventory
 from harness.inventory.slo import slo_by_name
-from harness.kube.timeline import ACTION, Timeline
+from harness.kube.timeline import Timeline
 from harness.report.slo_chart import slo_chart_svg
+from harness.scenario.expectations import slos
 from harness.scenario.expectations.steady_state import Baseline
 from harness.session import StoppedByCondition
 from harness.slo.client import PrometheusClient
-from harness.slo.evaluate import (
-    AlertResult,
-    SloResult,
-    evaluate_alert,
-    evaluate_slo,
-    wait_caught_up,
-)
 from harness.steps.fixtures import inventory_names
-
-
-class SloBreached(AssertionError):
-    """An SLO missed its objective, or an alert fired, during the scenario."""
 
 
 def pytest_exception_interact(
@@ -81,79 +67,6 @@ def prometheus_client(inventory: Inventory) -> Iterator[PrometheusClient]:
         yield client
 
 
-def scenario_window(timeline: Timeline, baseline: Baseline) -> tuple[float, float]:
-    """Unix times from the moment the cluster was found healthy to now."""
-    start = timeline.start_wall + (baseline.at_mono - timeline.start_mono)
-    return start, time.time()
-
-
-def actions(timeline: Timeline) -> list[dict[str, Any]]:
-    """The harness's own actions (power-off sent, ...), for the chart's phase markers."""
-    return [
-        {"wall": t.wall, "name": t.name, "transition": t.transition}
-        for t in timeline.all(ACTION)
-        if t.transition
-    ]
-
-
-def _attach(result: SloResult, timeline: Timeline) -> None:
-    doc = {**result.to_json(), "actions": actions(timeline)}
-    name = result.slo.name
-    allure.attach(
-        orjson.dumps(doc, option=orjson.OPT_INDENT_2),
-        name=f"slo-{name}.json",
-        attachment_type=allure.attachment_type.JSON,
-    )
-    allure.attach(
-        slo_chart_svg(doc), name=f"slo-{name}.svg", attachment_type=allure.attachment_type.SVG
-    )
-
-
-def _caught_up(client: PrometheusClient, end: float, *, rules: bool) -> None:
-    """Wait (within a bound) until Prometheus has scraped, and with ``rules`` evaluated its
-    rules, past ``end``: the window is judged on everything Prometheus will know of it."""
-    with allure.step("wait for Prometheus to scrape past the window's end"):
-        caught = wait_caught_up(client, end, rules=rules)
-        with allure.step(caught.message()):
-            pass
-
-
-def _check(
-    client: PrometheusClient,
-    names: list[str],
-    inventory: Inventory,
-    timeline: Timeline,
-    baseline: Baseline,
-) -> None:
-    start, end = scenario_window(timeline, baseline)
-    _caught_up(client, end, rules=False)
-    missed: list[SloResult] = []
-    errors: list[PowercutError] = []
-    for name in names:
-        slo = slo_by_name(inventory.slos, name)
-        # One Allure step per SLO (failed when it breached, broken when it could not be
-        # evaluated); every SLO is evaluated before the step fails.
-        try:
-            with allure.step(f"SLO {name}: {slo.objective_text}"):
-                result = evaluate_slo(client, slo, start, end)
-                _attach(result, timeline)
-                if not result.held:
-                    missed.append(result)
-                    raise SloBreached(result.message())
-                with allure.step(result.message()):
-                    pass
-        except SloBreached:
-            continue
-        except PowercutError as exc:
-            errors.append(exc)
-    if missed:
-        lines = [r.message() for r in missed]
-        lines.extend(f"also not evaluated: {e}" for e in errors)
-        raise SloBreached("\n".join(lines))
-    if errors:
-        raise errors[0]
-
-
 @then(parsers.parse("the {name} SLO held throughout"))
 @inventory_names(name="slo")
 def slo_held(
@@ -165,7 +78,7 @@ def slo_held(
 ) -> None:
     """The SLO ``name`` met its objective at every step of the scenario's window."""
     slo_by_name(inventory.slos, name)  # an unknown name: a harness error naming the valid
-    _check(prometheus_client, [name], inventory, timeline, baseline)
+    slos.slos_held(prometheus_client, [name], inventory, timeline, baseline, chart=slo_chart_svg)
 
 
 @then("every SLO held throughout")
@@ -176,11 +89,7 @@ def every_slo_held(
     baseline: Baseline,
 ) -> None:
     """Every SLO of the inventory met its objective at every step of the scenario's window."""
-    if not inventory.slos:
-        raise ConfigError(
-            "the inventory has no slos to check", source=str(inventory.source or ""), field="slos"
-        )
-    _check(prometheus_client, [s.name for s in inventory.slos], inventory, timeline, baseline)
+    slos.every_slo_held(prometheus_client, inventory, timeline, baseline, chart=slo_chart_svg)
 
 
 @then("no alert fired")
@@ -191,21 +100,4 @@ def alerts_quiet(
     baseline: Baseline,
 ) -> None:
     """None of the inventory's ``alerts`` fired during the scenario's window."""
-    if not inventory.alerts:
-        raise ConfigError(
-            "the inventory has no alerts to check",
-            source=str(inventory.source or ""),
-            field="alerts",
-        )
-    start, end = scenario_window(timeline, baseline)
-    _caught_up(prometheus_client, end, rules=True)
-    rules = prometheus_client.alert_rules()
-    fired: list[AlertResult] = []
-    for alert in inventory.alerts:
-        with contextlib.suppress(SloBreached), allure.step(f"alert {alert.label} must not fire"):
-            result = evaluate_alert(prometheus_client, alert, start, end, step=1.0, rules=rules)
-            if not result.held:
-                fired.append(result)
-                raise SloBreached(result.message())
-    if fired:
-        raise SloBreached("\n".join(r.message() for r in fired))
+    slos.alerts_quiet(prometheus_client, inventory, timeline, baseline)

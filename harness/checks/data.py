@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.checks.base import CheckFailed, Measurement
+from harness.clock import SYSTEM_CLOCK
 from harness.errors import ConfigError, PermanentError, PowercutError
 from harness.kube.client import ApiError, KubeClient, NotFound
 
@@ -139,7 +140,7 @@ def verify_tokens(
     timeout_s: float,
     port: int = PROBE_PORT,
     clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] = SYSTEM_CLOCK.sleep,
 ) -> Measurement:
     """Read every token back from the pod that now holds its volume, waiting up to
     ``timeout_s`` for such a pod to be ready and answer. Raises :class:`CheckFailed`

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from harness.kube.names import VOLUME_RELEASED, Change, Kind
+from harness.kube.observer.states import PodState
 from harness.kube.timeline import Timeline, Transition
 
 NODE, POD, VOLUME_ATTACHMENT = Kind.NODE, Kind.POD, Kind.VOLUME_ATTACHMENT
@@ -20,29 +21,9 @@ _STATE = frozenset({Change.OBSERVED, Change.CREATED})
 RELEASED = VOLUME_RELEASED
 
 
-class PodSnap(NamedTuple):
-    namespace: str
-    name: str
-    uid: str
-    node: str
-    phase: str
-    ready: bool
-    terminating: bool
-    workload: str
-    since: float  # mono of the transition that produced this snapshot
-
-    @property
-    def available(self) -> bool:
-        """Ready and not Terminating: what a Service or a Deployment would count."""
-        return self.ready and not self.terminating
-
-    @property
-    def is_mirror(self) -> bool:
-        return self.workload.startswith("Node/")
-
-    @property
-    def is_daemonset(self) -> bool:
-        return self.workload.startswith("DaemonSet/")
+#: A pod as a replay rebuilds it: the one pod state (:class:`~harness.kube.observer.PodState`),
+#: ``since`` the monotonic time of the transition that produced it.
+PodSnap = PodState
 
 
 class PodReplay:
@@ -79,7 +60,7 @@ class PodReplay:
                 bool(d.get("ready")),
                 bool(d.get("terminating")),
                 str(d.get("workload") or ""),
-                t.mono,
+                since=t.mono,
             )
         elif t.transition == Change.DELETED:
             if cur is not None:
@@ -97,7 +78,7 @@ class PodReplay:
                     False,
                     False,
                     str(d.get("workload") or ""),
-                    t.mono,
+                    since=t.mono,
                 )
             node = str(d.get("node") or cur.node)
             if t.transition == Change.READY:

@@ -85,6 +85,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_cycle_options(p)
+    _add_run_options(p)
+    p.set_defaults(func=cmd_longevity)
+
+
+def _add_cycle_options(p: argparse.ArgumentParser) -> None:
+    """What each cycle fails, how, and how many cycles."""
     p.add_argument("--inventory", "-i", type=Path, help="inventory YAML (required unless resuming)")
     p.add_argument(
         "--fraction",
@@ -147,6 +154,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "stopped); partition and kubelet need a driver that can "
         "(SSH), and the nodes undo them by themselves if the run dies",
     )
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    """Where the run goes, how it resumes, stops and reports."""
     p.add_argument("--out", type=Path, default=None, help="run directory (default reports/...)")
     p.add_argument("--resume", type=Path, default=None, metavar="DIR", help="continue a run")
     p.add_argument(
@@ -214,7 +225,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument("--stop-file", type=Path, default=None, help="stop file (default DIR/STOP)")
     p.add_argument("--no-report", action="store_true", help="do not write the report at the end")
-    p.set_defaults(func=cmd_longevity)
 
 
 def _given(args: argparse.Namespace) -> dict[str, Any]:

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from harness.clock import SYSTEM_CLOCK
 from harness.driver_registry import installed_drivers
 from harness.errors import PowercutError, TemporaryError
 from harness.inventory import Inventory, load_inventory
-from harness.journal import Journal, UndoResult, recover, run_alive
+from harness.journal import Journal, UndoResult, recover_owed
 from harness.kube.client import KubeClient
 from harness.kube.lock import ClusterLock, ClusterLocked, lease_state, write_status
 from harness.power.factory import driver_for
@@ -393,7 +393,7 @@ def _take_lock(client_of: Callable[[], KubeClient], wait_s: float) -> ClusterLoc
             if not said:
                 print(f"waiting up to {left:.0f} s for the cluster lock: {exc}", flush=True)
                 said = True
-            time.sleep(min(5.0, left))
+            SYSTEM_CLOCK.sleep(min(5.0, left))
             continue
         except PowercutError as exc:
             client.close()
@@ -404,72 +404,25 @@ def _take_lock(client_of: Callable[[], KubeClient], wait_s: float) -> ClusterLoc
 
 
 def _recover(inv: Inventory, path: Path) -> int:
+    """The journal's recovery (:func:`harness.journal.recover_owed`) against the cluster and
+    its BMCs, told as it goes; the exit status."""
     if not path.exists():
         print(f"nothing to recover: no journal at {path}")
         return 0
     c = inv.cluster
     executor = ClusterExecutor(inv, lambda: KubeClient.from_kubeconfig(c.kubeconfig, c.context))
-    failed = 0
-    lock_failed = False
-    alive: set[int] = set()
     try:
-        with Journal(path) as journal:
-            pending = journal.pending_undos()
-            # Judge each run that wrote what is owed once: alive (its undos are its own) or
-            # gone (a zombie is gone); the same verdict decides its cluster lock below.
-            verdicts: dict[int, bool] = {}
-            for e in pending:
-                if e.pid is not None and e.pid != os.getpid() and e.pid not in verdicts:
-                    verdicts[e.pid] = run_alive(e.pid, e.proc)
-            alive = {pid for pid, is_alive in verdicts.items() if is_alive}
-            theirs = [e for e in pending if e.pid in alive]
-            if theirs:
-                print(
-                    f"left to the run(s) still alive (pid {', '.join(map(str, sorted(alive)))}): "
-                    f"{len(theirs)} disruption(s); stop that run (it undoes them) or wait",
-                    flush=True,
-                )
-            mine = len(pending) - len(theirs)
-            young = recent_power_actions(inv, [e for e in pending if e.pid not in alive])
-            if young:
-                wait = max(young.values())
-                print(
-                    f"waiting {wait:.0f} s: a power action on {', '.join(sorted(young))} "
-                    "began less than one power deadline ago and a BMC may still apply it; "
-                    "its node's power is read after that",
-                    flush=True,
-                )
-                time.sleep(wait)
-            if mine:
-                print(
-                    f"recovering {mine} disruption(s) from {path} "
-                    "(power-ons first, then the rest, newest first):",
-                    flush=True,
-                )
-                results = recover(
-                    journal, executor, on_result=_print_undo, skip=lambda e: e.pid in alive
-                )
-                failed += sum(not r.ok for r in results)
-            elif not pending:
-                print(f"nothing to recover: every disruption in {path} was undone")
-        try:
-            stale = executor.release_stale_lock(verdicts)
-        except PowercutError as exc:
-            lock_failed = True
-            print(
-                f"  FAILED: release the cluster lock of a crashed run: {exc} (a lock nobody "
-                "renews also expires by itself after its lease duration)",
-                flush=True,
-            )
-        else:
-            if stale:
-                print(f"  done: released the cluster lock of a run that is gone ({stale})")
+        done = recover_owed(
+            path,
+            executor,
+            settling=lambda entries: recent_power_actions(inv, entries),
+            release_lock=executor.release_stale_lock,
+            say=lambda text: print(text, flush=True),
+            on_result=_print_undo,
+        )
     finally:
         executor.close()
-    if failed or lock_failed or alive:
-        what = [f"{failed} undo(s) failed"] if failed else []
-        what += ["the cluster lock could not be checked"] if lock_failed else []
-        what += ["a run that is still alive owes undos"] if alive else []
-        print(f"{' and '.join(what)}; fix the cause and run recover again", file=sys.stderr)
+    if not done.ok:
+        print(f"{done.problems()}; fix the cause and run recover again", file=sys.stderr)
         return 4
     return 0

@@ -11,17 +11,20 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from harness import __version__
 from harness.errors import ConfigError, PowercutError
-from harness.inventory import Inventory, load_inventory
+from harness.inventory import load_inventory
 from harness.journal import Journal
 from harness.session import journal_path_for
 
 if TYPE_CHECKING:
+    from harness.inventory import Inventory
     from harness.model import ClusterModel
+    from harness.report import history as hist
     from harness.report.history import TargetStore
 
 # Exit codes of `powercut run`, documented in --help and the README.
@@ -94,6 +97,20 @@ def pytest_command(steps: Path) -> list[str]:
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``powercut run``, ``report`` and ``compare``."""
+    run = _add_run(sub)
+    _add_run_results(run)
+    run.set_defaults(func=cmd_run)
+    _add_report(sub)
+    _add_compare(sub)
+
+
+# -- powercut run: what runs against what -------------------------------------------------
+
+
+def _add_run(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run",
         help="run the failure features against a cluster and write the HTML report",
@@ -157,6 +174,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "(default: the installed steps package); with it, the features' sentences and tags "
         "are not checked against the built-in grammar before the run (their syntax is)",
     )
+    return run
+
+
+# -- powercut run: where the results go and how they are judged ----------------------------
+
+
+def _add_run_results(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--previous",
         type=Path,
@@ -228,7 +252,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "as a failure: exit 1 and say why each was skipped. For a cluster meant to run every "
         "scenario, e.g. the lab in CI; by default skips are reported but pass",
     )
-    run.set_defaults(func=cmd_run)
+
+
+# -- powercut report, powercut compare -------------------------------------------------------
+
+
+def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rep = sub.add_parser(
         "report",
         help="render allure-results into one self-contained HTML file",
@@ -256,6 +285,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     rep.add_argument("--target", default=None, metavar="NAME", help="target in the store")
     rep.set_defaults(func=cmd_report)
+
+
+def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cmp = sub.add_parser(
         "compare",
         help="two runs side by side: verdicts, durations, phases, SLOs (text and HTML)",
@@ -535,6 +567,32 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     steps = (args.steps or default_steps_dir()).resolve()
     if not steps.is_dir():
         raise ConfigError("no step definitions here; pass --steps DIR", source=str(steps))
+    feature_args = _feature_args(args)
+    _check_features(args, inv)
+    # The cluster's own model (read-only): a budget it says cannot hold is refused here too.
+    model = _model_or_refuse(inv, selected_features(args.features, builtin=not args.no_builtin))
+    extra = list(extra or [])
+    if extra[:1] == ["--"]:
+        # `powercut run -i X -- -k rack`: the separator is ours; pytest would read every
+        # argument after a `--` as a file name.
+        extra = extra[1:]
+    pytest_args = [*feature_args, *extra]
+    # Sign-off rules, the store and its history: read (and any mistake named) before anything
+    # is touched.
+    from harness.report.gates import signoff_for
+
+    signoff = signoff_for(args.inventory, args.signoff)
+    where = _store(args, inv)
+    if args.dry_run:
+        return _dry_run(args, inv, steps, pytest_args)
+    return _run(args, inv, steps, pytest_args, signoff, where, model)
+
+
+# -- before anything is touched: the features, their check, the store -----------------------
+
+
+def _feature_args(args: argparse.Namespace) -> list[str]:
+    """The features to run as the plugin's options, each directory checked."""
     if args.no_builtin and not args.features:
         raise ConfigError(
             "--no-builtin leaves nothing to run: add --features DIR", field="--no-builtin"
@@ -554,8 +612,12 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
         feature_args.append("--no-builtin")
     if args.seed is not None:
         feature_args += ["--seed", str(args.seed)]
-    # Every feature parsed and every sentence matched before anything runs: a typo or a
-    # syntax error is one harness error naming file and line, never a half-run scenario.
+    return feature_args
+
+
+def _check_features(args: argparse.Namespace, inv: Inventory) -> None:
+    """Every feature parsed and every sentence matched before anything runs: a typo or a
+    syntax error is one harness error naming file and line, never a half-run scenario."""
     from harness.steps.check import check_features
     from harness.steps.support.tags import MARKERS, project_tags, pytest_markers
 
@@ -569,20 +631,21 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
         inventory=inv,
         builtin=set(selected_features([], builtin=True)),
     )
-    # The cluster's own model (read-only): a budget it says cannot hold is refused here too.
-    model = _model_or_refuse(inv, selected_features(args.features, builtin=not args.no_builtin))
-    extra = list(extra or [])
-    if extra[:1] == ["--"]:
-        # `powercut run -i X -- -k rack`: the separator is ours; pytest would read every
-        # argument after a `--` as a file name.
-        extra = extra[1:]
-    pytest_args = [*feature_args, *extra]
-    # Sign-off rules, the store and its history: read (and any mistake named) before anything
-    # is touched.
-    from harness.report import history as hist
-    from harness.report.gates import signoff_for
 
-    signoff = signoff_for(args.inventory, args.signoff)
+
+@dataclass(frozen=True)
+class _Where:
+    """Where a run's results go: the results store (None: ``--out`` or reports/), its
+    earlier runs, and the target's name."""
+
+    store: hist.TargetStore | None
+    previous: tuple[hist.Run, ...]
+    target: str
+
+
+def _store(args: argparse.Namespace, inv: Inventory) -> _Where:
+    from harness.report import history as hist
+
     store: hist.TargetStore | None = None
     previous: tuple[hist.Run, ...] = ()
     target = args.target or inv.name or ""
@@ -602,36 +665,57 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
         previous = hist.read_history(store.history).runs
     elif args.target is not None:
         raise ConfigError("--target names a target in a results store: add --store DIR")
-    if args.dry_run:
-        out = subprocess.run(
-            [
-                *pytest_command(steps),
-                "--collect-only",
-                "-q",
-                "--inventory",
-                str(args.inventory.resolve()),
-                *pytest_args,
-            ],
-            check=False,
-            capture_output=True,
-            text=True,
-        )
-        print(
-            f"dry run: inventory {args.inventory} is valid ({len(inv.nodes)} nodes); "
-            "nothing will be touched. Scenarios:"
-        )
-        for line in out.stdout.splitlines():
-            if "::" in line:
-                print(f"  {line}")
-        if out.returncode != 0:
-            print(f"powercut: pytest could not collect (exit {out.returncode}):", file=sys.stderr)
-            print("\n".join((out.stdout + out.stderr).splitlines()[-15:]), file=sys.stderr)
-            return EXIT_HARNESS
-        return EXIT_PASSED
+    return _Where(store, previous, target)
+
+
+def _dry_run(args: argparse.Namespace, inv: Inventory, steps: Path, pytest_args: list[str]) -> int:
+    """List the scenarios pytest would run; nothing is touched."""
+    out = subprocess.run(
+        [
+            *pytest_command(steps),
+            "--collect-only",
+            "-q",
+            "--inventory",
+            str(args.inventory.resolve()),
+            *pytest_args,
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    print(
+        f"dry run: inventory {args.inventory} is valid ({len(inv.nodes)} nodes); "
+        "nothing will be touched. Scenarios:"
+    )
+    for line in out.stdout.splitlines():
+        if "::" in line:
+            print(f"  {line}")
+    if out.returncode != 0:
+        print(f"powercut: pytest could not collect (exit {out.returncode}):", file=sys.stderr)
+        print("\n".join((out.stdout + out.stderr).splitlines()[-15:]), file=sys.stderr)
+        return EXIT_HARNESS
+    return EXIT_PASSED
+
+
+# -- the run: pytest, then the report and the exit code ---------------------------------------
+
+
+def _run(
+    args: argparse.Namespace,
+    inv: Inventory,
+    steps: Path,
+    pytest_args: list[str],
+    signoff: Any,
+    where: _Where,
+    model: ClusterModel | None,
+) -> int:
+    from harness.report import history as hist
+
     now = dt.datetime.now(dt.UTC)
     started = hist.utc_iso(now)
     run_id = hist.new_run_id(now)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    store = where.store
     out_dir: Path = (
         store.run_dir(run_id) if store is not None else args.out or Path("reports") / stamp
     )
@@ -639,36 +723,8 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     results.mkdir(parents=True, exist_ok=True)
     if model is not None:
         model.save(results)  # kept with the run: the report's model column reads it
-    cmd = [
-        *pytest_command(steps),
-        "--inventory",
-        # absolute, its links not followed: the journal is named after this path, and
-        # `powercut recover -i` in another pod (a ConfigMap mount's links differ) must find it
-        os.path.abspath(args.inventory),
-        "--alluredir",
-        str(results.resolve()),
-        f"--junitxml={(out_dir / 'junit.xml').resolve()}",
-        "-q",
-    ]
-    if args.keep_on_failure:
-        cmd.append("--keep-on-failure")
     print(f"powercut {__version__}: running {steps} against {args.inventory} -> {out_dir}")
-    verbose = bool(getattr(args, "verbose", False))
-    log = None if verbose else out_dir / "run.log"
-    from harness.progress.display import choose_mode
-
-    mode = choose_mode(
-        "plain" if verbose and args.progress == "auto" else args.progress, sys.stderr
-    )
-    if verbose and mode == "rich":
-        mode = "plain"  # pytest writes to the same terminal: a live panel would garble it
-    sys.stdout.flush()
-    rc, interrupted = _run_pytest([*cmd, *pytest_args], log=log, progress_mode=mode)
-    if log is not None and rc in (3, 4, 5):
-        # pytest could not run the scenarios (internal error, usage, nothing collected):
-        # its own words are in the log; show their end.
-        print(f"powercut: pytest exited {rc}; the end of {log}:", file=sys.stderr)
-        print(_tail(log), file=sys.stderr)
+    log, rc, interrupted = _pytest(args, steps, pytest_args, results, out_dir)
     journal = journal_path_for(inv)
     owed = []
     if journal.exists():
@@ -684,31 +740,16 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
         results,
         signoff,
         run_id=run_id,
-        target=target,
+        target=where.target,
         started=started,
         finished=hist.utc_iso(),
         powercut_version=__version__,
         inventory=str(args.inventory),
         seed=args.seed,
-        previous=previous,
+        previous=where.previous,
         title=args.title or "",
     )
-    html: Path | None = None
-    if not args.no_html:
-        from harness.report.html import render_report
-
-        try:
-            html = render_report(
-                results,
-                out_dir,
-                title=args.title or f"powercut: {inv.name or 'run'}",
-                previous=args.previous,
-                history_path=store.allure_history if store is not None else None,
-                gates=signed.gates_for_allure,
-                signoff_html=signed.page,
-            )
-        except PowercutError as exc:
-            print(f"powercut: HTML report not written: {exc}", file=sys.stderr)
+    html = _html(args, inv, results, out_dir, store, signed)
     from harness.report.summary import summarize
 
     print(summarize(results))
@@ -749,6 +790,87 @@ def _exit_status(
             file=sys.stderr,
         )
         return EXIT_RESTORE_FAILED
+    return _exit_code(args, results, out_dir, rc, interrupted, failed_gates)
+
+
+def _pytest(
+    args: argparse.Namespace,
+    steps: Path,
+    pytest_args: list[str],
+    results: Path,
+    out_dir: Path,
+) -> tuple[Path | None, int, bool]:
+    """Run the features under pytest: its log (None: to the terminal, ``--verbose``), its
+    exit status and whether it was interrupted."""
+    cmd = [
+        *pytest_command(steps),
+        "--inventory",
+        # absolute, its links not followed: the journal is named after this path, and
+        # `powercut recover -i` in another pod (a ConfigMap mount's links differ) must find it
+        os.path.abspath(args.inventory),
+        "--alluredir",
+        str(results.resolve()),
+        f"--junitxml={(out_dir / 'junit.xml').resolve()}",
+        "-q",
+    ]
+    if args.keep_on_failure:
+        cmd.append("--keep-on-failure")
+    verbose = bool(getattr(args, "verbose", False))
+    log = None if verbose else out_dir / "run.log"
+    from harness.progress.display import choose_mode
+
+    mode = choose_mode(
+        "plain" if verbose and args.progress == "auto" else args.progress, sys.stderr
+    )
+    if verbose and mode == "rich":
+        mode = "plain"  # pytest writes to the same terminal: a live panel would garble it
+    sys.stdout.flush()
+    rc, interrupted = _run_pytest([*cmd, *pytest_args], log=log, progress_mode=mode)
+    if log is not None and rc in (3, 4, 5):
+        # pytest could not run the scenarios (internal error, usage, nothing collected):
+        # its own words are in the log; show their end.
+        print(f"powercut: pytest exited {rc}; the end of {log}:", file=sys.stderr)
+        print(_tail(log), file=sys.stderr)
+    return log, rc, interrupted
+
+
+def _html(
+    args: argparse.Namespace,
+    inv: Inventory,
+    results: Path,
+    out_dir: Path,
+    store: hist.TargetStore | None,
+    signed: Any,
+) -> Path | None:
+    """The single-file HTML report (None: ``--no-html``, or it could not be written)."""
+    if args.no_html:
+        return None
+    from harness.report.html import render_report
+
+    try:
+        return render_report(
+            results,
+            out_dir,
+            title=args.title or f"powercut: {inv.name or 'run'}",
+            previous=args.previous,
+            history_path=store.allure_history if store is not None else None,
+            gates=signed.gates_for_allure,
+            signoff_html=signed.page,
+        )
+    except PowercutError as exc:
+        print(f"powercut: HTML report not written: {exc}", file=sys.stderr)
+        return None
+
+
+def _exit_code(
+    args: argparse.Namespace,
+    results: Path,
+    out_dir: Path,
+    rc: int,
+    interrupted: bool,
+    failed_gates: list[str],
+) -> int:
+    """The run's exit code, once nothing is owed (see ``powercut run --help``)."""
     stopped = _stopped(results)
     if stopped:
         print(f"powercut: {stopped}", file=sys.stderr)

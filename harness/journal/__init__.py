@@ -69,7 +69,7 @@ from harness.journal.entries import (
     UndoSpec,
 )
 from harness.journal.liveness import process_alive, process_identity, run_alive
-from harness.journal.recovery import recover, recovery_order
+from harness.journal.recovery import Recovered, recover, recover_owed, recovery_order
 from harness.journal.signals import Terminated, install_signal_handlers, shield_signals
 from harness.journal.store import Journal
 from harness.journal.undo import UndoStack
@@ -80,6 +80,7 @@ __all__ = [
     "Journal",
     "JournalEntry",
     "JournalNote",
+    "Recovered",
     "Terminated",
     "UndoExecutor",
     "UndoFailed",
@@ -90,6 +91,7 @@ __all__ = [
     "process_alive",
     "process_identity",
     "recover",
+    "recover_owed",
     "recovery_order",
     "run_alive",
     "shield_signals",

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.clock import SYSTEM_CLOCK
 from harness.errors import ConfigError, PowercutError
 from harness.kindlab import binaries, engine, images
 from harness.kindlab.spec import NODE_PORTS, KindSpec
@@ -121,7 +122,7 @@ def wait_ready(spec: KindSpec, say: Say, *, timeout_s: float = 300) -> float:
             last = line
         if want <= set(ready):
             return time.monotonic() - t0
-        time.sleep(2)
+        SYSTEM_CLOCK.sleep(2)
     raise KindError(
         f"nodes not Ready after {timeout_s:.0f}s: "
         + ", ".join(f"{n}={seen.get(n, {}).get('ready', 'absent')}" for n in sorted(want))

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.clock import SYSTEM_CLOCK
 from harness.errors import PowercutError
 from harness.kindlab import binaries, engine, images
 from harness.kindlab import versions as v
@@ -252,6 +253,23 @@ def manifests() -> list[tuple[str, JSON]]:
             },
         )
     )
+    out.append(
+        (
+            f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/pcsi-controller",
+            _controller(sa, sock, shared, socket_dir),
+        )
+    )
+    out.append(
+        (
+            f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/pcsi-node",
+            _node_plugin(sock, shared, socket_dir),
+        )
+    )
+    return out
+
+
+def _controller(sa: str, sock: str, shared: JSON, socket_dir: JSON) -> JSON:
+    """The controller: the driver in controller mode, the provisioner and the attacher."""
     controller = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -301,7 +319,11 @@ def manifests() -> list[tuple[str, JSON]]:
             },
         },
     }
-    out.append((f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/pcsi-controller", controller))
+    return controller
+
+
+def _node_plugin(sock: str, shared: JSON, socket_dir: JSON) -> JSON:
+    """The node plugin on every node, registered with its kubelet."""
     node_container = _container(
         "driver",
         "pcsi",
@@ -350,8 +372,7 @@ def manifests() -> list[tuple[str, JSON]]:
             },
         },
     }
-    out.append((f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/pcsi-node", node_plugin))
-    return out
+    return node_plugin
 
 
 def install(spec: KindSpec, say: Say, *, timeout_s: float = 240) -> float:
@@ -382,7 +403,7 @@ def install(spec: KindSpec, say: Say, *, timeout_s: float = 240) -> float:
                 say(f"  storage: {DRIVER} on {len(want)} nodes in {took:.0f}s")
                 return took
             pending = f"controller ready {ready}/1, not registered on: {', '.join(missing) or '-'}"
-            time.sleep(2)
+            SYSTEM_CLOCK.sleep(2)
         raise PowercutError(
             f"the CSI driver {DRIVER} not ready after {timeout_s:.0f}s: {pending}; "
             f"`kubectl -n {NAMESPACE} logs` of pcsi-controller and pcsi-node say why"

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.clock import SYSTEM_CLOCK
 from harness.errors import PermanentError
 from harness.lab.build import Say
 
@@ -106,7 +107,7 @@ def _start_dockerd(state_dir: Path, say: Say) -> int:
             raise EngineError(f"dockerd exited with {proc.returncode}; see {log}")
         if answers():
             return proc.pid
-        time.sleep(0.5)
+        SYSTEM_CLOCK.sleep(0.5)
     raise EngineError(f"dockerd started (pid {proc.pid}) but did not answer in 60s; see {log}")
 
 
@@ -129,7 +130,7 @@ def stop_dockerd(state_dir: Path) -> bool:
     while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-        time.sleep(0.2)
+        SYSTEM_CLOCK.sleep(0.2)
     pid_file.unlink()
     return True
 

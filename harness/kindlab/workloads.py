@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from harness.clock import SYSTEM_CLOCK
 from harness.errors import PowercutError
 from harness.kindlab import images
 from harness.kindlab.csi import STORAGE_CLASS
@@ -218,7 +219,7 @@ def deploy(spec: KindSpec, say: Say, *, timeout_s: float = 240) -> None:
             if not pending:
                 say(f"  workloads ready in {time.monotonic() - t0:.0f}s")
                 return
-            time.sleep(2)
+            SYSTEM_CLOCK.sleep(2)
         raise PowercutError(f"workloads not ready after {timeout_s:.0f}s: {pending}")
     finally:
         c.close()

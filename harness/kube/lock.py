@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from harness.clock import SYSTEM_CLOCK
 from harness.errors import PermanentError, PowercutError, TemporaryError
 from harness.journal.liveness import process_alive
 from harness.kube.client import JSON, Conflict, KubeClient, NotFound
@@ -150,7 +151,7 @@ class ClusterLock:
         self,
         *,
         retry_s: float = RELEASE_RETRY_S,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = SYSTEM_CLOCK.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Give the lock up. A temporary failure (the API server unreachable or answering

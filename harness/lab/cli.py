@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.clock import SYSTEM_CLOCK
 from harness.errors import ConfigError, PowercutError
 from harness.journal.liveness import process_alive
 from harness.lab import build
@@ -230,7 +231,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                 proc.wait(30)
                 _teardown(root, quiet=True)
                 raise PowercutError(f"lab failed to start: {err}")
-            time.sleep(0.2)
+            SYSTEM_CLOCK.sleep(0.2)
     except KeyboardInterrupt:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not cut the teardown
         _teardown(root, quiet=True)
@@ -333,7 +334,7 @@ def _teardown(root: Path, *, quiet: bool = False) -> bool:
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 30
         while process_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
+            SYSTEM_CLOCK.sleep(0.1)
     # Only our own process group: the supervisor started it as a new session, and the
     # recorded identity tells it from a group that merely reuses the number.
     pgid = group_is_ours(root / "pgid")
@@ -362,7 +363,7 @@ def cmd_down(args: argparse.Namespace) -> int:
         deadline = time.monotonic() + 10
         busy = busy_ports(spec.all_ports())
         while busy and time.monotonic() < deadline:
-            time.sleep(0.2)
+            SYSTEM_CLOCK.sleep(0.2)
             busy = busy_ports(spec.all_ports())
         if busy:
             raise PowercutError(f"lab stopped but ports are still held: {', '.join(busy)}")

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from harness.budgets import profile
+from harness.clock import SYSTEM_CLOCK
 from harness.errors import PermanentError
 from harness.lab.procs import Proc
 from harness.lab.spec import LabSpec, NodeSpec
@@ -194,7 +195,7 @@ class PrometheusServer:
             if time.monotonic() > deadline:
                 self.stop()
                 raise PermanentError(f"prometheus not ready after {timeout_s:g} s")
-            time.sleep(0.2)
+            SYSTEM_CLOCK.sleep(0.2)
 
     def _answers(self) -> bool:
         """Whether the web server is up: 200 from ``/-/ready``; behind TLS or basic auth

@@ -48,6 +48,17 @@ def _pdb_of(app: str) -> str:
 def render() -> str:
     spec = _spec()
     inv = inventory_doc(spec)
+    out = [
+        *_racks_and_nodes(spec, inv),
+        *_workloads(inv),
+        *_slos(inv),
+        *_safety_and_budgets(inv),
+    ]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _racks_and_nodes(spec: LabSpec, inv: dict[str, Any]) -> list[str]:
+    """The title, the racks and the nodes."""
     nodes = spec.nodes()
     out = [
         "# The lab, as data",
@@ -90,6 +101,12 @@ def render() -> str:
         rest = {k: v for k, v in labels.items() if k not in (LABEL_HOSTNAME, LABEL_ZONE)}
         t = ", ".join(f"`{x['key']}:{x['effect']}`" for x in taints) or "-"
         out.append(f"| {role} | {_labels(rest)} | {t} |")
+    return out
+
+
+def _workloads(inv: dict[str, Any]) -> list[str]:
+    """The workloads, their volumes and the Jobs."""
+    out: list[str] = []
     out += [
         "",
         f"## Namespace `{LAB_NAMESPACE}`: workloads",
@@ -133,6 +150,12 @@ def render() -> str:
             f"{_labels(s['template']['metadata']['labels'])} | {s['completions']} | "
             f"{s['backoffLimit']} |"
         )
+    return out
+
+
+def _slos(inv: dict[str, Any]) -> list[str]:
+    """The Services, SLOs and alerts."""
+    out: list[str] = []
     out += [
         "",
         "Services: " + ", ".join(f"`{o['metadata']['name']}`" for o in _objects("Service")) + ".",
@@ -153,6 +176,12 @@ def render() -> str:
     for name, r in rules.items():
         mark = "" if name in watched else " (not watched)"
         out.append(f"| `{name}`{mark} | `{r['expr']}` | {r['for']} |")
+    return out
+
+
+def _safety_and_budgets(inv: dict[str, Any]) -> list[str]:
+    """Stop conditions, safety limits, budgets and timings."""
+    out: list[str] = []
     stops = ", ".join(f"the SLO `{c['slo']}`" for c in inv.get("stop_conditions", [])) or "none"
     out += [
         "",
@@ -187,4 +216,4 @@ def render() -> str:
             f"{tm.node_lease_s} | {tm.toleration_s} | {tm.leader_lease_s} / "
             f"{tm.leader_renew_s} / {tm.leader_retry_s} |"
         )
-    return "\n".join(out).rstrip() + "\n"
+    return out

@@ -25,6 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from harness.clock import SYSTEM_CLOCK
 from harness.errors import PowercutError
 from harness.kube.client import Credentials, KubeClient
 from harness.kube.names import TAINT_NOT_READY, TAINT_UNREACHABLE
@@ -73,7 +74,7 @@ def wait_until(what: str, fn: Callable[[], bool], timeout_s: float, every_s: flo
                 return
         except Exception as exc:  # noqa: BLE001 (any failure means "not yet"; kept as last seen)
             last = f"{type(exc).__name__}: {exc}"
-        time.sleep(every_s)
+        SYSTEM_CLOCK.sleep(every_s)
     raise LabError(
         f"timed out after {timeout_s:.0f}s waiting for {what}; last seen: {last or 'not ready'}"
     )

@@ -86,14 +86,27 @@ def storage_objects() -> list[tuple[str, JSON]]:
 
 
 def workload_objects() -> list[tuple[str, JSON]]:
+    """Every object of the lab's workloads, in the order they are created: the namespace,
+    the web Deployment, the quorum StatefulSet, the registry, the node agent, the seed Job
+    and the Services."""
     ns = LAB_NAMESPACE
-    apps = f"/apis/apps/v1/namespaces/{ns}"
-    core = f"/api/v1/namespaces/{ns}"
-    pol = f"/apis/policy/v1/namespaces/{ns}"
-    zone = LABEL_ZONE
-    host = LABEL_HOSTNAME
-    objs: list[tuple[str, JSON]] = [
+    return [
         ("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+        *_web(),
+        *_quorum(),
+        *_registry(),
+        *_node_agent(),
+        _seed_job(),
+        *_services(),
+    ]
+
+
+def _web() -> list[tuple[str, JSON]]:
+    """A Deployment spread over the zones, with its PodDisruptionBudget."""
+    apps = f"/apis/apps/v1/namespaces/{LAB_NAMESPACE}"
+    pol = f"/apis/policy/v1/namespaces/{LAB_NAMESPACE}"
+    zone = LABEL_ZONE
+    return [
         (
             f"{apps}/deployments",
             {
@@ -130,6 +143,16 @@ def workload_objects() -> list[tuple[str, JSON]]:
                 "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
             },
         ),
+    ]
+
+
+def _quorum() -> list[tuple[str, JSON]]:
+    """A StatefulSet of three, one per node, with a volume each and its budget."""
+    apps = f"/apis/apps/v1/namespaces/{LAB_NAMESPACE}"
+    pol = f"/apis/policy/v1/namespaces/{LAB_NAMESPACE}"
+    zone = LABEL_ZONE
+    host = LABEL_HOSTNAME
+    return [
         (
             f"{apps}/statefulsets",
             {
@@ -197,6 +220,15 @@ def workload_objects() -> list[tuple[str, JSON]]:
                 "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "quorum"}}},
             },
         ),
+    ]
+
+
+def _registry() -> list[tuple[str, JSON]]:
+    """A single Deployment with a ReadWriteOnce claim, beside a quorum member."""
+    apps = f"/apis/apps/v1/namespaces/{LAB_NAMESPACE}"
+    core = f"/api/v1/namespaces/{LAB_NAMESPACE}"
+    host = LABEL_HOSTNAME
+    return [
         (
             f"{core}/persistentvolumeclaims",
             {
@@ -254,6 +286,13 @@ def workload_objects() -> list[tuple[str, JSON]]:
                 },
             },
         ),
+    ]
+
+
+def _node_agent() -> list[tuple[str, JSON]]:
+    """A DaemonSet."""
+    apps = f"/apis/apps/v1/namespaces/{LAB_NAMESPACE}"
+    return [
         (
             f"{apps}/daemonsets",
             {
@@ -270,33 +309,41 @@ def workload_objects() -> list[tuple[str, JSON]]:
             },
         ),
     ]
-    objs.append(
-        (
-            f"/apis/batch/v1/namespaces/{ns}/jobs",
-            {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "metadata": _meta(SEED_JOB, tier="batch"),
-                "spec": {
-                    "completions": 1,
-                    "parallelism": 1,
-                    "backoffLimit": 2,
-                    "template": {
-                        "metadata": {"labels": {"app": SEED_JOB}},
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [
-                                {
-                                    "name": SEED_JOB,
-                                    "image": f"registry.powercut.invalid/{SEED_JOB}:1",
-                                }
-                            ],
-                        },
+
+
+def _seed_job() -> tuple[str, JSON]:
+    """The Job the repopulation runbook re-runs."""
+    ns = LAB_NAMESPACE
+    return (
+        f"/apis/batch/v1/namespaces/{ns}/jobs",
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": _meta(SEED_JOB, tier="batch"),
+            "spec": {
+                "completions": 1,
+                "parallelism": 1,
+                "backoffLimit": 2,
+                "template": {
+                    "metadata": {"labels": {"app": SEED_JOB}},
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [
+                            {
+                                "name": SEED_JOB,
+                                "image": f"registry.powercut.invalid/{SEED_JOB}:1",
+                            }
+                        ],
                     },
                 },
             },
-        )
+        },
     )
+
+
+def _services() -> list[tuple[str, JSON]]:
+    core = f"/api/v1/namespaces/{LAB_NAMESPACE}"
+    objs: list[tuple[str, JSON]] = []
     for svc in SERVICES:
         spec: JSON = {"selector": {"app": svc}, "ports": [{"port": 80, "targetPort": 8080}]}
         if svc == "quorum":

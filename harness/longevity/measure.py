@@ -220,115 +220,213 @@ def _first(pairs: Iterable[tuple[str, Transition]]) -> dict[str, float]:
     return out
 
 
+@dataclass
+class _Cycle:
+    """One cycle's window, what its sections share: the transitions in time order, where
+    the nodes went down (``t0``: the first) and came back (``t_on``), the observation and
+    cleanup ends, and what the sections fill in (``phases``, ``violations``, ``detail``)."""
+
+    ts: list[Transition]
+    plan: CyclePlan
+    group: set[str]
+    off_ack: dict[str, float]
+    on_ack: dict[str, float]
+    t0: float
+    t_on: float | None
+    end: float
+    cleanup_end: float | None
+    window_start: float
+    phases: dict[str, list[Measurement]] = field(default_factory=dict)
+    violations: list[str] = field(default_factory=list)
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def window_end(self) -> float:
+        return self.cleanup_end if self.cleanup_end is not None else self.end
+
+    @property
+    def outage_limit(self) -> float:
+        return self.t_on if self.t_on is not None else self.end
+
+    def during_outage(self, key: str, phase: P.Phase, within: Sequence[Transition]) -> Measurement:
+        """One item of phase ``key``, which must end before the nodes come back."""
+        m = P.measure(phase, within, until=self.outage_limit, budget_s=self.plan.budgets.get(key))
+        self.phases[key].append(m)
+        return m
+
+
 def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measured:
     """Every phase of one cycle, from its timeline (see the module docstring)."""
     ts = sorted(transitions, key=lambda t: t.mono)
-    nodes = plan.group.nodes
-    group = set(nodes)
-    marks = _marks(ts)
-    off_sent = _power(ts, nodes, FAILED_SENT)
-    down = sorted((d for d in _downs(ts) if d.node in group), key=lambda d: d.since.mono)
-    off_ack = _first((d.node, d.since) for d in down)
-    violations: list[str] = []
-    phases: dict[str, list[Measurement]] = {p: [] for p in PHASES}
-    detail: dict[str, Any] = {}
-    if not off_ack:
+    c = _window(ts, plan)
+    if c is None:
         return Measured(
             dict.fromkeys(PHASES),
             [],
             ["no power-off acknowledgement in the timeline"],
             {"power": {}},
         )
+    _measure_nodes(c)
+    _measure_pods(c)
+    _measure_services(c)
+    _measure_volumes(c)
+    _measure_cleanup(c)
+    slowest = {p: P.slowest(p, ms) for p, ms in c.phases.items()}
+    misses = [
+        p for p, m in slowest.items() if m is not None and m.duration_s > plan.budgets.get(p) + 1e-9
+    ]
+    if c.violations:
+        c.detail["violations"] = c.violations
+    return Measured(slowest, misses, c.violations, c.detail, c.phases)
+
+
+# -- the window: where the nodes went down and came back ------------------------------------
+
+
+def _window(ts: list[Transition], plan: CyclePlan) -> _Cycle | None:
+    """The cycle's window and its power detail; None when no node went down."""
+    nodes = plan.group.nodes
+    group = set(nodes)
+    marks = _marks(ts)
+    off_sent = _power(ts, nodes, FAILED_SENT)
+    down = sorted((d for d in _downs(ts) if d.node in group), key=lambda d: d.since.mono)
+    off_ack = _first((d.node, d.since) for d in down)
+    if not off_ack:
+        return None
     t0 = min(off_ack.values())
     on_ack = _first((d.node, d.back) for d in down if d.back is not None and d.back.mono > t0)
     t_on = min(on_ack.values()) if on_ack else None
-    end = marks.get(OBSERVATION_END, ts[-1].mono)
-    cleanup_end = marks.get(CLEANUP_DONE)
-    window_end = cleanup_end if cleanup_end is not None else end
-    outage_limit = t_on if t_on is not None else end
-    window_start = min(off_sent.values()) if off_sent else t0
+    c = _Cycle(
+        ts,
+        plan,
+        group,
+        off_ack,
+        on_ack,
+        t0,
+        t_on,
+        end=marks.get(OBSERVATION_END, ts[-1].mono),
+        cleanup_end=marks.get(CLEANUP_DONE),
+        window_start=min(off_sent.values()) if off_sent else t0,
+        phases={p: [] for p in PHASES},
+    )
     walls = {t.mono: t.wall for d in down for t in (d.since, d.back) if t is not None}
-    detail["power"] = {
+    c.detail["power"] = {
         "off_at": walls.get(t0),
         "on_at": None if t_on is None else walls.get(t_on),
         "off_ack_skew_s": _r(max(off_ack.values()) - t0),
-        "off_sent_to_ack_s": _r(t0 - window_start),
+        "off_sent_to_ack_s": _r(t0 - c.window_start),
         "off_s": _r(None if t_on is None else t_on - t0),
         "on_ack_skew_s": _r(max(on_ack.values()) - t_on) if t_on is not None else None,
         "missing_off_ack": sorted(group - set(off_ack)),
     }
+    return c
 
-    def during_outage(key: str, phase: P.Phase, within: Sequence[Transition]) -> Measurement:
-        """One item of phase ``key``, which must end before the nodes come back."""
-        m = P.measure(phase, within, until=outage_limit, budget_s=plan.budgets.get(key))
-        phases[key].append(m)
-        return m
 
-    # -- nodes -------------------------------------------------------------------------------
+# -- nodes -----------------------------------------------------------------------------------
+
+
+def _measure_nodes(c: _Cycle) -> None:
     node_detail: dict[str, dict[str, Any]] = {}
-    node_ts = [t for t in ts if t.kind == NODE]
-    for node in nodes:
-        ack = off_ack.get(node)
+    node_ts = [t for t in c.ts if t.kind == NODE]
+    for node in c.plan.group.nodes:
+        ack = c.off_ack.get(node)
         info: dict[str, Any] = {"not_ready_s": None, "ready_after_on_s": None}
         node_detail[node] = info
         if ack is None:
             continue
-        nr = during_outage("not_ready", P.node_not_ready(node, since=ack), node_ts)
+        nr = c.during_outage("not_ready", P.node_not_ready(node, since=ack), node_ts)
         if nr.complete:
             info["not_ready_s"] = _r(nr.duration_s)
             info["status"] = nr.detail.get("status")
             if nr.detail.get("relist"):
                 info["uncertain_s"] = nr.detail.get("uncertain_s")
-        on = on_ack.get(node)
+        on = c.on_ack.get(node)
         if on is not None:
             ready = P.measure(P.node_ready(node, since=on), node_ts)
             if ready.complete:
                 info["ready_after_on_s"] = _r(ready.duration_s)
-    detail["nodes"] = node_detail
+    c.detail["nodes"] = node_detail
 
-    # -- pods: the state at t0, and per affected workload its availability ------------------
-    by_key = {w.key: w for w in plan.workloads}
+
+# -- pods: the state at t0, and per affected workload its availability ---------------------
+
+
+@dataclass
+class _Pods:
+    """The pods of the plan's workloads: their transitions, who was alive at ``t0``, the
+    workloads with a pod on a failed node, and per workload its lowest Ready count, when
+    it recovered and the surviving members that lost readiness."""
+
+    by_key: dict[str, WorkloadTarget]
+    ts: list[Transition]
+    at_t0: dict[str, PodSnap]
+    affected: set[str]
+    lowest: dict[str, int] = field(default_factory=dict)
+    recovered: dict[str, float] = field(default_factory=dict)
+    dropped: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
+
+
+def _measure_pods(c: _Cycle) -> None:
+    by_key = {w.key: w for w in c.plan.workloads}
     pods_ts = [
-        t for t in ts if t.kind == POD and f"{t.namespace}/{t.detail.get('workload')}" in by_key
+        t for t in c.ts if t.kind == POD and f"{t.namespace}/{t.detail.get('workload')}" in by_key
     ]
     replay = PodReplay()
-    replay.feed_all(t for t in pods_ts if t.mono <= t0)
+    replay.feed_all(t for t in pods_ts if t.mono <= c.t0)
     at_t0: dict[str, PodSnap] = dict(replay.alive)
-    affected = {f"{p.namespace}/{p.workload}" for p in at_t0.values() if p.node in group}
-    lowest: dict[str, int] = {}
-    recovered: dict[str, float] = {}
-    for w in plan.workloads:
-        if w.key not in affected:
+    affected = {f"{p.namespace}/{p.workload}" for p in at_t0.values() if p.node in c.group}
+    pods = _Pods(by_key, pods_ts, at_t0, affected)
+    _availability(c, pods)
+    _survivors(c, pods)
+    _evacuation(c, pods)
+    _recovery(c, pods)
+
+
+def _availability(c: _Cycle, pods: _Pods) -> None:
+    """Per affected workload, its lowest Ready count and when it was back at baseline."""
+    for w in c.plan.workloads:
+        if w.key not in pods.affected:
             continue
-        seen = availability(pods_ts, w.namespace, w.workload, start=t0, until=end)
-        lowest[w.key] = seen.lowest(window_end)[1]
+        seen = availability(pods.ts, w.namespace, w.workload, start=c.t0, until=c.end)
+        pods.lowest[w.key] = seen.lowest(c.window_end)[1]
         # StatefulSet and DaemonSet pods come back with their nodes; a Deployment's can be
         # replaced elsewhere, so it recovers off the failed nodes too.
-        done = None if t_on is None else seen.first_at_least(w.baseline, since=t_on)
+        done = None if c.t_on is None else seen.first_at_least(w.baseline, since=c.t_on)
         if w.kind not in NODE_BOUND_KINDS:
-            off = availability(pods_ts, w.namespace, w.workload, start=t0, until=end, not_on=group)
-            elsewhere = off.first_at_least(w.baseline, since=t0)
+            off = availability(
+                pods.ts, w.namespace, w.workload, start=c.t0, until=c.end, not_on=c.group
+            )
+            elsewhere = off.first_at_least(w.baseline, since=c.t0)
             done = min((x for x in (done, elsewhere) if x is not None), default=None)
         if done is not None:
-            recovered[w.key] = done
-    # The StatefulSet members that stayed up must stay Ready while the nodes are off.
-    dropped: dict[str, list[tuple[float, str]]] = {}
-    for p in at_t0.values():
-        w = by_key[f"{p.namespace}/{p.workload}"]
-        if w.key not in affected or w.kind != "StatefulSet" or p.node in group or not p.available:
+            pods.recovered[w.key] = done
+
+
+def _survivors(c: _Cycle, pods: _Pods) -> None:
+    """The StatefulSet members that stayed up must stay Ready while the nodes are off."""
+    for p in pods.at_t0.values():
+        w = pods.by_key[f"{p.namespace}/{p.workload}"]
+        if (
+            w.key not in pods.affected
+            or w.kind != "StatefulSet"
+            or p.node in c.group
+            or not p.available
+        ):
             continue
-        lost = P.pod_event(p, SURVIVOR_LOST, since=t0)
-        t = P.end_event(lost, pods_ts, until=outage_limit)
+        lost = P.pod_event(p, SURVIVOR_LOST, since=c.t0)
+        t = P.end_event(lost, pods.ts, until=c.outage_limit)
         if t is not None:
-            dropped.setdefault(w.key, []).append(
-                (t.mono, f"{t.name} {t.transition} at +{t.mono - t0:.1f}s")
+            pods.dropped.setdefault(w.key, []).append(
+                (t.mono, f"{t.name} {t.transition} at +{t.mono - c.t0:.1f}s")
             )
 
-    # evacuation, per protected pod on a failed node
+
+def _evacuation(c: _Cycle, pods: _Pods) -> None:
+    """Evacuation, per protected pod on a failed node."""
     pod_detail: list[dict[str, Any]] = []
-    for p in sorted(at_t0.values(), key=lambda p: (p.namespace, p.name)):
-        w = by_key[f"{p.namespace}/{p.workload}"]
-        if p.node not in group:
+    for p in sorted(pods.at_t0.values(), key=lambda p: (p.namespace, p.name)):
+        w = pods.by_key[f"{p.namespace}/{p.workload}"]
+        if p.node not in c.group:
             continue
         row: dict[str, Any] = {
             "pod": f"{p.namespace}/{p.name}",
@@ -337,93 +435,83 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
             "evicted_s": None,
         }
         if w.protected and not p.is_mirror:
-            ack = off_ack.get(p.node, t0)
-            ev = during_outage(
-                "evacuation", P.pod_evicted(p, since=ack, after=t0, already=p.terminating), pods_ts
-            )
+            ack = c.off_ack.get(p.node, c.t0)
+            evicted = P.pod_evicted(p, since=ack, after=c.t0, already=p.terminating)
+            ev = c.during_outage("evacuation", evicted, pods.ts)
             if ev.complete:
                 row["evicted_s"] = _r(ev.duration_s)
         pod_detail.append(row)
-    detail["pods"] = pod_detail
+    c.detail["pods"] = pod_detail
 
-    # recovery, per workload
+
+def _recovery(c: _Cycle, pods: _Pods) -> None:
+    """Recovery, per workload, and what its critical ones must not have done."""
     wl_detail: dict[str, dict[str, Any]] = {}
-    for w in plan.workloads:
+    for w in c.plan.workloads:
         bound = w.kind in NODE_BOUND_KINDS
-        ref = t_on if bound else t0
+        ref = c.t_on if bound else c.t0
         row = {
             "kind": w.kind,
             "baseline": w.baseline,
             "critical": w.critical,
-            "affected": w.key in affected,
+            "affected": w.key in pods.affected,
             "from": "power-on" if bound else "power-off",
             "recovery_s": None,
-            "lowest": lowest.get(w.key),
+            "lowest": pods.lowest.get(w.key),
         }
         wl_detail[w.key] = row
-        if w.key not in affected:
+        if w.key not in pods.affected:
             continue
         if ref is None:
             if w.critical:
-                phases["recovery"].append(_lower_bound("recovery", t0, end))
+                c.phases["recovery"].append(_lower_bound("recovery", c.t0, c.end))
             continue
-        if w.key in recovered:
-            rec = Measurement("recovery", ref, recovered[w.key] - ref, None, {"workload": w.key})
+        if w.key in pods.recovered:
+            took = pods.recovered[w.key] - ref
+            rec = Measurement("recovery", ref, took, None, {"workload": w.key})
             row["recovery_s"] = _r(rec.duration_s)
         else:
-            rec = _lower_bound("recovery", ref, window_end, {"workload": w.key})
+            rec = _lower_bound("recovery", ref, c.window_end, {"workload": w.key})
         if w.critical:
-            phases["recovery"].append(rec)
-        if w.critical and w.min_available and lowest.get(w.key, w.baseline) < w.min_available:
-            dip = (
-                f"{w.key}: {lowest[w.key]} Ready pod(s) at the lowest, below its "
-                f"min_available {w.min_available}"
-            )
-            violations.append(dip)
-            # Also kept apart: whether a group may take that many of a workload's pods
-            # depends on where the scheduler put them, not only on the cluster's behaviour.
-            detail.setdefault("below_min_available", []).append(dip)
-        if w.critical and dropped.get(w.key):
-            row["survivors_dropped"] = [text for _, text in sorted(dropped[w.key])]
-            violations.append(
-                f"{w.key}: surviving member(s) lost readiness while the nodes were off: "
-                + "; ".join(row["survivors_dropped"])
-            )
-    detail["workloads"] = wl_detail
+            c.phases["recovery"].append(rec)
+            _critical_violations(c, pods, w, row)
+    c.detail["workloads"] = wl_detail
 
-    # -- services ----------------------------------------------------------------------------
+
+def _critical_violations(c: _Cycle, pods: _Pods, w: WorkloadTarget, row: dict[str, Any]) -> None:
+    """A critical workload below its min_available, or with survivors that lost readiness."""
+    if w.min_available and pods.lowest.get(w.key, w.baseline) < w.min_available:
+        dip = (
+            f"{w.key}: {pods.lowest[w.key]} Ready pod(s) at the lowest, below its "
+            f"min_available {w.min_available}"
+        )
+        c.violations.append(dip)
+        # Also kept apart: whether a group may take that many of a workload's pods
+        # depends on where the scheduler put them, not only on the cluster's behaviour.
+        c.detail.setdefault("below_min_available", []).append(dip)
+    if pods.dropped.get(w.key):
+        row["survivors_dropped"] = [text for _, text in sorted(pods.dropped[w.key])]
+        c.violations.append(
+            f"{w.key}: surviving member(s) lost readiness while the nodes were off: "
+            + "; ".join(row["survivors_dropped"])
+        )
+
+
+# -- services --------------------------------------------------------------------------------
+
+
+def _measure_services(c: _Cycle) -> None:
     svc_detail: dict[str, dict[str, Any]] = {}
-    for probe in plan.probes:
+    for probe in c.plan.probes:
         samples = [
             t
-            for t in ts
-            if t.kind == PROBE and t.name == probe.name and window_start <= t.mono <= window_end
+            for t in c.ts
+            if t.kind == PROBE and t.name == probe.name and c.window_start <= t.mono <= c.window_end
         ]
-        row = {"critical": probe.critical, "samples": len(samples)}
+        row: dict[str, Any] = {"critical": probe.critical, "samples": len(samples)}
         svc_detail[probe.name] = row
         if not samples:
-            # A window shorter than the probe's period (a reboot answered in 0.1 s) holds no
-            # sample: the samples either side of it, both OK, tell the service never failed
-            # at that resolution; anything else is not known and fails the cycle.
-            mine = [t for t in ts if t.kind == PROBE and t.name == probe.name]
-            before = [t for t in mine if t.mono < window_start][-1:]
-            after = [t for t in mine if t.mono > window_end][:1]
-            if before and after and all(t.transition == Change.OK for t in (*before, *after)):
-                row.update(longest_outage_s=0.0, between_samples=True)
-                if probe.critical:
-                    phases["service_outage"].append(
-                        Measurement(
-                            "service-outage",
-                            window_start,
-                            0.0,
-                            None,
-                            {"probe": probe.name, "between_samples": True},
-                        )
-                    )
-                continue
-            row["longest_outage_s"] = None
-            if probe.critical:
-                violations.append(f"service {probe.name}: no probe samples during the cycle")
+            _no_samples(c, probe, row)
             continue
         runs = outages(samples)
         longest = max((b - a for a, b, _ in runs), default=0.0)
@@ -434,26 +522,55 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
             ongoing_at_end=bool(runs and runs[-1][2]),
         )
         if probe.critical:
-            phases["service_outage"].append(
+            c.phases["service_outage"].append(
                 Measurement(
                     "service-outage",
-                    window_start,
+                    c.window_start,
                     longest,
                     None,
                     {"probe": probe.name},
                     complete=not (runs and runs[-1][2]),
                 )
             )
-    detail["services"] = svc_detail
+    c.detail["services"] = svc_detail
 
-    # -- volumes -----------------------------------------------------------------------------
-    va_ts = [t for t in ts if t.kind == VOLUME_ATTACHMENT]
-    reattach_budget = plan.budgets.get("volume_reattach")
+
+def _no_samples(c: _Cycle, probe: ProbeTarget, row: dict[str, Any]) -> None:
+    """A window shorter than the probe's period (a reboot answered in 0.1 s) holds no
+    sample: the samples either side of it, both OK, tell the service never failed at that
+    resolution; anything else is not known and fails the cycle."""
+    mine = [t for t in c.ts if t.kind == PROBE and t.name == probe.name]
+    before = [t for t in mine if t.mono < c.window_start][-1:]
+    after = [t for t in mine if t.mono > c.window_end][:1]
+    if before and after and all(t.transition == Change.OK for t in (*before, *after)):
+        row.update(longest_outage_s=0.0, between_samples=True)
+        if probe.critical:
+            c.phases["service_outage"].append(
+                Measurement(
+                    "service-outage",
+                    c.window_start,
+                    0.0,
+                    None,
+                    {"probe": probe.name, "between_samples": True},
+                )
+            )
+        return
+    row["longest_outage_s"] = None
+    if probe.critical:
+        c.violations.append(f"service {probe.name}: no probe samples during the cycle")
+
+
+# -- volumes ---------------------------------------------------------------------------------
+
+
+def _measure_volumes(c: _Cycle) -> None:
+    va_ts = [t for t in c.ts if t.kind == VOLUME_ATTACHMENT]
+    reattach_budget = c.plan.budgets.get("volume_reattach")
     vol_detail: dict[str, dict[str, Any]] = {}
-    for _name, (node, pv, attached) in sorted(attachments_at(va_ts, t0).items()):
-        if not attached or node not in group:
+    for _name, (node, pv, attached) in sorted(attachments_at(va_ts, c.t0).items()):
+        if not attached or node not in c.group:
             continue
-        row = {
+        row: dict[str, Any] = {
             "from_node": node,
             "released_s": None,
             "reattached_s": None,
@@ -461,7 +578,7 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
             "reattach_s": None,
         }
         vol_detail[pv] = row
-        release = P.volume_released(pv, node, since=t0)
+        release = P.volume_released(pv, node, since=c.t0)
         released = P.end_event(release, va_ts)
         if released is None:
             continue
@@ -469,35 +586,32 @@ def measure_cycle(transitions: Iterable[Transition], plan: CyclePlan) -> Measure
         back = P.volume_attached(pv, since=released.mono)
         moved = P.end_event(back, va_ts)
         if moved is None:
-            phases["volume_reattach"].append(back.open(window_end, reattach_budget))
+            c.phases["volume_reattach"].append(back.open(c.window_end, reattach_budget))
             continue
         m = back.reached(moved, reattach_budget)
-        phases["volume_reattach"].append(m)
-        row["reattached_s"] = _r(moved.mono - t0)
+        c.phases["volume_reattach"].append(m)
+        row["reattached_s"] = _r(moved.mono - c.t0)
         row["to_node"] = str(m.detail.get("to_node") or "")
         row["reattach_s"] = _r(m.duration_s)
-    detail["multi_attach_events"] = sum(
+    c.detail["multi_attach_events"] = sum(
         1
-        for t in ts
-        if t.kind == POD and t.transition == Change.MULTI_ATTACH and t.mono >= window_start
+        for t in c.ts
+        if t.kind == POD and t.transition == Change.MULTI_ATTACH and t.mono >= c.window_start
     )
-    detail["volumes"] = vol_detail
+    c.detail["volumes"] = vol_detail
 
-    # -- cleanup -----------------------------------------------------------------------------
-    if t_on is not None:
-        if cleanup_end is not None:
-            phases["cleanup"].append(Measurement("cleanup", t_on, cleanup_end - t_on, None))
+
+# -- cleanup ---------------------------------------------------------------------------------
+
+
+def _measure_cleanup(c: _Cycle) -> None:
+    if c.t_on is not None:
+        if c.cleanup_end is not None:
+            took = c.cleanup_end - c.t_on
+            c.phases["cleanup"].append(Measurement("cleanup", c.t_on, took, None))
         else:
-            phases["cleanup"].append(_lower_bound("cleanup", t_on, end))
-    detail["relisted"] = any(t.detail.get("relist") for t in ts if t.mono >= window_start)
-
-    slowest = {p: P.slowest(p, ms) for p, ms in phases.items()}
-    misses = [
-        p for p, m in slowest.items() if m is not None and m.duration_s > plan.budgets.get(p) + 1e-9
-    ]
-    if violations:
-        detail["violations"] = violations
-    return Measured(slowest, misses, violations, detail, phases)
+            c.phases["cleanup"].append(_lower_bound("cleanup", c.t_on, c.end))
+    c.detail["relisted"] = any(t.detail.get("relist") for t in c.ts if t.mono >= c.window_start)
 
 
 def _lower_bound(

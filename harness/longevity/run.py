@@ -17,7 +17,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -179,6 +179,61 @@ def _deadline(opts: RunOptions, previous: RunLog | None, given_duration: bool) -
     return time.time() + opts.duration_s
 
 
+def _header(
+    opts: RunOptions,
+    inventory: Inventory,
+    groups: Sequence[Group],
+    budgets: PhaseBudgets,
+    previous: RunLog | None,
+    first: int,
+    deadline: float | None,
+    resume: bool,
+) -> dict[str, Any]:
+    """The run record that opens (or resumes) the cycles' log."""
+    return {
+        "type": "run",
+        "event": "resume" if resume else "start",
+        "at": round(time.time(), 3),
+        "run_id": (previous.start or {}).get("run_id")
+        if previous is not None
+        else uuid.uuid4().hex,
+        "inventory": str(opts.inventory.resolve()),
+        "inventory_name": inventory.name or opts.inventory.stem,
+        "options": opts.to_json(),
+        "groups": [g.to_json() for g in groups],
+        "target": target_phrase(opts),
+        "budgets": budgets.as_dict(),
+        "first_cycle": first,
+        "deadline_at": deadline,
+        "journal": str(journal_path_for(inventory)),
+        "powercut": __version__,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+    }
+
+
+def _announcement(
+    opts: RunOptions,
+    groups: Sequence[Group],
+    phrase: str | None,
+    first: int,
+    deadline: float | None,
+) -> str:
+    """What the run says as it starts: its groups, its cycles, where its results go."""
+    return (
+        (
+            f"longevity: each cycle's group is {phrase!r}, chosen from where the "
+            "pods are at that cycle"
+            if phrase is not None
+            else f"longevity: {len(groups)} group(s) " + "; ".join(str(g) for g in groups)
+        )
+        + f"; cycles from {first}"
+        + (f" to {opts.cycles}" if opts.cycles is not None else "")
+        + (f"; until {time.ctime(deadline)}" if deadline is not None else "")
+        + f"; results in {opts.out}; stop with `touch {opts.stop_path}` or Ctrl-C"
+    )
+
+
 def run_longevity(
     opts: RunOptions,
     *,
@@ -226,40 +281,11 @@ def run_longevity(
     try:
         lock.acquire()
         with CycleLog(path) as cycle_log, stop.handlers():
-            header: dict[str, Any] = {
-                "type": "run",
-                "event": "resume" if resume else "start",
-                "at": round(time.time(), 3),
-                "run_id": (previous.start or {}).get("run_id")
-                if previous is not None
-                else uuid.uuid4().hex,
-                "inventory": str(opts.inventory.resolve()),
-                "inventory_name": inventory.name or opts.inventory.stem,
-                "options": opts.to_json(),
-                "groups": [g.to_json() for g in groups],
-                "target": target_phrase(opts),
-                "budgets": budgets.as_dict(),
-                "first_cycle": first,
-                "deadline_at": deadline,
-                "journal": str(journal_path),
-                "powercut": __version__,
-                "host": socket.gethostname(),
-                "pid": os.getpid(),
-            }
-            cycle_log.append(header)
-            phrase = target_phrase(opts)
-            say(
-                (
-                    f"longevity: each cycle's group is {phrase!r}, chosen from where the "
-                    "pods are at that cycle"
-                    if phrase is not None
-                    else f"longevity: {len(groups)} group(s) " + "; ".join(str(g) for g in groups)
-                )
-                + f"; cycles from {first}"
-                + (f" to {opts.cycles}" if opts.cycles is not None else "")
-                + (f"; until {time.ctime(deadline)}" if deadline is not None else "")
-                + f"; results in {out}; stop with `touch {opts.stop_path}` or Ctrl-C"
+            cycle_log.append(
+                _header(opts, inventory, groups, budgets, previous, first, deadline, resume)
             )
+            phrase = target_phrase(opts)
+            say(_announcement(opts, groups, phrase, first, deadline))
             runner = LiveRunner(
                 inventory,
                 kube,

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Final, NoReturn, Protocol, TypeVar, final
 
 from harness import progress
+from harness.clock import SYSTEM_CLOCK as _REAL_CLOCK
 from harness.errors import PermanentError, PowercutError, TemporaryError, WaitTimeout, not_acted
 
 T = TypeVar("T")
@@ -42,13 +43,13 @@ class Clock(Protocol):
 
 @final
 class SystemClock:
-    """The real clock: ``time.monotonic`` and ``time.sleep``."""
+    """The real clock: ``time.monotonic``, and :data:`harness.clock.SYSTEM_CLOCK` to pause."""
 
     def monotonic(self) -> float:
         return time.monotonic()
 
     def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
+        _REAL_CLOCK.sleep(seconds)
 
 
 SYSTEM_CLOCK: Final[Clock] = SystemClock()

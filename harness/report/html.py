@@ -359,13 +359,7 @@ def render_report(
         raise ReportError(f"results directory {results_dir} does not exist")
     if not _has_results(results_dir):
         raise ReportError(f"no test results (*-result.json or *.xml) in {results_dir}")
-    binary = allure or find_allure()
-    version = allure_version(binary)
-    if not version.startswith("3."):
-        raise ReportError(
-            f"{binary} is Allure {version or '(unknown version)'}; the report needs Allure 3 "
-            f"(install with: {INSTALL_COMMAND})"
-        )
+    binary = _allure3(allure)
     if categories is None:
         cat_file = results_dir / CATEGORIES_FILE
         categories = load_categories(cat_file) if cat_file.is_file() else categories_json()
@@ -388,77 +382,116 @@ def render_report(
         staged_results = stage_results(
             results_dir, _plain_dir(Path(staging), work) / "results", signoff_html=signoff_html
         )
-        core = allure_core(binary)
-        if core is not None and shutil.which("node"):
-            gates_file = work / "gates.json"
-            gates_file.write_text(json.dumps(list(gates or [])), encoding="utf-8")
-            cmd = [
-                str(shutil.which("node")),
-                str(DRIVER),
-                str(core),
-                str(rc),
-                str(generated),
-                str(gates_file),
-                str(staged_results),
-            ]
-        else:
-            cmd = [
-                str(binary),
-                "generate",
-                "--config",
-                str(rc),
-                "--output",
-                str(generated),
-                str(staged_results),
-            ]
-        env = {**os.environ, "NO_COLOR": "1", "FORCE_COLOR": "0", "ALLURE_NO_ANALYTICS": "true"}
-        try:
-            proc = subprocess.run(
-                cmd,
-                cwd=work,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            out = (exc.stdout or b"") + (exc.stderr or b"")
-            text = out.decode(errors="replace") if isinstance(out, bytes) else str(out)
-            raise ReportError(
-                f"allure generate did not finish within {timeout_s:g}s", command=cmd, output=text
-            ) from None
-        if proc.returncode != 0:
-            raise ReportError(
-                f"allure generate failed with exit status {proc.returncode}",
-                command=cmd,
-                output=proc.stdout + proc.stderr,
-            )
-        index = next(
-            (
-                p
-                for p in (generated / "index.html", generated / "awesome" / "index.html")
-                if p.is_file()
-            ),
-            None,
-        )
-        if index is None:
-            raise ReportError(
-                f"allure generate wrote no index.html into {generated}",
-                command=cmd,
-                output=proc.stdout + proc.stderr,
-            )
-        html = strip_analytics(index.read_text(encoding="utf-8"))
-        if signoff_html is not None or find_signoff(results_dir) is not None:
-            html = open_signoff_first(html)
-        remote = remote_loads(html)
-        if remote:
-            raise ReportError(
-                "the generated report would load content from the network, so it is not "
-                f"self-contained (did the Allure template change?): {remote[:3]}"
-            )
+        cmd = _generate_command(binary, work, rc, generated, staged_results, gates)
+        output = _generate(cmd, work, timeout_s)
+        signoff_first = signoff_html is not None or find_signoff(results_dir) is not None
+        html = _self_contained(generated, cmd, output, signoff_first=signoff_first)
         target = out_dir / "index.html"
         staged = work / "index.html"
         staged.write_text(html, encoding="utf-8")
         os.replace(staged, target)
     return target
+
+
+# -- the generator: Allure 3, with the gates where its core is beside it ---------------------
+
+
+def _allure3(allure: Path | None) -> Path:
+    """The Allure 3 binary (``allure``, else :func:`find_allure`), its version checked."""
+    binary = allure or find_allure()
+    version = allure_version(binary)
+    if not version.startswith("3."):
+        raise ReportError(
+            f"{binary} is Allure {version or '(unknown version)'}; the report needs Allure 3 "
+            f"(install with: {INSTALL_COMMAND})"
+        )
+    return binary
+
+
+def _generate_command(
+    binary: Path,
+    work: Path,
+    rc: Path,
+    generated: Path,
+    staged_results: Path,
+    gates: Sequence[Mapping[str, Any]] | None,
+) -> list[str]:
+    """``allure_generate.mjs`` with the gates where ``@allurereport/core`` is beside the
+    binary (and Node.js is here), else ``allure generate`` with no gates."""
+    core = allure_core(binary)
+    if core is not None and shutil.which("node"):
+        gates_file = work / "gates.json"
+        gates_file.write_text(json.dumps(list(gates or [])), encoding="utf-8")
+        return [
+            str(shutil.which("node")),
+            str(DRIVER),
+            str(core),
+            str(rc),
+            str(generated),
+            str(gates_file),
+            str(staged_results),
+        ]
+    return [
+        str(binary),
+        "generate",
+        "--config",
+        str(rc),
+        "--output",
+        str(generated),
+        str(staged_results),
+    ]
+
+
+def _generate(cmd: list[str], work: Path, timeout_s: float) -> str:
+    """Run the generator in ``work``; its output (stdout and stderr)."""
+    env = {**os.environ, "NO_COLOR": "1", "FORCE_COLOR": "0", "ALLURE_NO_ANALYTICS": "true"}
+    try:
+        proc = subprocess.run(
+            cmd,
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"") + (exc.stderr or b"")
+        text = out.decode(errors="replace") if isinstance(out, bytes) else str(out)
+        raise ReportError(
+            f"allure generate did not finish within {timeout_s:g}s", command=cmd, output=text
+        ) from None
+    if proc.returncode != 0:
+        raise ReportError(
+            f"allure generate failed with exit status {proc.returncode}",
+            command=cmd,
+            output=proc.stdout + proc.stderr,
+        )
+    return proc.stdout + proc.stderr
+
+
+def _self_contained(generated: Path, cmd: list[str], output: str, *, signoff_first: bool) -> str:
+    """The generated page, its analytics stripped, opening on the sign-off page if
+    ``signoff_first``; an error if it would load anything from the network."""
+    index = next(
+        (
+            p
+            for p in (generated / "index.html", generated / "awesome" / "index.html")
+            if p.is_file()
+        ),
+        None,
+    )
+    if index is None:
+        raise ReportError(
+            f"allure generate wrote no index.html into {generated}", command=cmd, output=output
+        )
+    html = strip_analytics(index.read_text(encoding="utf-8"))
+    if signoff_first:
+        html = open_signoff_first(html)
+    remote = remote_loads(html)
+    if remote:
+        raise ReportError(
+            "the generated report would load content from the network, so it is not "
+            f"self-contained (did the Allure template change?): {remote[:3]}"
+        )
+    return html

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape
 
@@ -76,10 +77,31 @@ def _phases(actions: Sequence[Mapping[str, Any]], end: float) -> list[tuple[str,
     return sorted(out, key=lambda p: p[1])
 
 
+@dataclass(frozen=True)
+class _Axes:
+    """The plot's frame: ``start``..``end`` (wall seconds) across, ``lo``..``hi`` up."""
+
+    start: float
+    end: float
+    lo: float
+    hi: float
+    plot_w: float = WIDTH - LEFT - RIGHT
+    plot_h: float = HEIGHT - TOP - BOTTOM
+
+    @property
+    def span(self) -> float:
+        return max(self.end - self.start, 1e-6)
+
+    def x(self, t: float) -> float:
+        return LEFT + (min(max(t, self.start), self.end) - self.start) / self.span * self.plot_w
+
+    def y(self, v: float) -> float:
+        return TOP + (self.hi - v) / (self.hi - self.lo) * self.plot_h
+
+
 def slo_chart_svg(doc: Mapping[str, Any]) -> str:
     """The chart of one SLO result (see the module's docstring for the input)."""
     start, end = float(doc["start"]), float(doc["end"])
-    span = max(end - start, 1e-6)
     threshold = float(doc["threshold"])
     held = bool(doc.get("held"))
     series = doc.get("series") or []
@@ -87,16 +109,7 @@ def slo_chart_svg(doc: Mapping[str, Any]) -> str:
     lo = min([*values, threshold])
     hi = max([*values, threshold])
     pad = (hi - lo) * 0.1 or max(abs(hi) * 0.1, 1.0)
-    lo, hi = lo - pad, hi + pad
-    plot_w = WIDTH - LEFT - RIGHT
-    plot_h = HEIGHT - TOP - BOTTOM
-
-    def x(t: float) -> float:
-        return LEFT + (min(max(t, start), end) - start) / span * plot_w
-
-    def y(v: float) -> float:
-        return TOP + (hi - v) / (hi - lo) * plot_h
-
+    ax = _Axes(start, end, lo - pad, hi + pad)
     verdict = "held" if held else "BREACHED"
     colour = "#16a34a" if held else "#dc2626"
     title = f"SLO {doc.get('name')}: {verdict}"
@@ -113,9 +126,29 @@ def slo_chart_svg(doc: Mapping[str, Any]) -> str:
         f"{escape(title)}</text>",
         f'<text x="{LEFT}" y="29" fill="#374151">{escape(subtitle)}</text>',
     ]
-    # disruption phases: shaded bands, then the action markers
-    for i, (node, since, until) in enumerate(_phases(doc.get("actions") or [], end)):
-        x0, x1 = x(since), x(until)
+    _disruptions(out, ax, doc)
+    _breaches(out, ax, doc)
+    _frame(out, ax)
+    # threshold
+    yt = ax.y(threshold)
+    out.append(
+        f'<line x1="{LEFT}" y1="{yt:.1f}" x2="{LEFT + ax.plot_w}" y2="{yt:.1f}" stroke="#dc2626" '
+        f'stroke-width="1.5" stroke-dasharray="6,4"><title>threshold {_fmt(threshold)}'
+        "</title></line>"
+    )
+    _series(out, ax, series)
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+# -- the chart's parts -----------------------------------------------------------------------
+
+
+def _disruptions(out: list[str], ax: _Axes, doc: Mapping[str, Any]) -> None:
+    """The disruption phases as shaded bands, then the action markers."""
+    plot_h = ax.plot_h
+    for i, (node, since, until) in enumerate(_phases(doc.get("actions") or [], ax.end)):
+        x0, x1 = ax.x(since), ax.x(until)
         out.append(
             f'<rect x="{x0:.1f}" y="{TOP}" width="{max(x1 - x0, 1):.1f}" height="{plot_h}" '
             f'fill="#f97316" fill-opacity="0.12"><title>{escape(node)} down</title></rect>'
@@ -126,29 +159,35 @@ def slo_chart_svg(doc: Mapping[str, Any]) -> str:
         )
     for a in doc.get("actions") or []:
         wall = a.get("wall")
-        if not isinstance(wall, int | float) or not start <= wall <= end:
+        if not isinstance(wall, int | float) or not ax.start <= wall <= ax.end:
             continue
-        xa = x(float(wall))
-        label = f"{a.get('name')} {a.get('transition')} at +{float(wall) - start:.1f} s"
+        xa = ax.x(float(wall))
+        label = f"{a.get('name')} {a.get('transition')} at +{float(wall) - ax.start:.1f} s"
         out.append(
             f'<line x1="{xa:.1f}" y1="{TOP}" x2="{xa:.1f}" y2="{TOP + plot_h}" '
             f'stroke="#9ca3af" stroke-dasharray="2,3"><title>{escape(label)}</title></line>'
         )
-    # breaches
+
+
+def _breaches(out: list[str], ax: _Axes, doc: Mapping[str, Any]) -> None:
     for b in doc.get("breaches") or []:
-        x0, x1 = x(float(b["start"])), x(float(b["end"]))
+        x0, x1 = ax.x(float(b["start"])), ax.x(float(b["end"]))
         out.append(
             f'<rect x="{x0 - 1:.1f}" y="{TOP}" width="{max(x1 - x0, 0) + 2:.1f}" '
-            f'height="{plot_h}" fill="#dc2626" fill-opacity="0.15"><title>breach of '
+            f'height="{ax.plot_h}" fill="#dc2626" fill-opacity="0.15"><title>breach of '
             f"{escape(str(b.get('series')))}: worst {escape(str(b.get('worst')))}</title></rect>"
         )
-    # axes
+
+
+def _frame(out: list[str], ax: _Axes) -> None:
+    """The plot's border, its value grid and the time ticks."""
+    plot_w, plot_h = ax.plot_w, ax.plot_h
     out.append(
         f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" '
         'stroke="#d1d5db"/>'
     )
-    for v in _ticks(lo, hi):
-        yv = y(v)
+    for v in _ticks(ax.lo, ax.hi):
+        yv = ax.y(v)
         out.append(
             f'<line x1="{LEFT}" y1="{yv:.1f}" x2="{LEFT + plot_w}" y2="{yv:.1f}" stroke="#f3f4f6"/>'
         )
@@ -156,8 +195,8 @@ def slo_chart_svg(doc: Mapping[str, Any]) -> str:
             f'<text x="{LEFT - 6}" y="{yv + 4:.1f}" text-anchor="end" fill="#374151">'
             f"{escape(_fmt(v))}</text>"
         )
-    for t in _ticks(0.0, span, 8):
-        xt = x(start + t)
+    for t in _ticks(0.0, ax.span, 8):
+        xt = ax.x(ax.start + t)
         out.append(
             f'<text x="{xt:.1f}" y="{TOP + plot_h + 16}" text-anchor="middle" '
             f'fill="#374151">{_fmt(t)}</text>'
@@ -166,14 +205,10 @@ def slo_chart_svg(doc: Mapping[str, Any]) -> str:
         f'<text x="{LEFT + plot_w / 2:.1f}" y="{HEIGHT - 22}" text-anchor="middle" '
         'fill="#374151">seconds from the baseline (cluster found healthy)</text>'
     )
-    # threshold
-    yt = y(threshold)
-    out.append(
-        f'<line x1="{LEFT}" y1="{yt:.1f}" x2="{LEFT + plot_w}" y2="{yt:.1f}" stroke="#dc2626" '
-        f'stroke-width="1.5" stroke-dasharray="6,4"><title>threshold {_fmt(threshold)}'
-        "</title></line>"
-    )
-    # series
+
+
+def _series(out: list[str], ax: _Axes, series: Sequence[Mapping[str, Any]]) -> None:
+    """Each series as lines (gaps where a value is missing), and the legend."""
     legend_x = LEFT
     for i, s in enumerate(series):
         colour_i = SERIES_COLOURS[i % len(SERIES_COLOURS)]
@@ -183,7 +218,7 @@ def slo_chart_svg(doc: Mapping[str, Any]) -> str:
             if v is None:
                 runs.append([])
                 continue
-            runs[-1].append(f"{x(float(t)):.1f},{y(v):.1f}")
+            runs[-1].append(f"{ax.x(float(t)):.1f},{ax.y(v):.1f}")
         for run in runs:
             if len(run) == 1:
                 cx, cy = run[0].split(",")
@@ -200,5 +235,3 @@ def slo_chart_svg(doc: Mapping[str, Any]) -> str:
         legend_x += int(len(label) * 6.2) + 16
         if legend_x > WIDTH - 80:
             break
-    out.append("</svg>")
-    return "\n".join(out) + "\n"

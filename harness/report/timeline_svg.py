@@ -436,6 +436,25 @@ def _marker_rows(markers: Sequence[Marker], x_of: Callable[[float], float]) -> l
     return rows
 
 
+@dataclass(frozen=True)
+class _Frame:
+    """Where things go in the picture: the time axis (``axis_end`` seconds in ``step``
+    ticks over ``plot_w`` pixels from ``plot_x0``) and the rows' heights."""
+
+    axis_end: float
+    step: float
+    plot_x0: float
+    plot_w: float
+    markers_y0: float
+    axis_y: float
+    lanes_y0: float
+    lanes_y1: float
+    legend_y: float
+
+    def x_of(self, t: float) -> float:
+        return self.plot_x0 + (t / self.axis_end) * self.plot_w
+
+
 def render_timeline_svg(
     transitions: Iterable[Mapping[str, Any]],
     *,
@@ -451,11 +470,7 @@ def render_timeline_svg(
     axis_end = math.ceil(span / step - 1e-9) * step if span > 0 else step
     plot_x0 = float(LABEL_W)
     plot_w = max(100.0, width - LABEL_W - RIGHT_PAD)
-
-    def x_of(t: float) -> float:
-        return plot_x0 + (t / axis_end) * plot_w
-
-    rows = _marker_rows(sl.markers, x_of)
+    rows = _marker_rows(sl.markers, lambda t: plot_x0 + (t / axis_end) * plot_w)
     n_rows = (max(rows) + 1) if rows else 0
     title_h = 26
     markers_y0 = title_h + 4
@@ -463,12 +478,8 @@ def render_timeline_svg(
     lanes_y0 = axis_y + 6
     lanes_h = len(sl.lanes) * (LANE_H + LANE_GAP)
     lanes_y1 = lanes_y0 + max(lanes_h, LANE_H)
-    states_seen: list[str] = []
-    for lane in sl.lanes:
-        for ph in lane.phases:
-            if ph.state not in states_seen:
-                states_seen.append(ph.state)
     legend_y = lanes_y1 + 22
+    f = _Frame(axis_end, step, plot_x0, plot_w, markers_y0, axis_y, lanes_y0, lanes_y1, legend_y)
     height = legend_y + 22
 
     out: list[str] = []
@@ -491,99 +502,122 @@ def render_timeline_svg(
     )
     a(f'<rect x="0" y="0" width="{width}" height="{_num(height)}" fill="#ffffff"/>')
     a(f'<text x="8" y="18" font-size="14" font-weight="bold">{esc(title)}</text>')
-
-    # axis and grid
-    a('<g class="axis-ticks">')
-    n_ticks = round(axis_end / step)
-    for i in range(n_ticks + 1):
-        t = i * step
-        x = x_of(t)
-        a(
-            f'<line class="grid" x1="{_num(x)}" y1="{_num(axis_y)}" x2="{_num(x)}" '
-            f'y2="{_num(lanes_y1)}"/>'
-        )
-        a(
-            f'<text class="axis" x="{_num(x)}" y="{_num(axis_y - 3)}" '
-            f'text-anchor="middle">{esc(_tick(t, step))}s</text>'
-        )
-    a("</g>")
-
+    _svg_axis(out, f)
     if not sl.lanes and not sl.markers:
         a(
             f'<text x="{_num(plot_x0)}" y="{_num(lanes_y0 + LANE_H - 4)}" fill="#6b7280">'
             "no transitions recorded</text>"
         )
-
-    # lanes
     for i, lane in enumerate(sl.lanes):
-        y = lanes_y0 + i * (LANE_H + LANE_GAP)
-        a(f'<g class="lane" data-lane="{esc(lane.key)}" data-kind="{esc(lane.kind)}">')
-        a(f"<title>{esc(lane.key)}</title>")
-        a(
-            f'<rect class="lane-bg" x="{_num(plot_x0)}" y="{_num(y)}" width="{_num(plot_w)}" '
-            f'height="{LANE_H}"/>'
-        )
-        a(
-            f'<text class="lane-label" x="{LABEL_W - 8}" y="{_num(y + LANE_H - 5)}" '
-            f'text-anchor="end">{esc(_truncate(lane.label, int((LABEL_W - 12) / CHAR_W)))}</text>'
-        )
+        _svg_lane(out, f, lane, lanes_y0 + i * (LANE_H + LANE_GAP))
+    _svg_markers(out, f, sl, rows)
+    states_seen: list[str] = []
+    for lane in sl.lanes:
         for ph in lane.phases:
-            x0, x1 = x_of(ph.start), x_of(axis_end if ph.open else ph.end)
-            w = max(1.0, x1 - x0)
-            if ph.open:
-                tip = f"{lane.label}: {ph.state} from +{_secs(ph.start)}s to the end"
-            else:
-                tip = (
-                    f"{lane.label}: {ph.state} from +{_secs(ph.start)}s to +{_secs(ph.end)}s "
-                    f"({_secs(ph.end - ph.start)}s)"
-                )
-            a(
-                f'<rect class="phase" data-state="{esc(ph.state)}" x="{_num(x0)}" y="{_num(y)}" '
-                f'width="{_num(w)}" height="{LANE_H}" fill="{state_colour(ph.state)}">'
-                f"<title>{esc(tip)}</title></rect>"
-            )
-            if w >= len(ph.state) * CHAR_W * 0.9 + 6:
-                a(
-                    f'<text class="bar-text" x="{_num(x0 + 3)}" y="{_num(y + LANE_H - 5)}">'
-                    f"{esc(ph.state)}</text>"
-                )
-        for pt in lane.points:
-            a(
-                f'<circle class="point" cx="{_num(x_of(pt.t))}" cy="{_num(y + LANE_H / 2)}" r="3">'
-                f"<title>{esc(f'{lane.label}: {pt.label} at +{_secs(pt.t)}s')}</title></circle>"
-            )
-        a("</g>")
+            if ph.state not in states_seen:
+                states_seen.append(ph.state)
+    _svg_legend(out, f, states_seen)
+    a("</svg>")
+    return "\n".join(out) + "\n"
 
-    # action markers
+
+# -- the picture's parts ---------------------------------------------------------------------
+
+
+def _svg_axis(out: list[str], f: _Frame) -> None:
+    """The axis and its grid."""
+    a = out.append
+    a('<g class="axis-ticks">')
+    n_ticks = round(f.axis_end / f.step)
+    for i in range(n_ticks + 1):
+        t = i * f.step
+        x = f.x_of(t)
+        a(
+            f'<line class="grid" x1="{_num(x)}" y1="{_num(f.axis_y)}" x2="{_num(x)}" '
+            f'y2="{_num(f.lanes_y1)}"/>'
+        )
+        a(
+            f'<text class="axis" x="{_num(x)}" y="{_num(f.axis_y - 3)}" '
+            f'text-anchor="middle">{esc(_tick(t, f.step))}s</text>'
+        )
+    a("</g>")
+
+
+def _svg_lane(out: list[str], f: _Frame, lane: Lane, y: float) -> None:
+    """One lane at ``y``: its phases as bars, its points as dots."""
+    a = out.append
+    a(f'<g class="lane" data-lane="{esc(lane.key)}" data-kind="{esc(lane.kind)}">')
+    a(f"<title>{esc(lane.key)}</title>")
+    a(
+        f'<rect class="lane-bg" x="{_num(f.plot_x0)}" y="{_num(y)}" width="{_num(f.plot_w)}" '
+        f'height="{LANE_H}"/>'
+    )
+    a(
+        f'<text class="lane-label" x="{LABEL_W - 8}" y="{_num(y + LANE_H - 5)}" '
+        f'text-anchor="end">{esc(_truncate(lane.label, int((LABEL_W - 12) / CHAR_W)))}</text>'
+    )
+    for ph in lane.phases:
+        x0, x1 = f.x_of(ph.start), f.x_of(f.axis_end if ph.open else ph.end)
+        w = max(1.0, x1 - x0)
+        if ph.open:
+            tip = f"{lane.label}: {ph.state} from +{_secs(ph.start)}s to the end"
+        else:
+            tip = (
+                f"{lane.label}: {ph.state} from +{_secs(ph.start)}s to +{_secs(ph.end)}s "
+                f"({_secs(ph.end - ph.start)}s)"
+            )
+        a(
+            f'<rect class="phase" data-state="{esc(ph.state)}" x="{_num(x0)}" y="{_num(y)}" '
+            f'width="{_num(w)}" height="{LANE_H}" fill="{state_colour(ph.state)}">'
+            f"<title>{esc(tip)}</title></rect>"
+        )
+        if w >= len(ph.state) * CHAR_W * 0.9 + 6:
+            a(
+                f'<text class="bar-text" x="{_num(x0 + 3)}" y="{_num(y + LANE_H - 5)}">'
+                f"{esc(ph.state)}</text>"
+            )
+    for pt in lane.points:
+        a(
+            f'<circle class="point" cx="{_num(f.x_of(pt.t))}" cy="{_num(y + LANE_H / 2)}" r="3">'
+            f"<title>{esc(f'{lane.label}: {pt.label} at +{_secs(pt.t)}s')}</title></circle>"
+        )
+    a("</g>")
+
+
+def _svg_markers(out: list[str], f: _Frame, sl: Swimlanes, rows: list[int]) -> None:
+    """The harness's actions, each a dashed line from its row down through the lanes."""
+    a = out.append
     for m, row in zip(sl.markers, rows, strict=True):
-        x = x_of(m.t)
+        x = f.x_of(m.t)
         colour = marker_colour(m.label)
-        label_y = markers_y0 + (row + 1) * MARKER_ROW_H - 3
+        label_y = f.markers_y0 + (row + 1) * MARKER_ROW_H - 3
         tip = f"{m.label} at +{_secs(m.t)}s" + (f" ({m.detail})" if m.detail else "")
         a(f'<g class="marker" data-kind="action" data-label="{esc(m.label)}">')
         a(f"<title>{esc(tip)}</title>")
         a(
-            f'<line x1="{_num(x)}" y1="{_num(label_y + 3)}" x2="{_num(x)}" y2="{_num(lanes_y1)}" '
-            f'stroke="{colour}" stroke-width="1.5" stroke-dasharray="4 2"/>'
+            f'<line x1="{_num(x)}" y1="{_num(label_y + 3)}" x2="{_num(x)}" '
+            f'y2="{_num(f.lanes_y1)}" stroke="{colour}" stroke-width="1.5" '
+            'stroke-dasharray="4 2"/>'
         )
         a(f'<text x="{_num(x + 2)}" y="{_num(label_y)}" fill="{colour}">{esc(m.label)}</text>')
         a("</g>")
 
-    # legend
+
+def _svg_legend(out: list[str], f: _Frame, states: list[str]) -> None:
+    """The axis's unit and a swatch per state shown."""
+    a = out.append
     a('<g class="legend">')
     lx = 8.0
-    a(f'<text x="{_num(lx)}" y="{_num(legend_y)}" fill="#374151">seconds from first event</text>')
+    a(f'<text x="{_num(lx)}" y="{_num(f.legend_y)}" fill="#374151">seconds from first event</text>')
     lx = float(LABEL_W)
-    for state in states_seen:
+    for state in states:
         a(
-            f'<rect x="{_num(lx)}" y="{_num(legend_y - 9)}" width="10" height="10" '
+            f'<rect x="{_num(lx)}" y="{_num(f.legend_y - 9)}" width="10" height="10" '
             f'fill="{state_colour(state)}"/>'
         )
-        a(f'<text x="{_num(lx + 14)}" y="{_num(legend_y)}">{esc(state)}</text>')
+        a(f'<text x="{_num(lx + 14)}" y="{_num(f.legend_y)}">{esc(state)}</text>')
         lx += 14 + len(state) * CHAR_W + 14
     a("</g>")
-    a("</svg>")
-    return "\n".join(out) + "\n"
 
 
 def render_timeline_html(

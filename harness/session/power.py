@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from harness.clock import SYSTEM_CLOCK
 from harness.errors import PermanentError, not_acted
 from harness.journal import UndoSpec
 from harness.kube.ledger import BMC
@@ -318,7 +319,7 @@ class PowerActions(SessionCore):
                         cycle.transitions.append(
                             self.timeline.action(node, Event.POWER_CYCLE_HELD_OFF, seconds=off_s)
                         )
-                        time.sleep(max(0.0, off.confirmed[node] + off_s - time.monotonic()))
+                        SYSTEM_CLOCK.sleep(max(0.0, off.confirmed[node] + off_s - time.monotonic()))
                 except BaseException:
                     on_barrier.abort()  # the others power on without waiting for this one
                     raise

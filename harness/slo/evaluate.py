@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.clock import SYSTEM_CLOCK
 from harness.errors import PermanentError, PowercutError
 from harness.inventory.slo import AlertSpec, SloSpec
 from harness.slo.client import PrometheusClient, QueryRejected, Series
@@ -286,7 +287,7 @@ def wait_caught_up(
         waited = time.monotonic() - started
         if done or waited >= bound_s:
             return CatchUp(end, waited, scraped, evaluated, done)
-        time.sleep(poll_s)
+        SYSTEM_CLOCK.sleep(poll_s)
 
 
 def evaluate_slo(

@@ -1,5 +1,5 @@
-"""The test doubles, in one place (STYLE 19): put on top of real parts, never instead of a
-peer that can run.
+"""The test doubles, in one place (docs/DESIGN.md, "House rules"): put on top of real
+parts, never instead of a peer that can run.
 
 * :mod:`tests.fakes.api`: a Kubernetes API server over HTTP (lists, watches, 410 Gone,
   pagination) holding objects in memory; ``Changes`` waits for what an informer reports.

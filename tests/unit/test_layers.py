@@ -1,5 +1,6 @@
-"""Every package and top-level module of harness/ is in the import-linter layers (STYLE 16):
-a new one must be placed, not left outside every contract."""
+"""Every package and top-level module of harness/ is in the import-linter layers
+(docs/DESIGN.md, "House rules"): a new one must be placed, not left outside every
+contract."""
 
 from __future__ import annotations
 

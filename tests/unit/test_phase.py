@@ -48,7 +48,7 @@ def recorded(ts: Sequence[Transition], phase: P.Phase, budget_s: float) -> Measu
 
 
 WEB = "Deployment/web"
-POD_WA = PodSnap("ns", "web-a", "wa", "w1", "Running", True, False, "Deployment/web", T0)
+POD_WA = PodSnap("ns", "web-a", "wa", "w1", "Running", True, False, "Deployment/web", since=T0)
 
 TRACE = [
     _t(0, ACTION, "w1", "power-off acknowledged"),

@@ -1,4 +1,4 @@
-"""A step is a sentence and one call (issue 21, item 3; STYLE 17).
+"""A step is a sentence and one call (docs/DESIGN.md, "House rules").
 
 Every step of the scenario grammar (the modules of
 :data:`harness.steps.plugin.SCENARIO_STEP_MODULES`) parses its sentence and delegates to
@@ -16,7 +16,7 @@ import inspect
 
 import pytest
 
-from harness.steps.plugin import SCENARIO_STEP_MODULES
+from harness.steps.plugin import SCENARIO_STEP_MODULES, pytest_plugins
 
 LOGIC = (
     ast.For,
@@ -65,7 +65,22 @@ def _logic(step: ast.FunctionDef) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("module", SCENARIO_STEP_MODULES)
+#: Every step module (the plugin's), but the ones whose steps still hold logic of their own:
+#: the chaos and longevity steps (judging a whole experiment or run), not yet moved.
+STEP_MODULES = tuple(
+    m
+    for m in pytest_plugins
+    if m.endswith("_steps")
+    and m not in ("harness.steps.chaos_steps", "harness.steps.longevity_steps")
+)
+
+
+def test_the_rule_covers_every_scenario_step_module() -> None:
+    assert set(SCENARIO_STEP_MODULES) < set(STEP_MODULES)
+    assert "harness.steps.slo_steps" in STEP_MODULES
+
+
+@pytest.mark.parametrize("module", STEP_MODULES)
 def test_every_step_is_parsing_and_one_call(module: str) -> None:
     steps = _steps(module)
     assert steps, f"{module} defines no step"

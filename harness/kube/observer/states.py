@@ -44,6 +44,11 @@ class NodeState(NamedTuple):
 
 
 class PodState(NamedTuple):
+    """One pod as the harness knows it: as the observer holds it now (``grace_s``: its
+    termination grace period), and as a replay of the timeline rebuilds it at a moment
+    (:class:`harness.checks.replay.PodReplay`; ``since``: the monotonic time of the
+    transition that produced it)."""
+
     namespace: str
     name: str
     uid: str
@@ -52,7 +57,13 @@ class PodState(NamedTuple):
     ready: bool
     terminating: bool
     workload: str
-    grace_s: int | None
+    grace_s: int | None = None
+    since: float = 0.0
+
+    @property
+    def available(self) -> bool:
+        """Ready and not Terminating: what a Service or a Deployment would count."""
+        return self.ready and not self.terminating
 
     @property
     def is_mirror(self) -> bool:

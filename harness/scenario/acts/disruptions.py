@@ -15,7 +15,6 @@ for its own acknowledgement, never for what the cluster does next.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -163,7 +162,7 @@ def _hold(kind: FailureKind, nodes: Sequence[str], seconds: float, session: Sess
         allure.step(f"hold the {kind.value} failure of {', '.join(nodes)} for {seconds:g}s"),
         session.timeline.ledger.waiting(HOLD),
     ):
-        time.sleep(seconds)
+        session.timeline.clock.sleep(seconds)
 
 
 def cut(
