@@ -299,20 +299,37 @@ class RedfishDriver:
             auth, connector = self._auth, self._connector
             self._root = self._connector = self._auth = self._system = None
             if auth is not None:
-                try:
-                    auth.close()  # deletes the Redfish session; nothing for basic auth
-                except sushy_exc.SushyError as exc:
-                    log.warning(
-                        "%s: logging the Redfish session out failed (it stays open on the "
-                        "BMC until it times out): %s",
-                        self.node,
-                        redact(str(exc), self._password),
-                    )
-                else:
-                    if self.auth == "session":
-                        log.debug("%s: Redfish session logged out", self.node)
+                self._logout(auth, connector)
             if connector is not None:
                 connector.close()
+
+    def _logout(self, auth: Any, connector: Any) -> None:
+        """Delete the session (nothing for basic auth) over a fresh connection: a request
+        interrupted half-way (Ctrl-C) can leave the pooled one unusable. One more try after
+        a connection error; a failure is logged: the BMC drops the session when it times
+        out."""
+        for attempt in (1, 2):
+            if connector is not None:
+                connector.close()  # requests opens a new connection for the DELETE
+            try:
+                auth.close()  # sushy: DELETE of the session; nothing for basic auth
+            except sushy_exc.ConnectionError as exc:
+                if attempt == 1:
+                    continue
+                error = redact(str(exc), self._password)
+            except sushy_exc.SushyError as exc:
+                error = redact(str(exc), self._password)
+            else:
+                if self.auth == "session":
+                    log.debug("%s: Redfish session logged out", self.node)
+                return
+            log.warning(
+                "%s: logging the Redfish session out failed (it stays open on the BMC "
+                "until it times out): %s",
+                self.node,
+                error,
+            )
+            return
 
     # -- steps --------------------------------------------------------------------------
 
@@ -460,8 +477,8 @@ class RedfishDriver:
             raise
         except sushy_exc.SushyError as exc:
             error = self._translate(what, exc)
-        if isinstance(error, TemporaryError):
-            self._system = None  # re-read the system on the next attempt
+        if isinstance(error, TemporaryError) and not isinstance(error, Throttled):
+            self._system = None  # re-read the system on the next attempt (not when busy)
         raise error
 
     def _translate(self, what: str, exc: sushy_exc.SushyError) -> PowercutError:

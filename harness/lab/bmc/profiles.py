@@ -93,8 +93,8 @@ PROFILES: Final[dict[str, RedfishProfile]] = {
                 "Nmi",
             ),
             reset_status=202,
-            task_s=1.0,
-            readback_s=1.5,
+            task_s=0.5,
+            readback_s=0.8,
             transitions=True,  # host state TransitioningToRunning/Off -> PoweringOn/Off
             max_sessions=64,  # assumed
             sources=(
@@ -117,7 +117,7 @@ PROFILES: Final[dict[str, RedfishProfile]] = {
                 "PowerCycle",
             ),
             reset_status=204,
-            readback_s=2.0,
+            readback_s=0.8,
             max_sessions=8,  # assumed: iDRAC caps concurrent sessions; 8 is modelled
             session_cap_status=400,
             sources=(
@@ -140,7 +140,7 @@ PROFILES: Final[dict[str, RedfishProfile]] = {
                 "GracefulRestart",
             ),
             reset_status=200,
-            readback_s=3.0,
+            readback_s=1.2,
             max_sessions=10,  # assumed
             sources=(
                 "HewlettPackard/ilo-rest-api-docs iLO 5 resource definitions",
@@ -162,7 +162,7 @@ PROFILES: Final[dict[str, RedfishProfile]] = {
                 "PowerCycle",
             ),
             reset_status=204,
-            readback_s=1.0,
+            readback_s=0.5,
             transitions=True,
             max_sessions=16,  # assumed
             throttle_every=4,  # assumed: a busy XCC answers 503 with Retry-After
@@ -184,7 +184,7 @@ PROFILES: Final[dict[str, RedfishProfile]] = {
                 "ForceOn",
             ),
             reset_status=200,
-            readback_s=1.0,
+            readback_s=0.5,
             max_sessions=16,  # Supermicro Redfish reference guide: "up to 16 sessions"
             throttle_every=5,  # assumed
             throttle_status=429,

@@ -284,10 +284,10 @@ class VendorBmc:
                 f"ResetType {requested!r} is not supported by this system; "
                 f"valid values: {', '.join(allowed)}",
             )
-        before = self._inner_call(env, "GET")
+        path = f"{ROOT}/Systems/{system}"
+        before = self._inner_call({**env, "PATH_INFO": path}, "GET")
         if before[0] != 200:
             return before
-        path = f"{ROOT}/Systems/{system}"
         old = str(json.loads(before[2]).get("PowerState", "On"))
         act = self._acts(str(requested), old)
         if act is not None:
