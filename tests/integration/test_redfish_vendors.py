@@ -508,3 +508,27 @@ def _own_socket_inodes() -> set[str]:
         if target.startswith("socket:["):
             inodes.add(target[len("socket:[") : -1])
     return inodes
+
+
+def test_discovery_probe_reads_protocol_vendor_sessions_and_system_ids(
+    lab_server: RedfishServer, creds: LabCredentials
+) -> None:
+    from harness.discover import probe_redfish
+
+    url = lab_server.vendor_url("ilo")
+    anonymous = probe_redfish(url, verify=str(creds.tls_ca_cert))
+    assert (anonymous.offered, anonymous.vendor, anonymous.sessions) == (True, "HPE", True)
+    assert anonymous.systems is None
+    assert anonymous.problem is not None and "no credentials" in anonymous.problem
+
+    facts = probe_redfish(
+        url, verify=str(creds.tls_ca_cert), username=creds.username, password=creds.password
+    )
+    assert sorted(name for _id, name in facts.systems or []) == list(NODES)
+    assert creds.password not in facts.summary()
+
+    plain = probe_redfish(lab_server.url, verify=str(creds.tls_ca_cert))
+    assert (plain.offered, plain.sessions) == (True, False)  # the lab's own BMC: basic auth
+    untrusted = probe_redfish(url)  # the system's CAs do not know the lab's
+    assert not untrusted.offered
+    assert untrusted.problem is not None and "TLS verification failed" in untrusted.problem
