@@ -268,7 +268,7 @@ def test_twenty_runs_interrupted_ones_included_leave_the_session_count_as_it_was
     before = bmc.sessions() if bmc.sessions else _connections(bmc.url)
     interrupted = 0
     for run in range(LEAK_RUNS):
-        extra = {"clock": _Interrupting(after=4)} if run in INTERRUPTED else {}
+        extra: dict[str, Any] = {"clock": _Interrupting(after=4)} if run in INTERRUPTED else {}
         d = driver(bmc, creds, **extra)
         try:
             with d:
