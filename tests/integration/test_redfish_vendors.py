@@ -532,3 +532,42 @@ def test_discovery_probe_reads_protocol_vendor_sessions_and_system_ids(
     untrusted = probe_redfish(url)  # the system's CAs do not know the lab's
     assert not untrusted.offered
     assert untrusted.problem is not None and "TLS verification failed" in untrusted.problem
+
+
+@pytest.mark.parametrize("auth", ["basic", "session"])
+def test_a_synchronized_cut_follows_bmcwebs_task_too(
+    lab_server: RedfishServer,
+    creds: LabCredentials,
+    targets: dict[str, MemoryTarget],
+    auth: str,
+) -> None:
+    """The synchronized cut's request (a volley: raw bytes on a connection opened ahead with
+    basic auth, sushy's POST with a session) is answered 202 too: its Task is read from the
+    answer and followed before the state is confirmed."""
+    from harness.power.base import prepare_off
+    from harness.power.volley import Volley
+
+    for target in targets.values():
+        target.power_on()
+    tasks = len(lab_server.vendor("bmcweb")._tasks)
+    bmc = Bmc("bmcweb", lab_server.vendor_url("bmcweb"), targets, None, timeout_s=20)
+    drivers = {n: driver(bmc, creds, n, auth=auth) for n in NODES}
+    prepared: dict[str, Any] = {}
+
+    def prepare(node: str) -> Any:
+        prepared[node] = prepare_off(drivers[node])
+        return prepared[node]
+
+    try:
+        shots = Volley(workers=2).run(list(NODES), prepare)
+    finally:
+        for d in drivers.values():
+            d.close()
+    for node, shot in shots.items():
+        assert shot.error is None and not shot.retried, shot
+        assert shot.confirmed is not None
+        assert prepared[node].task is not None  # the monitor came with the 202
+        assert targets[node].power_state() is PowerState.OFF
+    assert len(lab_server.vendor("bmcweb")._tasks) == tasks + len(NODES)
+    for target in targets.values():
+        target.power_on()
