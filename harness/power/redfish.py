@@ -231,10 +231,25 @@ class RedfishDriver:
             deadline = self._deadline()
             with before_acting():
                 state, raw = self._current(deadline)
+            if TRANSITIONS.get(raw) is want:  # on its way already: wait that out first
+                state = self._settle(deadline)
             if state is want:
                 return
-            task = None if TRANSITIONS.get(raw) is want else self._send(reset, deadline)
+            task = self._send(reset, deadline)
             self._wait_for(want, deadline, reset, task)
+
+    def _settle(self, deadline: Deadline) -> PowerState:
+        """Wait until PowerState is no longer a transition (:data:`TRANSITIONS`)."""
+        seen = wait_until(
+            self._read_state,
+            lambda seen: seen[1] not in TRANSITIONS,
+            expected=f"{self.node}: Redfish {self.url} to finish its power transition",
+            deadline=deadline,
+            poll_s=self.poll_s,
+            first_poll_s=READBACK_FIRST_POLL_S,
+            describe=lambda seen: f"PowerState {seen[1]}",
+        )
+        return seen[0]
 
     def prepare_off(self, *, graceful: bool = False) -> PreparedPower:
         """Connect (TLS), authenticate, find the system, read its state and the reset types

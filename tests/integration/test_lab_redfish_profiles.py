@@ -110,11 +110,20 @@ def test_profiles_chosen_per_node_are_served_and_driven_from_the_written_invento
 
 
 def _free_base() -> int:
+    """A base port below the kernel's ephemeral range (the lab refuses one inside it) whose
+    ports this test's lab takes are free now: Redfish base+1..+7, IPMI (UDP) base+200..,
+    SSH base+600.. for its three nodes."""
     import socket
 
-    # Near a port free now: the lab takes base .. base+7 (Redfish), base+200.. (IPMI) and
-    # base+600.. (SSH) for its three nodes.
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    return port - 1 if port + 700 < 65000 else port - 1000
+    for base in range(24000, 31001, 500):
+        wanted = [(socket.SOCK_STREAM, base + i) for i in range(1, 8)]
+        wanted += [(socket.SOCK_DGRAM, base + 200 + i) for i in range(3)]
+        wanted += [(socket.SOCK_STREAM, base + 600 + i) for i in range(3)]
+        try:
+            for kind, port in wanted:
+                with socket.socket(socket.AF_INET, kind) as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise AssertionError("no free base port between 24000 and 31000")

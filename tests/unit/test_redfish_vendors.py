@@ -334,3 +334,15 @@ def test_power_state_values() -> None:
         bmc = Bmc(clock, raw, ("On",))
         got = driver_for(bmc)._read_state()
         assert got == (state or PowerState.UNKNOWN, raw)
+
+
+def test_a_transition_that_ends_elsewhere_is_waited_out_then_the_request_is_sent() -> None:
+    clock = FakeClock(start=0.0)
+    bmc = Bmc(clock, "PoweringOff", ("On", "ForceOff"))
+    bmc.schedule = [(2.0, "On")]  # the power-off in progress was abandoned
+    bmc.on_post = lambda _r: bmc.schedule.append((clock.monotonic() + 1.0, "Off"))
+
+    driver_for(bmc).off()
+
+    assert bmc.posts == ["ForceOff"]
+    assert bmc.state == "Off"
