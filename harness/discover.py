@@ -20,10 +20,19 @@
 
 Credentials are left as references to fill in: ``password_env`` variables per BMC group,
 ``username: FILL-IN`` unless the annotation gives one. No secret is read or written.
+
+``probe(nodes)`` then asks each BMC host, read-only, what it offers (:func:`probe_redfish`):
+the Redfish service root (open without credentials on Redfish services) gives the protocol,
+its version, the vendor and whether it has a SessionService (then ``auth: session``); with
+a user name and a password in the environment (``--password-env``), a GET of the Systems
+collection gives the system ids (the one named after the node, or the only one, is filled
+in as ``system_id``). An IPMI BMC whose host also serves Redfish is noted. What could not
+be learnt is marked ``TODO`` with the reason. Nothing is ever sent but GETs.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -89,6 +98,34 @@ class Bmc:
 
 
 @dataclass
+class RedfishFacts:
+    """What a read-only look at a Redfish service showed (:func:`probe_redfish`)."""
+
+    url: str
+    offered: bool
+    version: str | None = None
+    vendor: str | None = None
+    sessions: bool = False
+    #: (id, Name) of each ComputerSystem; None: not read (no credentials, or refused).
+    systems: list[tuple[str, str]] | None = None
+    problem: str | None = None  # why something could not be learnt
+
+    def summary(self) -> str:
+        if not self.offered:
+            return f"no Redfish service at {self.url}" + (
+                f" ({self.problem})" if self.problem else ""
+            )
+        parts = [f"Redfish {self.version or '?'} at {self.url}"]
+        if self.vendor:
+            parts.append(f"Vendor {self.vendor}")
+        parts.append("SessionService: yes" if self.sessions else "SessionService: no")
+        if self.systems is not None:
+            listed = ", ".join(f"{i} ({n})" for i, n in self.systems) or "none"
+            parts.append(f"Systems: {listed}")
+        return "; ".join(parts)
+
+
+@dataclass
 class DiscoveredNode:
     name: str
     role: str
@@ -96,6 +133,7 @@ class DiscoveredNode:
     address: str | None  # InternalIP, for the ssh block comment
     bmc: Bmc | None
     notes: list[str] = field(default_factory=list)
+    redfish: RedfishFacts | None = None  # what probe() learnt
 
 
 def bmc_from_address(address: str, source: str) -> Bmc:
@@ -222,6 +260,142 @@ def discover(client: KubeClient, *, rack_label: str = ZONE_LABEL) -> list[Discov
     return found
 
 
+#: One probe request's budget (connect and read).
+PROBE_TIMEOUT_S: Final = 5.0
+
+
+def probe_redfish(
+    url: str,
+    *,
+    verify: bool | str = True,
+    username: str | None = None,
+    password: str | None = None,
+    timeout_s: float = PROBE_TIMEOUT_S,
+) -> RedfishFacts:
+    """GET ``url``/redfish/v1/ (no credentials) and, given ``username`` and ``password``,
+    its Systems collection and each system. Only GETs; never raises for what the BMC
+    answers (the problem is in the facts)."""
+    import requests
+
+    base = url.rstrip("/")
+    try:
+        root = requests.get(f"{base}/redfish/v1/", verify=verify, timeout=timeout_s)
+    except requests.exceptions.SSLError as exc:
+        return RedfishFacts(base, False, problem=f"TLS verification failed: {_short(exc)}")
+    except requests.exceptions.RequestException as exc:
+        return RedfishFacts(base, False, problem=f"no answer: {_short(exc)}")
+    doc = _json(root)
+    if root.status_code != 200 or "RedfishVersion" not in doc:
+        return RedfishFacts(base, False, problem=f"/redfish/v1/ answered HTTP {root.status_code}")
+    facts = RedfishFacts(
+        base,
+        True,
+        version=str(doc.get("RedfishVersion")),
+        vendor=str(doc["Vendor"]) if doc.get("Vendor") else None,
+        sessions="SessionService" in doc or "Sessions" in (doc.get("Links") or {}),
+    )
+    if not (username and password):
+        facts.problem = "system ids not read: no credentials given (--password-env)"
+        return facts
+    systems_path = (doc.get("Systems") or {}).get("@odata.id", "/redfish/v1/Systems")
+    try:
+        facts.systems = _systems(base, systems_path, (username, password), verify, timeout_s)
+    except (requests.exceptions.RequestException, ValueError) as exc:
+        facts.problem = f"system ids not read: {_short(exc)}"
+    return facts
+
+
+def _systems(
+    base: str, path: str, auth: tuple[str, str], verify: bool | str, timeout_s: float
+) -> list[tuple[str, str]]:
+    import requests
+
+    def get(p: str) -> dict[str, Any]:
+        answer = requests.get(base + p, auth=auth, verify=verify, timeout=timeout_s)
+        if answer.status_code != 200:
+            raise ValueError(f"GET {p} answered HTTP {answer.status_code}")
+        return _json(answer)
+
+    out = []
+    for member in get(path).get("Members") or []:
+        system = get(str(member.get("@odata.id")))
+        out.append((str(system.get("Id")), str(system.get("Name", ""))))
+    return out
+
+
+def _json(response: Any) -> dict[str, Any]:
+    try:
+        doc = response.json()
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _short(exc: BaseException) -> str:
+    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+
+
+def probe(
+    nodes: Sequence[DiscoveredNode],
+    *,
+    verify: bool | str = True,
+    username: str | None = None,
+    password_env: str = PASSWORD_ENV,
+    probe_one: Callable[..., RedfishFacts] = probe_redfish,
+) -> None:
+    """Fill in what each node's BMC shows read-only (see the module docstring): Redfish
+    offered or not, ``system_id``, ``auth``; notes say what was not learnt and why."""
+    password = os.environ.get(password_env) or None
+    cache: dict[str, RedfishFacts] = {}
+    for n in nodes:
+        if n.bmc is None:
+            continue
+        url = _redfish_url(n.bmc)
+        user = n.bmc.username or username
+        if url not in cache:
+            cache[url] = probe_one(
+                url,
+                verify=verify if n.bmc.verify_tls else False,
+                username=user,
+                password=password,
+            )
+        n.redfish = cache[url]
+        _apply(n, n.redfish)
+
+
+def _redfish_url(bmc: Bmc) -> str:
+    if bmc.driver == "redfish":
+        return bmc.endpoint
+    host = bmc.endpoint.rsplit(":", 1)[0]  # an IPMI BMC's host: does it serve Redfish too?
+    return f"https://{host}"
+
+
+def _apply(n: DiscoveredNode, facts: RedfishFacts) -> None:
+    bmc = n.bmc
+    if bmc is None:
+        return
+    if bmc.driver != "redfish":
+        if facts.offered:
+            n.notes.append(f"this BMC also offers {facts.summary()}: driver redfish may do")
+        return
+    if not facts.offered:
+        n.notes.append(f"TODO: {facts.summary()}")
+        return
+    if facts.systems is not None and bmc.system_id is None:
+        named = [i for i, name in facts.systems if name == n.name]
+        only = [i for i, _name in facts.systems] if len(facts.systems) == 1 else []
+        chosen = named or only
+        if len(chosen) == 1:
+            n.bmc = Bmc(**{**bmc.__dict__, "system_id": chosen[0]})
+        else:
+            n.notes.append(
+                f"TODO system_id: {len(facts.systems)} systems, none (or several) named "
+                f"{n.name!r}; choose one of: {', '.join(i for i, _ in facts.systems)}"
+            )
+    elif bmc.system_id is None and facts.problem:
+        n.notes.append(f"TODO system_id: {facts.problem}")
+
+
 def render(
     nodes: Sequence[DiscoveredNode],
     *,
@@ -281,6 +455,9 @@ def render(
                 power["verify_tls"] = False
             if b.system_id:
                 power["system_id"] = b.system_id
+            if b.driver == "redfish" and n.redfish is not None and n.redfish.offered:
+                lines.append(f"    # probed: {n.redfish.summary()}")
+                power["auth"] = "session" if n.redfish.sessions else "basic"
         for note in n.notes:
             lines.append(f"    # {note}")
         lines.append("    power:")

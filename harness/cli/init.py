@@ -162,6 +162,32 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help=f"the node label naming its rack (default {LABEL_ZONE})",
     )
     disc.add_argument("--name", default=None, help="the inventory's name (for the report)")
+    disc.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="do not ask the BMCs anything (by default each BMC host is asked, read-only: "
+        "its Redfish service root for the protocol, version, vendor and SessionService, and "
+        "with credentials its Systems for the system_id)",
+    )
+    disc.add_argument(
+        "--password-env",
+        default="BMC_PASSWORD",
+        metavar="VAR",
+        help="environment variable holding the BMC password for the read-only Systems "
+        "listing (default BMC_PASSWORD; unset: system ids are left TODO)",
+    )
+    disc.add_argument(
+        "--username",
+        default=None,
+        help="BMC user for that listing, where the node's annotation names none",
+    )
+    disc.add_argument(
+        "--tls-ca",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="CA bundle to verify the BMCs' certificates with (default: the system's)",
+    )
     disc.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     disc.set_defaults(func=cmd_discover)
 
@@ -197,7 +223,7 @@ def default_kubeconfig() -> Path:
 
 
 def cmd_discover(args: argparse.Namespace) -> int:
-    from harness.discover import discover, render
+    from harness.discover import discover, probe, render
     from harness.inventory import parse_inventory
     from harness.kube.client import KubeClient
 
@@ -212,6 +238,9 @@ def cmd_discover(args: argparse.Namespace) -> int:
         nodes = discover(client, rack_label=args.rack_label)
     finally:
         client.close()
+    if not args.no_probe:
+        verify: bool | str = str(args.tls_ca) if args.tls_ca else True
+        probe(nodes, verify=verify, username=args.username, password_env=args.password_env)
     text = render(nodes, kubeconfig=kubeconfig, context=args.context, name=args.name)
     # What we write must load: a bug here is ours, not the user's to find.
     parse_inventory(text, source=str(out), base_dir=out.resolve().parent)
@@ -226,6 +255,8 @@ def cmd_discover(args: argparse.Namespace) -> int:
     )
     for n in nodes:
         where = n.bmc.source if n.bmc else "TODO: no BMC known"
+        if n.redfish is not None and n.bmc is not None and n.bmc.driver == "redfish":
+            where += f"; {n.redfish.summary()}"
         print(f"  {n.name:24} {n.role:14} {n.rack or '-':10} {where}")
     print("fill in FILL-IN / TODO and set BMC_PASSWORD, then: powercut preflight -i " + str(out))
     if any(n.notes for n in nodes):

@@ -65,6 +65,7 @@ def start_bmcs(lab: Lab) -> list[Any]:
     # its Flask application at import time, and every other command (and an install
     # without the ``lab`` extra) must not pay for or need it.
     from harness.lab.bmc.ipmi import IpmiServer
+    from harness.lab.bmc.profiles import PROFILES
     from harness.lab.bmc.redfish import RedfishServer
     from harness.lab.bmc.ssh import SshServer
 
@@ -83,6 +84,10 @@ def start_bmcs(lab: Lab) -> list[Any]:
             certfile=creds.tls_cert,
             keyfile=creds.tls_key,
             work_dir=lab.root,
+            vendors=[
+                (PROFILES[name], spec.ports.redfish_vendor(name))
+                for name in spec.redfish_profiles_used()
+            ],
         )
         redfish.start()
         started.append(redfish)

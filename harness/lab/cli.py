@@ -18,6 +18,7 @@ from harness.clock import SYSTEM_CLOCK
 from harness.errors import ConfigError, PowercutError
 from harness.journal.liveness import process_alive
 from harness.lab import build
+from harness.lab.bmc.profiles import PROFILES
 from harness.lab.expose import check_address
 from harness.lab.inventory_out import write_inventory
 from harness.lab.pki import LabPKI
@@ -79,6 +80,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="the boot time of one node, over --boot-seconds (repeatable), e.g. w-a1=40",
     )
     up.add_argument(
+        "--redfish-profile",
+        action="append",
+        default=[],
+        metavar="NODE=PROFILE",
+        help="the Redfish BMC of a node (or * for every node) plays a vendor's behaviour "
+        f"(repeatable): {', '.join(PROFILES)}; see docs/bmc.md. The node's inventory entry "
+        "then points at that profile's port (Redfish as its power driver)",
+    )
+    up.add_argument(
         "--inventory-out",
         type=Path,
         default=Path("inventories/lab.yaml"),
@@ -136,6 +146,21 @@ def parse_node_seconds(items: list[str]) -> dict[str, float]:
     return out
 
 
+def parse_redfish_profiles(items: list[str]) -> dict[str, str]:
+    """``NODE=PROFILE`` options into a mapping (the spec checks names and profiles)."""
+    out: dict[str, str] = {}
+    for item in items:
+        node, sep, name = item.partition("=")
+        if not sep or not node.strip() or not name.strip():
+            raise ConfigError(
+                f"invalid value {item!r}; valid: NODE=PROFILE or *=PROFILE, e.g. w-a1=ilo "
+                f"(profiles: {', '.join(PROFILES)})",
+                field="--redfish-profile",
+            )
+        out[node.strip()] = name.strip()
+    return out
+
+
 def _running_pid(root: Path) -> int | None:
     return recorded_alive(root / "supervisor.pid")
 
@@ -152,6 +177,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         workloads=args.workloads,
         boot_seconds=args.boot_seconds,
         node_boot_seconds=parse_node_seconds(args.node_boot_seconds),
+        redfish_profiles=parse_redfish_profiles(args.redfish_profile),
         expose=check_address(args.expose) if args.expose else "",
     )
     if _running_pid(root) is not None:

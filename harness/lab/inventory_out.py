@@ -8,27 +8,34 @@ from typing import Any
 import yaml
 
 from harness.lab.bmc.creds import BMC_USER
+from harness.lab.bmc.profiles import PROFILES
 from harness.lab.bmc.target import system_uuid
 from harness.lab.prometheus import lab_slo_sections
 from harness.lab.spec import LAB_NAMESPACE, LabSpec, NodeSpec
 from harness.lab.workloads import SERVICES
 
 
-def primary_driver(node: NodeSpec) -> str:
-    """Mix the protocols like a real site: Redfish on most racks, IPMI on every second one."""
+def primary_driver(spec: LabSpec, node: NodeSpec) -> str:
+    """Mix the protocols like a real site: Redfish on most racks, IPMI on every second one;
+    a node whose BMC plays a vendor profile is driven through Redfish."""
+    if spec.redfish_profile(node.name) is not None:
+        return "redfish"
     return "ipmi" if int(node.index) % 2 else "redfish"
 
 
 def node_entry(spec: LabSpec, n: NodeSpec) -> dict[str, Any]:
     creds = spec.root / "creds"
     p = spec.ports
+    profile = spec.redfish_profile(n.name)
+    port = p.redfish if profile is None else p.redfish_vendor(profile)
+    sessions = profile is not None and PROFILES[profile].has_sessions
     redfish = {
         "driver": "redfish",
-        "endpoint": f"https://127.0.0.1:{p.redfish}",
+        "endpoint": f"https://127.0.0.1:{port}",
         "username": BMC_USER,
         "password_file": str(creds / "bmc-password"),
         "verify_tls": str(creds / "bmc-ca.crt"),
-        "auth": "basic",
+        "auth": "session" if sessions else "basic",
         # One emulator serves every node's system: without the id the driver would read
         # every system to find the one named after its node (96 GETs per node at 96 nodes).
         "system_id": system_uuid(n.name),
@@ -40,7 +47,7 @@ def node_entry(spec: LabSpec, n: NodeSpec) -> dict[str, Any]:
         "password_file": str(creds / "bmc-password"),
         "interface": "ipmitool",
     }
-    power = ipmi if primary_driver(n) == "ipmi" else redfish
+    power = ipmi if primary_driver(spec, n) == "ipmi" else redfish
     entry: dict[str, Any] = {
         "name": n.name,
         "role": n.role,
@@ -111,4 +118,11 @@ def write_inventory(spec: LabSpec, path: Path) -> None:
         "# Written by `powercut lab up`: the running lab's inventory. Credentials are\n"
         "# referenced by file, never inlined. Regenerated on every `lab up`.\n"
     )
+    profiles = {n.name: spec.redfish_profile(n.name) for n in spec.nodes()}
+    chosen = [f"{node}: {name}" for node, name in profiles.items() if name is not None]
+    if chosen:
+        header += (
+            "# Redfish BMC vendor profiles (docs/bmc.md): " + ", ".join(chosen) + "\n"
+            "# (the other nodes' Redfish BMC is the lab's own).\n"
+        )
     path.write_text(header + yaml.safe_dump(inventory_doc(spec), sort_keys=False))

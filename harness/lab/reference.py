@@ -84,7 +84,9 @@ def _racks_and_nodes(spec: LabSpec, inv: dict[str, Any]) -> list[str]:
     for n, entry in zip(nodes, inv["nodes"], strict=True):
         alt = entry["power_alternatives"][0]["driver"]
         api = "yes (`api_endpoint`)" if "api_endpoint" in entry else "-"
-        out.append(f"| `{n.name}` | {n.role} | `{n.rack}` | {primary_driver(n)} | {alt} | {api} |")
+        out.append(
+            f"| `{n.name}` | {n.role} | `{n.rack}` | {primary_driver(spec, n)} | {alt} | {api} |"
+        )
     out += [
         "",
         "Every node also has SSH (`ssh:` in the inventory): network partition and kubelet "

@@ -23,6 +23,7 @@ from harness.kube.names import (
     NO_SCHEDULE,
     TAINT_CONTROL_PLANE,
 )
+from harness.lab.bmc.profiles import PROFILES
 from harness.lab.versions import cache_root
 
 TimingName = Literal["fast", "upstream"]
@@ -127,6 +128,11 @@ class Ports:
     def redfish(self) -> int:
         return self.base + 1
 
+    def redfish_vendor(self, profile: str) -> int:
+        """The port of a vendor profile's Redfish BMC (docs/bmc.md): base + 2 onwards, in
+        the order of :data:`~harness.lab.bmc.profiles.PROFILES`."""
+        return self.base + 2 + list(PROFILES).index(profile)
+
     def etcd_client(self, cp: int) -> int:
         return self.base + 10 + cp * 10
 
@@ -197,6 +203,9 @@ class LabSpec:
     #: The same per node (node name -> seconds), over ``boot_seconds``.
     node_boot_seconds: dict[str, float] = field(default_factory=dict)
     expose: str = ""  # one more address serving the runner-facing endpoints (expose.py)
+    #: The Redfish vendor profile of a node's BMC (node name, or ``*`` for every node ->
+    #: profile name; docs/bmc.md); a node not named gets the lab's own BMC.
+    redfish_profiles: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, bool, str]] = [
@@ -236,6 +245,17 @@ class LabSpec:
                 raise ConfigError(
                     f"invalid value {seconds!r} for {node}; valid: {valid_s}",
                     field="--node-boot-seconds",
+                )
+        for node, name in self.redfish_profiles.items():
+            if node != "*" and node not in names:
+                raise ConfigError(
+                    f"no node {node!r} in this lab; valid: *, {', '.join(names)}",
+                    field="--redfish-profile",
+                )
+            if name not in PROFILES:
+                raise ConfigError(
+                    f"unknown Redfish profile {name!r} for {node}; valid: {', '.join(PROFILES)}",
+                    field="--redfish-profile",
                 )
         span = self.port_span
         if not 1024 <= self.base_port <= 65535 - span:
@@ -302,10 +322,21 @@ class LabSpec:
                 return n
         raise KeyError(name)
 
+    def redfish_profile(self, node: str) -> str | None:
+        """The vendor profile of ``node``'s Redfish BMC, or None (the lab's own)."""
+        return self.redfish_profiles.get(node, self.redfish_profiles.get("*"))
+
+    def redfish_profiles_used(self) -> list[str]:
+        """The vendor profiles some node's BMC plays, in :data:`PROFILES` order."""
+        used = {self.redfish_profile(n.name) for n in self.nodes()}
+        return [name for name in PROFILES if name in used]
+
     def all_ports(self) -> dict[int, str]:
         """Every TCP port the lab will listen on, with what listens there."""
         p = self.ports
         out = {p.cluster: "cluster endpoint", p.redfish: "Redfish BMC"}
+        for name in self.redfish_profiles_used():
+            out[p.redfish_vendor(name)] = f"Redfish BMC, {name} profile"
         for c in range(self.control_planes):
             out[p.etcd_client(c)] = f"etcd cp-{c + 1} client"
             out[p.etcd_peer(c)] = f"etcd cp-{c + 1} peer"
@@ -326,6 +357,7 @@ class LabSpec:
         endpoints, Prometheus (what ``--expose`` forwards)."""
         p = self.ports
         tcp = [p.cluster, p.redfish, *(p.apiserver(c) for c in range(self.control_planes))]
+        tcp += [p.redfish_vendor(name) for name in self.redfish_profiles_used()]
         tcp += [p.ssh(n.index) for n in self.nodes()]
         tcp += [p.health(i) for i in range(len(self.services))]
         if self.prometheus:

@@ -130,6 +130,15 @@ def _wait_until(
         pause = step
         try:
             value = probe()
+        except Throttled as exc:
+            last_seen = f"{type(exc).__name__}: {exc}"
+            pause = exc.retry_after_s
+            if pause > deadline.remaining():
+                last_seen += (
+                    f" (it asked to retry after {pause:g} s, beyond the deadline: "
+                    f"{deadline.remaining():.1f} s left)"
+                )
+                _timeout(expected, last_seen, deadline)
         except TemporaryError as exc:
             last_seen = f"{type(exc).__name__}: {exc}"
             pause = backoff
@@ -144,6 +153,15 @@ def _wait_until(
         if remaining <= 0.0:
             _timeout(expected, last_seen, deadline)
         deadline.clock.sleep(min(pause, remaining))
+
+
+class Throttled(TemporaryError):
+    """The peer is busy and said when to come back (HTTP 503 or 429 with ``Retry-After``):
+    the next attempt waits ``retry_after_s``, if the deadline leaves that long."""
+
+    def __init__(self, message: str, *, retry_after_s: float) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
 
 
 def retry(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 from typing import Protocol, runtime_checkable
 
-from harness.errors import PermanentError
+from harness.errors import PermanentError, WaitTimeout
 
 
 class PowerState(enum.StrEnum):
@@ -24,6 +24,25 @@ class ResetType(enum.StrEnum):
     FORCE_RESTART = "ForceRestart"
     GRACEFUL_RESTART = "GracefulRestart"
     POWER_CYCLE = "PowerCycle"
+
+
+class GracefulIgnored(WaitTimeout):
+    """``node`` was asked to shut down gracefully, its BMC took the request, and the node
+    was still not off when the budget ran out: its OS did not act on the request (no ACPI
+    handling, a shutdown that hangs). A fact about the node, not an error of the harness;
+    a forced power-off still works."""
+
+    def __init__(self, node: str, request: str, *, last_seen: str, waited_s: float) -> None:
+        self.node = node
+        self.request = request
+        super().__init__(
+            expected=(
+                f"{node} to power off after {request} (the BMC accepted it; the node "
+                "ignored it: its OS did not shut down)"
+            ),
+            last_seen=last_seen,
+            waited_s=waited_s,
+        )
 
 
 @runtime_checkable

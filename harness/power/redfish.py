@@ -6,8 +6,26 @@ is the node name, else the only one), checks every ResetType against the system'
 request reads ``PowerState`` back until it shows the new state.
 
 Mapping: ``off(graceful=True)`` -> GracefulShutdown, ``off()`` -> ForceOff, ``on()`` -> On,
-``cycle()`` -> PowerCycle, or ForceRestart where PowerCycle is not allowed. A node already
-in the requested state gets no request; ``cycle()`` of a node that is off powers it on.
+``cycle()`` -> the first of :data:`CYCLE_PLANS` whose ResetTypes the system allows
+(PowerCycle; else ForceOff then On, as on iLO; else ForceRestart), or a ``PermanentError``
+naming the allowed values. A node already in the requested state gets no request, nor does
+one already on its way there (``PowerState`` PoweringOn / PoweringOff: waited through);
+``cycle()`` of a node that is off powers it on.
+
+Services as vendors ship them (docs/bmc.md): a reset answered 202 Accepted with a Task
+monitor (``Location``) is followed until its ``TaskState`` is Completed (Exception, Killed or
+Cancelled end the wait at once), then ``PowerState`` is read back; 503 or 429 with
+``Retry-After`` is retried after the time asked for if the deadline allows it; a read-back
+that takes its time is waited for up to ``timeout_s``; a GracefulShutdown the node never
+carries out ends in :class:`~harness.power.base.GracefulIgnored` (the node ignored it, not a
+harness error). Vendor differences are data (:data:`CYCLE_PLANS`, :data:`TRANSITIONS`,
+:data:`TASK_FAILED`), not branches on a vendor's name.
+
+Sessions: with ``auth="session"`` the driver opens one Redfish session (X-Auth-Token) at
+its first request, reuses it for every request after (a dropped connection reconnects
+with the same token) and deletes it in :meth:`RedfishDriver.close`, which the driver's
+owners call on every path (and ``with RedfishDriver(...)`` does): BMCs such as iDRAC and
+iLO cap their sessions, and a leaked one locks automation out until it times out.
 
 Connections: sushy asks the BMC to close the connection after every request (some BMCs choke
 on long-lived ones), so each request opens its own TLS connection. A prepared power-off
@@ -24,6 +42,7 @@ bundle path. The password never appears in messages or ``repr()``.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -31,8 +50,9 @@ import socket
 import ssl
 import threading
 import urllib.parse
-from collections.abc import Callable, Collection
-from typing import Any, Literal, TypeVar
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, TypeVar
 
 import requests
 import sushy
@@ -40,20 +60,27 @@ from sushy import auth as sushy_auth
 from sushy import connector as sushy_connector
 from sushy import exceptions as sushy_exc
 
-from harness.errors import PermanentError, PowercutError, TemporaryError
+from harness.errors import PermanentError, PowercutError, TemporaryError, WaitTimeout
 from harness.power._wait import (
     READBACK_FIRST_POLL_S,
     SYSTEM_CLOCK,
     Clock,
     Deadline,
     Secret,
+    Throttled,
     before_acting,
     redact,
     refusal_acted_on_nothing,
     retry,
     wait_until,
 )
-from harness.power.base import NothingToDo, PowerState, PreparedPower, ResetType
+from harness.power.base import (
+    GracefulIgnored,
+    NothingToDo,
+    PowerState,
+    PreparedPower,
+    ResetType,
+)
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +90,70 @@ T = TypeVar("T")
 MAX_REQUEST_S = 10.0
 
 _STATES = {"On": PowerState.ON, "Off": PowerState.OFF}
+
+#: PowerState values a BMC shows on its way to a state: a request for that state is not
+#: sent again (some BMCs refuse one while the last is in progress), it is waited for.
+TRANSITIONS: Final[Mapping[str, PowerState]] = {
+    "PoweringOn": PowerState.ON,
+    "PoweringOff": PowerState.OFF,
+}
+
+#: How ``cycle()`` power-cycles a node that is on: the first plan whose every ResetType the
+#: system allows. PowerCycle removes power; iLO and Supermicro offer none, so ForceOff then
+#: On (each read back); ForceRestart (a reset without power removal) only as a last resort.
+CYCLE_PLANS: Final[tuple[tuple[ResetType, ...], ...]] = (
+    (ResetType.POWER_CYCLE,),
+    (ResetType.FORCE_OFF, ResetType.ON),
+    (ResetType.FORCE_RESTART,),
+)
+
+#: Redfish TaskState values that end a Task without success.
+TASK_FAILED: Final = frozenset({"Exception", "Killed", "Cancelled"})
+#: The TaskState that ends a Task with success.
+TASK_DONE: Final = "Completed"
+
+#: A ``Retry-After`` longer than this is read as this (a BMC's mistake must not stall a wait).
+MAX_RETRY_AFTER_S: Final = 60.0
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a BMC answered one request: status, headers (lower-case names) and JSON body."""
+
+    status: int
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, response: Any) -> Answer:
+        try:
+            body = response.json() if response.content else {}
+        except ValueError:
+            body = {}
+        headers = {k.lower(): v for k, v in response.headers.items()}
+        return cls(response.status_code, headers, body if isinstance(body, dict) else {})
+
+    def task_monitor(self) -> str | None:
+        """The Task monitor of a 202 Accepted answer (``Location``, else the body's Task)."""
+        if self.status != 202:
+            return None
+        location = self.headers.get("location")
+        if location:
+            return location
+        odata = self.body.get("@odata.id")
+        return odata if isinstance(odata, str) and odata else None
+
+
+def retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """``Retry-After`` in seconds (delta-seconds; an HTTP date counts as 1 s), or None."""
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return 1.0
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
 
 
 class RedfishDriver:
@@ -102,12 +193,19 @@ class RedfishDriver:
         self._auth: Any = None
         self._system: Any = None
         self._keep_open = False  # keep the connection open after a request (see prepare_off)
+        self._last_answer: tuple[int, dict[str, str]] = (0, {})
 
     def __repr__(self) -> str:
         return (
             f"RedfishDriver(node={self.node!r}, url={self.url!r}, username={self.username!r}, "
             f"auth={self.auth!r}, verify={self.verify!r}, system_id={self.system_id!r})"
         )
+
+    def __enter__(self) -> RedfishDriver:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
     # -- PowerDriver --------------------------------------------------------------------
 
@@ -123,13 +221,35 @@ class RedfishDriver:
 
     def off(self, *, graceful: bool = False) -> None:
         reset = ResetType.GRACEFUL_SHUTDOWN if graceful else ResetType.FORCE_OFF
+        self._power(reset, PowerState.OFF)
+
+    def on(self) -> None:
+        self._power(ResetType.ON, PowerState.ON)
+
+    def _power(self, reset: ResetType, want: PowerState) -> None:
         with self._lock:
             deadline = self._deadline()
             with before_acting():
-                if self._current(deadline) is PowerState.OFF:
-                    return
-            self._send(reset, deadline)
-            self._wait_for(PowerState.OFF, deadline, reset)
+                state, raw = self._current(deadline)
+            if TRANSITIONS.get(raw) is want:  # on its way already: wait that out first
+                state = self._settle(deadline)
+            if state is want:
+                return
+            task = self._send(reset, deadline)
+            self._wait_for(want, deadline, reset, task)
+
+    def _settle(self, deadline: Deadline) -> PowerState:
+        """Wait until PowerState is no longer a transition (:data:`TRANSITIONS`)."""
+        seen = wait_until(
+            self._read_state,
+            lambda seen: seen[1] not in TRANSITIONS,
+            expected=f"{self.node}: Redfish {self.url} to finish its power transition",
+            deadline=deadline,
+            poll_s=self.poll_s,
+            first_poll_s=READBACK_FIRST_POLL_S,
+            describe=lambda seen: f"PowerState {seen[1]}",
+        )
+        return seen[0]
 
     def prepare_off(self, *, graceful: bool = False) -> PreparedPower:
         """Connect (TLS), authenticate, find the system, read its state and the reset types
@@ -148,15 +268,11 @@ class RedfishDriver:
             self._set_keep_alive(True)
             try:
                 with before_acting():
-                    if self._current(deadline) is want:
+                    if self._current(deadline)[0] is want:
                         self._set_keep_alive(False)
                         return NothingToDo()
                     allowed = self._call("read the allowed reset types", self._allowed, deadline)
-                    if reset.value not in allowed:
-                        raise PermanentError(
-                            f"{self.node}: the Redfish system does not allow ResetType "
-                            f"{reset.value}; valid values: {', '.join(sorted(allowed)) or 'none'}"
-                        )
+                    self._check_allowed(reset, allowed)
             except BaseException:
                 self._set_keep_alive(False)
                 raise
@@ -167,69 +283,154 @@ class RedfishDriver:
                     log.debug("%s: no separate connection for the POST: %s", self.node, exc)
         return _PreparedReset(self, reset, want, deadline)
 
-    def on(self) -> None:
-        with self._lock:
-            deadline = self._deadline()
-            with before_acting():
-                if self._current(deadline) is PowerState.ON:
-                    return
-            self._send(ResetType.ON, deadline)
-            self._wait_for(PowerState.ON, deadline, ResetType.ON)
-
     def cycle(self) -> None:
         with self._lock:
             deadline = self._deadline()
             with before_acting():
-                if self._current(deadline) is PowerState.OFF:
-                    reset = ResetType.ON
+                if self._current(deadline)[0] is PowerState.OFF:
+                    plan: tuple[ResetType, ...] = (ResetType.ON,)
                 else:
                     allowed = self._call("read the allowed reset types", self._allowed, deadline)
-                    reset = (
-                        ResetType.POWER_CYCLE
-                        if ResetType.POWER_CYCLE.value in allowed
-                        else ResetType.FORCE_RESTART
-                    )
-            self._send(reset, deadline)
-            self._wait_for(PowerState.ON, deadline, reset)
+                    plan = self._cycle_plan(allowed)
+            for i, reset in enumerate(plan):
+                want = PowerState.OFF if reset is ResetType.FORCE_OFF else PowerState.ON
+                task = self._send(reset, deadline, first=i == 0)
+                self._wait_for(want, deadline, reset, task)
+
+    def _cycle_plan(self, allowed: set[str]) -> tuple[ResetType, ...]:
+        for plan in CYCLE_PLANS:
+            if all(r.value in allowed for r in plan):
+                return plan
+        ways = " or ".join("+".join(r.value for r in p) for p in CYCLE_PLANS)
+        raise PermanentError(
+            f"{self.node}: the Redfish system allows no way to power-cycle ({ways}); "
+            f"allowed ResetTypes: {', '.join(sorted(allowed)) or 'none'}"
+        )
 
     def close(self) -> None:
+        """Log the Redfish session out (with ``auth="session"``) and close the connection.
+        Idempotent; the driver opens a new session if it is used again."""
         with self._lock:
             auth, connector = self._auth, self._connector
             self._root = self._connector = self._auth = self._system = None
             if auth is not None:
-                try:
-                    auth.close()  # logs a Redfish session out; nothing for basic auth
-                except sushy_exc.SushyError as exc:
-                    log.debug("%s: closing the Redfish session failed: %s", self.node, exc)
+                self._logout(auth, connector)
             if connector is not None:
                 connector.close()
+
+    def _logout(self, auth: Any, connector: Any) -> None:
+        """Delete the session (nothing for basic auth) over a fresh connection: a request
+        interrupted half-way (Ctrl-C) can leave the pooled one unusable. One more try after
+        a connection error; a failure is logged: the BMC drops the session when it times
+        out."""
+        for attempt in (1, 2):
+            if connector is not None:
+                connector.close()  # requests opens a new connection for the DELETE
+            try:
+                auth.close()  # sushy: DELETE of the session; nothing for basic auth
+            except sushy_exc.ConnectionError as exc:
+                if attempt == 1:
+                    continue
+                error = redact(str(exc), self._password)
+            except sushy_exc.SushyError as exc:
+                error = redact(str(exc), self._password)
+            else:
+                if self.auth == "session":
+                    log.debug("%s: Redfish session logged out", self.node)
+                return
+            log.warning(
+                "%s: logging the Redfish session out failed (it stays open on the BMC "
+                "until it times out): %s",
+                self.node,
+                error,
+            )
+            return
 
     # -- steps --------------------------------------------------------------------------
 
     def _deadline(self) -> Deadline:
         return Deadline(self.timeout_s, self._clock)
 
-    def _current(self, deadline: Deadline) -> PowerState:
-        return self._call("read the power state", lambda: self._read_state()[0], deadline)
+    def _current(self, deadline: Deadline) -> tuple[PowerState, str]:
+        return self._call("read the power state", self._read_state, deadline)
 
-    def _send(self, reset: ResetType, deadline: Deadline) -> None:
-        # A refusal (401/403, 400, a ResetType not allowed, TLS) means the BMC took nothing.
-        with refusal_acted_on_nothing():
-            self._call(f"accept ResetType {reset.value}", lambda: self._reset(reset), deadline)
-        log.info("%s: Redfish accepted ResetType %s", self.node, reset.value)
+    def _send(self, reset: ResetType, deadline: Deadline, *, first: bool = True) -> str | None:
+        """POST ``reset``; its Task monitor if the BMC answered 202 with one."""
+        # A refusal (401/403, 400, a ResetType not allowed, TLS) means the BMC took nothing,
+        # unless an earlier step of the same request already acted.
+        with refusal_acted_on_nothing() if first else _nothing():
+            task = self._call(
+                f"accept ResetType {reset.value}", lambda: self._reset(reset), deadline
+            )
+        log.info(
+            "%s: Redfish accepted ResetType %s%s",
+            self.node,
+            reset.value,
+            f" (Task {task})" if task else "",
+        )
+        return task
 
-    def _wait_for(self, want: PowerState, deadline: Deadline, reset: ResetType) -> None:
+    def _wait_for(
+        self, want: PowerState, deadline: Deadline, reset: ResetType, task: str | None = None
+    ) -> None:
+        try:
+            if task is not None:
+                self._follow_task(task, reset, deadline)
+            wait_until(
+                self._read_state,
+                lambda seen: seen[0] is want,
+                expected=(
+                    f"{self.node}: PowerState {want.value} from Redfish {self.url} "
+                    f"after ResetType {reset.value}"
+                ),
+                deadline=deadline,
+                poll_s=self.poll_s,
+                first_poll_s=READBACK_FIRST_POLL_S,
+                describe=lambda seen: f"PowerState {seen[1]}",
+            )
+        except WaitTimeout as exc:
+            if reset is not ResetType.GRACEFUL_SHUTDOWN or isinstance(exc, GracefulIgnored):
+                raise
+            raise GracefulIgnored(
+                self.node,
+                f"Redfish ResetType {reset.value}",
+                last_seen=exc.last_seen,
+                waited_s=exc.waited_s,
+            ) from exc
+
+    def _follow_task(self, monitor: str, reset: ResetType, deadline: Deadline) -> None:
+        """Poll the Task monitor of an accepted reset until its TaskState is Completed."""
+
+        def get() -> Answer:
+            try:
+                return self._get(monitor)
+            except sushy_exc.ResourceNotFoundError:  # some BMCs remove a finished Task
+                return Answer(204)
+
+        def probe() -> str:
+            answer = self._sushy("read the reset's Task", get)
+            state = answer.body.get("TaskState")
+            if answer.status == 202:
+                return str(state or "Running")
+            if state in TASK_FAILED:
+                messages = "; ".join(
+                    str(m.get("Message", m)) for m in answer.body.get("Messages", []) or []
+                )
+                raise PermanentError(
+                    f"{self.node}: Redfish {self.url}: the Task {monitor} of ResetType "
+                    f"{reset.value} ended {state}{': ' + messages if messages else ''}"
+                )
+            # 200 with the Task or the operation's own answer, or 204: the task is over.
+            return str(state or TASK_DONE)
+
         wait_until(
-            self._read_state,
-            lambda seen: seen[0] is want,
-            expected=(
-                f"{self.node}: PowerState {want.value} from Redfish {self.url} "
-                f"after ResetType {reset.value}"
-            ),
+            probe,
+            lambda state: state == TASK_DONE,
+            expected=f"{self.node}: the Task {monitor} of ResetType {reset.value} to complete",
             deadline=deadline,
             poll_s=self.poll_s,
             first_poll_s=READBACK_FIRST_POLL_S,
-            describe=lambda seen: f"PowerState {seen[1]}",
+            describe=lambda state: f"TaskState {state}",
         )
 
     def _call(self, what: str, operation: Callable[[], T], deadline: Deadline) -> T:
@@ -258,17 +459,30 @@ class RedfishDriver:
 
         return self._sushy("read the allowed reset types", read)
 
-    def _reset(self, reset: ResetType) -> None:
-        allowed = self._allowed()
+    def _check_allowed(self, reset: ResetType, allowed: set[str]) -> None:
         if reset.value not in allowed:
             raise PermanentError(
                 f"{self.node}: the Redfish system does not allow ResetType {reset.value}; "
                 f"valid values: {', '.join(sorted(allowed)) or 'none'}"
             )
-        self._sushy(
-            f"ResetType {reset.value}",
-            lambda: self._get_system().reset_system(sushy.ResetType(reset.value)),
-        )
+
+    def _reset(self, reset: ResetType) -> str | None:
+        """POST ``reset`` to the system; the Task monitor of a 202 answer, else None."""
+        self._check_allowed(reset, self._allowed())
+        answer = self._sushy(f"ResetType {reset.value}", lambda: self._post_reset(reset))
+        return answer.task_monitor()
+
+    def _post_reset(self, reset: ResetType) -> Answer:
+        target = self._get_system()._get_reset_action_element().target_uri
+        return Answer.of(self._connector.post(target, data={"ResetType": reset.value}))
+
+    def _get(self, path: str) -> Answer:
+        self._get_root()
+        return Answer.of(self._connector.get(path))
+
+    def _remember(self, response: Any) -> None:
+        """sushy's response callback: the last answer, for its ``Retry-After``."""
+        self._last_answer = (response.status_code, dict(response.headers))
 
     def _sushy(self, what: str, operation: Callable[[], T]) -> T:
         """Run a sushy call; translate its errors into the harness's error types."""
@@ -278,8 +492,8 @@ class RedfishDriver:
             raise
         except sushy_exc.SushyError as exc:
             error = self._translate(what, exc)
-        if isinstance(error, TemporaryError):
-            self._system = None  # re-read the system on the next attempt
+        if isinstance(error, TemporaryError) and not isinstance(error, Throttled):
+            self._system = None  # re-read the system on the next attempt (not when busy)
         raise error
 
     def _translate(self, what: str, exc: sushy_exc.SushyError) -> PowercutError:
@@ -296,6 +510,16 @@ class RedfishDriver:
                 f"{where} refused the credentials of user {self.username!r} "
                 f"(HTTP {exc.status_code}) during {what}{hint}"
             )
+        if isinstance(exc, sushy_exc.HTTPError) and exc.status_code in (429, 503):
+            status, headers = self._last_answer
+            after = retry_after_s({k.lower(): v for k, v in headers.items()})
+            if status == exc.status_code and after is not None:
+                return Throttled(
+                    f"{where} is busy (HTTP {exc.status_code}, Retry-After {after:g} s) "
+                    f"during {what}: {text}",
+                    retry_after_s=after,
+                )
+            return TemporaryError(f"{where}: busy (HTTP {exc.status_code}) during {what}: {text}")
         if isinstance(exc, sushy_exc.ServerSideError):
             return TemporaryError(f"{where}: server error during {what}: {text}")
         if isinstance(exc, sushy_exc.ConnectionError):
@@ -320,10 +544,11 @@ class RedfishDriver:
             self._connector.keep_alive(on)
 
     def _drop_connection(self) -> None:
-        connector = self._connector
-        self._root = self._connector = self._auth = self._system = None
-        if connector is not None:
-            connector.close()
+        """Close the pooled connections after a connection error; the next request opens a
+        new one. The session (its token) is kept: dropping it here would leak it."""
+        self._system = None
+        if self._connector is not None:
+            self._connector.close()  # requests reopens its pools on the next request
 
     def _get_root(self) -> Any:
         if self._root is None:
@@ -342,6 +567,7 @@ class RedfishDriver:
                 server_side_retries_delay=0,
                 default_request_timeout=request_s,
                 connect_timeout=min(5.0, request_s),
+                response_callback=self._remember,
             )
             connector.keep_alive(self._keep_open)
             try:
@@ -404,24 +630,23 @@ class _PreparedReset:
         self.reset = reset
         self.want = want
         self.deadline = deadline
+        self.task: str | None = None  # the Task monitor of a 202 answer
 
     def fire(self) -> None:
         d = self.driver
 
-        def post() -> None:
-            d._sushy(
-                f"ResetType {self.reset.value}",
-                lambda: d._get_system().reset_system(sushy.ResetType(self.reset.value)),
-            )
+        def post() -> str | None:
+            answer = d._sushy(f"ResetType {self.reset.value}", lambda: d._post_reset(self.reset))
+            return answer.task_monitor()
 
         with d._lock, refusal_acted_on_nothing():
             d._set_keep_alive(False)  # the POST goes over the open connection, then closes it
-            d._call(f"accept ResetType {self.reset.value}", post, self.deadline)
+            self.task = d._call(f"accept ResetType {self.reset.value}", post, self.deadline)
         log.info("%s: Redfish accepted ResetType %s", d.node, self.reset.value)
 
     def confirm(self) -> None:
         with self.driver._lock:
-            self.driver._wait_for(self.want, self.deadline, self.reset)
+            self.driver._wait_for(self.want, self.deadline, self.reset, self.task)
 
 
 class _SplitReset(_PreparedReset):
@@ -483,8 +708,15 @@ class _SplitReset(_PreparedReset):
 
     def accepted(self) -> bool:
         self.close()
-        status = self._answer.split(b"\r\n", 1)[0].split()
+        head = self._answer.split(b"\r\n\r\n", 1)[0].split(b"\r\n")
+        status = head[0].split()
         ok = len(status) >= 2 and status[1].isdigit() and 200 <= int(status[1]) < 300
+        if ok and int(status[1]) == 202:
+            headers = {
+                k.strip().lower(): v.strip()
+                for k, _, v in (line.decode("latin-1").partition(":") for line in head[1:])
+            }
+            self.task = Answer(202, headers).task_monitor()
         if ok:
             log.info("%s: Redfish accepted ResetType %s", self.driver.node, self.reset.value)
         else:
@@ -497,6 +729,11 @@ class _SplitReset(_PreparedReset):
 
     def close(self) -> None:
         self._sock.close()
+
+
+@contextlib.contextmanager
+def _nothing() -> Iterator[None]:
+    yield
 
 
 def _tls_context(verify: bool | str) -> ssl.SSLContext:

@@ -465,8 +465,8 @@ def test_redfish_unsupported_reset_type_is_refused_naming_the_valid_values(
     assert "valid values: ForceOff, ForceRestart, On" in str(caught.value)
     assert node_a.calls() == []
 
-    driver.cycle()  # no PowerCycle here: ForceRestart instead
-    assert node_a.calls() == [RESET]
+    driver.cycle()  # no PowerCycle here: ForceOff, read back, then On
+    assert node_a.calls() == [OFF_FORCED, ON]
 
     # The server refuses what it does not advertise, whatever the client checks.
     status, body = redfish_post(
@@ -484,7 +484,7 @@ def test_redfish_unsupported_reset_type_is_refused_naming_the_valid_values(
         {"ResetType": "Nmi"},
     )
     assert status == 400
-    assert node_a.calls() == [RESET]
+    assert node_a.calls() == [OFF_FORCED, ON]
 
 
 def test_redfish_wrong_password_is_permanent_at_once_and_never_shown(

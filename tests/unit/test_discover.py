@@ -9,7 +9,14 @@ import pytest
 
 from harness.cli import main
 from harness.cli.init import SKELETON
-from harness.discover import bmc_from_address, discover, render
+from harness.discover import (
+    DiscoveredNode,
+    RedfishFacts,
+    bmc_from_address,
+    discover,
+    probe,
+    render,
+)
 from harness.inventory import parse_inventory
 
 
@@ -137,3 +144,83 @@ def test_init_writes_a_skeleton_whose_inventory_loads_and_never_overwrites(
     err = capsys.readouterr().err
     assert "would overwrite inventory.yaml, features/worker_power_loss.feature" in err
     assert (project / "features" / "worker_power_loss.feature").read_text() == "mine"
+
+
+def test_probe_fills_system_id_and_auth_and_marks_what_it_could_not_learn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    zone = {"topology.kubernetes.io/zone": "r1"}
+    nodes = [
+        node("w1", labels=zone, ann={"powercut.io/bmc": "redfish://10.0.0.3"}),
+        node("w2", labels=zone, ann={"powercut.io/bmc": "redfish://10.0.0.4"}),
+        node("w3", labels=zone, ann={"powercut.io/bmc": "ipmi://10.0.0.5:623"}),
+        node("w4", labels=zone, ann={"powercut.io/bmc": "redfish://10.0.0.6"}),
+    ]
+    found = discover(FakeClient(nodes, None))  # type: ignore[arg-type]
+    facts = {
+        "https://10.0.0.3": RedfishFacts(
+            "https://10.0.0.3",
+            True,
+            "1.6.0",
+            "HPE",
+            sessions=True,
+            systems=[("1", "w1")],
+        ),
+        "https://10.0.0.4": RedfishFacts(
+            "https://10.0.0.4",
+            True,
+            "1.11.0",
+            "Dell",
+            sessions=False,
+            systems=[("System.Embedded.1", "a"), ("System.Embedded.2", "b")],
+        ),
+        "https://10.0.0.5": RedfishFacts(
+            "https://10.0.0.5", True, "1.15.0", "OpenBMC", sessions=True
+        ),
+        "https://10.0.0.6": RedfishFacts(
+            "https://10.0.0.6", False, problem="no answer: connection refused"
+        ),
+    }
+    asked: list[tuple[str, str | None, str | None]] = []
+
+    def probe_one(url: str, **kwargs: Any) -> RedfishFacts:
+        asked.append((url, kwargs["username"], kwargs["password"]))
+        return facts[url]
+
+    monkeypatch.setenv("SITE_BMC_PW", "pw-from-env")
+    probe(found, username="ops", password_env="SITE_BMC_PW", probe_one=probe_one)
+    by_name = {n.name: n for n in found}
+
+    assert asked[0] == ("https://10.0.0.3", "ops", "pw-from-env")
+    assert by_name["w1"].bmc is not None and by_name["w1"].bmc.system_id == "1"
+    assert "TODO system_id: 2 systems" in by_name["w2"].notes[0]
+    assert "System.Embedded.1, System.Embedded.2" in by_name["w2"].notes[0]
+    assert "also offers Redfish 1.15.0" in by_name["w3"].notes[0]
+    assert by_name["w4"].notes == [
+        "TODO: no Redfish service at https://10.0.0.6 (no answer: connection refused)"
+    ]
+
+    text = render(found, kubeconfig=tmp_path / "kubeconfig", context=None)
+    inv = parse_inventory(text, base_dir=tmp_path)
+    assert inv.node("w1").power.system_id == "1"
+    assert inv.node("w1").power.auth == "session"
+    assert inv.node("w2").power.auth == "basic"
+    assert "# probed: Redfish 1.6.0 at https://10.0.0.3; Vendor HPE; SessionService: yes" in text
+    assert "pw-from-env" not in text
+
+
+def test_probe_without_credentials_leaves_system_ids_marked() -> None:
+    found = [
+        DiscoveredNode("w1", "worker", None, None, bmc_from_address("redfish://10.0.0.3", "a"))
+    ]
+    facts = RedfishFacts(
+        "https://10.0.0.3",
+        True,
+        "1.6.0",
+        None,
+        problem="system ids not read: no credentials given (--password-env)",
+    )
+    probe(found, password_env="POWERCUT_TEST_UNSET_VAR", probe_one=lambda url, **kw: facts)
+    assert found[0].notes == [
+        "TODO system_id: system ids not read: no credentials given (--password-env)"
+    ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from harness.failures import REGISTRY, FailureKind, strategy, supported_kinds, supports
@@ -93,3 +95,41 @@ def test_where_each_kind_is_down_and_back_is_what_the_timeline_reads() -> None:
     back = {t for f in REGISTRY.values() for t in f.back_at}
     assert down == set(DOWN_FROM)
     assert back == set(BACK_AT)
+
+
+def test_a_graceful_shutdown_the_node_ignores_is_a_failed_expectation_not_a_broken_run() -> None:
+    import types
+
+    from harness.checks.base import CheckFailed
+    from harness.failures.graceful import GracefulShutdown
+    from harness.power.base import GracefulIgnored
+
+    calls: list[tuple[list[str], bool]] = []
+
+    def power_off(nodes: list[str], *, graceful: bool, protocol: str | None) -> Any:
+        calls.append((nodes, graceful))
+        raise GracefulIgnored(
+            "w-a1",
+            "Redfish ResetType GracefulShutdown",
+            last_seen="PowerState On",
+            waited_s=60.0,
+        )
+
+    session = types.SimpleNamespace(power_off=power_off)
+    with pytest.raises(CheckFailed) as caught:
+        GracefulShutdown().inflict(
+            session,  # type: ignore[arg-type]
+            ["w-a1"],
+            undo_after_s=0.0,
+            protocol=None,
+            off_s=0.0,
+        )
+
+    assert calls == [(["w-a1"], True)]
+    assert isinstance(caught.value, AssertionError)  # pytest and Allure: failed, not broken
+    assert caught.value.check == "graceful shutdown"
+    assert "w-a1 to shut down after its BMC accepted Redfish ResetType GracefulShutdown" in str(
+        caught.value
+    )
+    assert "the node ignored it: PowerState On" in str(caught.value)
+    assert isinstance(caught.value.__cause__, GracefulIgnored)

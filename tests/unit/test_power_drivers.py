@@ -13,7 +13,7 @@ from sushy import exceptions as sushy_exc
 from harness.errors import PermanentError, TemporaryError, WaitTimeout
 from harness.power.base import PowerDriver, PowerState
 from harness.power.ipmi import IpmiDriver
-from harness.power.redfish import RedfishDriver
+from harness.power.redfish import Answer, RedfishDriver
 from harness.power.ssh import SshDriver
 from tests.fakes.clock import FakeClock
 
@@ -67,6 +67,13 @@ def fake_redfish(system: FakeSystem, clock: FakeClock, **kwargs: Any) -> Redfish
     )
     # Never connect: discovery and HTTP are covered by the integration tests.
     driver._get_system = lambda: system  # type: ignore[method-assign]
+
+    def post(reset: Any) -> Answer:
+        system.refresh()
+        system.reset_system(sushy.ResetType(reset.value))
+        return Answer(204)
+
+    driver._post_reset = post  # type: ignore[method-assign]
     return driver
 
 
@@ -124,10 +131,25 @@ def test_redfish_maps_requests_to_reset_types() -> None:
     assert clock.sleeps == []
 
 
-def test_redfish_cycle_falls_back_to_force_restart() -> None:
-    system = FakeSystem("On", ("On", "ForceOff", "ForceRestart"))
+def test_redfish_cycle_without_power_cycle_is_off_then_on_else_force_restart() -> None:
+    system = FakeSystem("On", ("On", "ForceOff", "ForceRestart"))  # as iLO: no PowerCycle
+    fake_redfish(system, FakeClock(start=0.0)).cycle()
+    assert system.resets == ["ForceOff", "On"]
+
+    system = FakeSystem("On", ("On", "ForceRestart"))
     fake_redfish(system, FakeClock(start=0.0)).cycle()
     assert system.resets == ["ForceRestart"]
+
+
+def test_redfish_cycle_with_no_way_to_cycle_names_the_allowed_reset_types() -> None:
+    system = FakeSystem("On", ("On", "GracefulShutdown", "Nmi"))
+    with pytest.raises(PermanentError) as caught:
+        fake_redfish(system, FakeClock(start=0.0)).cycle()
+    assert "allows no way to power-cycle (PowerCycle or ForceOff+On or ForceRestart)" in str(
+        caught.value
+    )
+    assert "allowed ResetTypes: GracefulShutdown, Nmi, On" in str(caught.value)
+    assert system.resets == []
 
 
 def test_redfish_refuses_a_reset_type_the_system_does_not_allow() -> None:
@@ -170,7 +192,7 @@ def test_redfish_401_is_permanent_at_once_and_5xx_is_retried_until_the_deadline(
     system.fail_with = http_error(sushy_exc.ServerSideError, 503, "busy")
     with pytest.raises(WaitTimeout) as caught:
         fake_redfish(system, clock).state()
-    assert "server error" in caught.value.last_seen
+    assert "busy (HTTP 503)" in caught.value.last_seen
     assert sum(clock.sleeps) == pytest.approx(10)
 
 

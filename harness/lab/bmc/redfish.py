@@ -34,6 +34,7 @@ number of systems). After ``stop()`` another may start.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import logging
@@ -57,7 +58,9 @@ from sushy_tools import error as _fishy
 from sushy_tools.emulator import auth_basic as _auth_basic
 from sushy_tools.emulator.resources.systems import fakedriver as _fakedriver
 
+from harness.lab.bmc.profiles import RedfishProfile
 from harness.lab.bmc.target import PowerTarget, system_uuid
+from harness.lab.bmc.vendor import VendorBmc
 from harness.power.base import PowerState, ResetType
 
 log = logging.getLogger(__name__)
@@ -157,8 +160,17 @@ class _VerifiedAuth:
 
     def __call__(self, env: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         header = env.get("HTTP_AUTHORIZATION")
-        if not isinstance(header, str) or not header.startswith("Basic "):
+        user = self.user(header) if isinstance(header, str) else None
+        if user is None:
+            # Refused or absent: let sushy-tools' middleware answer it, as it would anyway.
             return self.checker(env, start_response)  # type: ignore[no-any-return]
+        env.update({"HTTP_X_USER": user, "HTTP_X_USER_NAME": user})
+        return self.checker.app(env, start_response)  # type: ignore[no-any-return]
+
+    def user(self, header: str) -> str | None:
+        """The user a Basic ``Authorization`` header authenticates, or None."""
+        if not header.startswith("Basic "):
+            return None
         digest = hashlib.sha256(header.encode()).digest()
         with self._lock:
             if self._auth_file != self.checker.auth_file:
@@ -170,13 +182,16 @@ class _VerifiedAuth:
                 username, password = _auth_basic.parse_token(header[len("Basic ") :])
                 extra = _auth_basic.authenticate(self.checker.auth_file, username, password)
             except _fishy.FishyError:
-                # Refused: let sushy-tools' middleware answer it, as it would anyway.
-                return self.checker(env, start_response)  # type: ignore[no-any-return]
+                return None
             user = str(extra["HTTP_X_USER"])
             with self._lock:
                 self._verified[digest] = user
-        env.update({"HTTP_X_USER": user, "HTTP_X_USER_NAME": user})
-        return self.checker.app(env, start_response)  # type: ignore[no-any-return]
+        return user
+
+    def login(self, username: str, password: str) -> bool:
+        """Whether ``username``/``password`` are the user file's (a session request)."""
+        token = base64.b64encode(f"{username}:{password}".encode()).decode()
+        return self.user(f"Basic {token}") is not None
 
 
 def _install_hooks() -> None:
@@ -239,10 +254,18 @@ class RedfishServer:
         *,
         reset_types: Collection[str] = SUPPORTED_RESET_TYPES,
         work_dir: str | os.PathLike[str] | None = None,
+        vendors: Sequence[tuple[RedfishProfile, int]] = (),
     ) -> None:
         """``work_dir``: where the emulator's private state goes (a fresh directory is made
         inside it); the system temp directory by default. A lab passes its own state
-        directory, so even a killed supervisor leaves nothing outside it."""
+        directory, so even a killed supervisor leaves nothing outside it.
+
+        ``vendors``: (profile, port) pairs: each profile is served on a port of its own
+        (0: a free one; read :meth:`vendor_url`) by a :class:`VendorBmc` in front of the
+        same emulator, so one node's BMC can be an iLO and another's a bmcweb."""
+        names = [p.name for p, _port in vendors]
+        if len(set(names)) != len(names):
+            raise ValueError(f"vendor profiles must be unique, got {names}")
         names = [t.name for t in targets]
         if not names:
             raise ValueError("a RedfishServer needs at least one target")
@@ -270,6 +293,16 @@ class RedfishServer:
         self._thread: threading.Thread | None = None
         self._state_dir: Path | None = None
         self._original_fakedriver: types.ModuleType | None = None
+        self._vendor_ports = list(vendors)
+        self._vendors: dict[str, tuple[VendorBmc, _cheroot.Server, threading.Thread]] = {}
+
+    def vendor(self, name: str) -> VendorBmc:
+        """The running vendor BMC of profile ``name`` (its sessions, counters)."""
+        return self._vendors[name][0]
+
+    def vendor_url(self, name: str) -> str:
+        server = self._vendors[name][1]
+        return f"https://{self.host}:{int(server.bind_addr[1])}"
 
     def __repr__(self) -> str:
         nodes = ",".join(t.name for t in self.targets)
@@ -303,7 +336,7 @@ class RedfishServer:
         try:
             self._start()
         except BaseException:
-            self._cleanup()
+            self.stop()
             raise
 
     def _start(self) -> None:
@@ -312,10 +345,38 @@ class RedfishServer:
         self._write_htpasswd(auth_file)
         self._configure_app(self._state_dir, auth_file)
 
+        server = self._listen(self.port, _emulator.app)
+        self._server = server
+        self.port = int(server.bind_addr[1])
+        self._thread = threading.Thread(
+            target=server.serve, name=f"redfish-{self.host}:{self.port}", daemon=True
+        )
+        self._thread.start()
+        log.info("redfish: serving %d systems on %s", len(self.targets), self.url)
+        self._start_vendors()
+
+    def _start_vendors(self) -> None:
+        auth = _emulator.app.wsgi_app
+        if not isinstance(auth, _VerifiedAuth):  # set by _configure_app
+            raise RuntimeError("the lab's auth middleware is not installed")
+        token = base64.b64encode(f"{self.username}:{self._password}".encode()).decode()
+        for profile, port in self._vendor_ports:
+            bmc = VendorBmc(
+                profile, _emulator.app, user_of=auth.user, login=auth.login, basic=f"Basic {token}"
+            )
+            server = self._listen(port, bmc)
+            thread = threading.Thread(
+                target=server.serve, name=f"redfish-{profile.name}", daemon=True
+            )
+            thread.start()
+            self._vendors[profile.name] = (bmc, server, thread)
+            log.info("redfish: %s profile on %s", profile.name, self.vendor_url(profile.name))
+
+    def _listen(self, port: int, app: Callable[..., Any]) -> _cheroot.Server:
         threads = max(MIN_THREADS, min(MAX_THREADS, len(self.targets)))
         server = _Server(
-            (self.host, self.port),
-            _emulator.app,
+            (self.host, port),
+            app,
             numthreads=threads,
             max=threads,
             # Every node's connection of a rack cut arrives at once: the default backlog (5)
@@ -332,16 +393,14 @@ class RedfishServer:
         tls.context.minimum_version = ssl.TLSVersion.TLSv1_2
         server.ssl_adapter = tls
         server.prepare()  # binds and listens (port 0: a free one) and starts the threads
-        self._server = server
-        self.port = int(server.bind_addr[1])
-        self._thread = threading.Thread(
-            target=server.serve, name=f"redfish-{self.host}:{self.port}", daemon=True
-        )
-        self._thread.start()
-        log.info("redfish: serving %d systems on %s", len(self.targets), self.url)
+        return server
 
     def stop(self) -> None:
         """Stop serving, release the application, remove the private state directory."""
+        for _bmc, vendor, vendor_thread in self._vendors.values():
+            vendor.stop()
+            vendor_thread.join(timeout=10)
+        self._vendors.clear()
         server, thread = self._server, self._thread
         if server is not None:
             server.stop()
