@@ -15,6 +15,9 @@ at (the node's name is given for per-node checks):
     (default: the inventory's ``power_ack`` budget), so the node can be powered back on,
     and reads the power as on (a Node still shows Ready for a while after a power cut).
 
+:func:`deep_preflight` (``powercut preflight --deep``) probes each node's BMCs read-only
+(see :mod:`harness.power.probe`) and says what each chosen failure kind will use there.
+
 :func:`preflight` runs every check (the BMCs in parallel) and returns a
 :class:`PreflightResult`; when any check failed it raises :class:`PreflightFailed`, a
 ``PermanentError`` naming every failing check and carrying the whole result.
@@ -30,15 +33,19 @@ from typing import Final
 from harness.errors import PermanentError, PowercutError
 from harness.inventory import Inventory
 from harness.kube.client import JSON, ApiError, KubeClient, NotFound
-from harness.power.base import PowerState
-from harness.power.factory import driver_for
+from harness.power.base import FailureKind, PowerState, ResetType, supported_kinds
+from harness.power.factory import available_protocols, driver_for
+from harness.power.probe import ProbeReport, probe
 
 __all__ = [
     "API_TIMEOUT_S",
     "BMC_GRACE_S",
     "Check",
+    "DeepResult",
+    "DeepRow",
     "PreflightFailed",
     "PreflightResult",
+    "deep_preflight",
     "preflight",
 ]
 
@@ -210,3 +217,167 @@ def _collect(futures: dict[str, Future[Check]], timeout_s: float) -> dict[str, C
         else:
             out[name] = Check("bmc", False, f"no answer within {timeout_s:.0f} s", name)
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Deep pre-flight: what each node's BMC negotiated and allows (read-only)
+# --------------------------------------------------------------------------------------------
+
+#: What a failure kind needs of a power driver's reset types, and how it is said.
+_POWER_NEEDS: Final[dict[FailureKind, tuple[tuple[ResetType, ...], str]]] = {
+    FailureKind.POWER_OFF: ((ResetType.FORCE_OFF, ResetType.ON), "forced off, then on"),
+    FailureKind.GRACEFUL: ((ResetType.GRACEFUL_SHUTDOWN, ResetType.ON), "graceful off, then on"),
+}
+_CYCLE_TYPES: Final = (ResetType.POWER_CYCLE, ResetType.FORCE_RESTART, ResetType.GRACEFUL_RESTART)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeepRow:
+    """One node's probe through one protocol (``report`` None: ``error`` says why)."""
+
+    node: str
+    protocol: str
+    report: ProbeReport | None
+    error: str = ""
+    primary: bool = False
+    can: frozenset[FailureKind] = frozenset()  # the kinds its driver says it can do
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeepResult:
+    """Every probe, and per node and failure kind what it will use (or why it cannot)."""
+
+    rows: tuple[DeepRow, ...]
+    kinds: tuple[FailureKind, ...]
+    uses: dict[str, dict[FailureKind, tuple[bool, str]]]
+
+    @property
+    def unfit(self) -> list[str]:
+        """The nodes that cannot serve every chosen kind, in inventory order."""
+        return [n for n, per in self.uses.items() if not all(ok for ok, _ in per.values())]
+
+    def table(self) -> list[str]:
+        """One table: a line per node and protocol, then the kinds' columns."""
+        head = ["NODE", "PROTOCOL", "AUTHENTICATION", "SECURITY", "PRIVILEGE", "RESETS",
+                "TLS", "CONNECT", "READ", *(f"{k.value.upper()}" for k in self.kinds)]  # fmt: skip
+        lines = [head]
+        for row in self.rows:
+            cells = _row_cells(row)
+            kinds = self.uses.get(row.node, {})
+            for kind in self.kinds:
+                ok, text = kinds.get(kind, (False, ""))
+                cells.append((text if ok else f"NO: {text}") if row.primary else "")
+            lines.append(cells)
+        widths = [max(len(r[i]) for r in lines) for i in range(len(head))]
+        return [
+            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in lines
+        ]
+
+
+def _row_cells(row: DeepRow) -> list[str]:
+    name = f"{row.protocol}{' (primary)' if row.primary else ''}"
+    r = row.report
+    if r is None:
+        return [row.node, name, f"FAILED: {row.error}", "", "", "", "", "", ""]
+    resets = "unknown" if r.reset_types is None else (
+        ",".join(sorted(t.value for t in r.reset_types)) or "none"
+    )  # fmt: skip
+    tls = "-"
+    if r.tls_chain:
+        leaf = r.tls_chain[0]
+        tls = f"{'verified' if r.tls_verified else 'NOT verified'}, expires {leaf.not_after} "
+        tls += f"({leaf.days_left:.0f} d), {len(r.tls_chain)} cert(s)"
+    elif r.tls_verified is not None:
+        tls = "verified" if r.tls_verified else "NOT verified"
+    return [row.node, name, r.authentication or "?", r.security or "?", r.privilege or "-",
+            resets, tls, _secs(r.connect_s), _secs(r.readback_s)]  # fmt: skip
+
+
+def _secs(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.0f} ms"
+
+
+def deep_preflight(
+    inventory: Inventory,
+    nodes: Iterable[str],
+    kinds: Iterable[FailureKind],
+    *,
+    protocol: str | None = None,
+    timeout_s: float | None = None,
+) -> DeepResult:
+    """Probe every protocol of each of ``nodes`` (read-only: a session, one state read)
+    and say, per chosen failure kind, what the node's BMC will do for it.
+
+    The power kinds use ``protocol`` (default: the node's primary power driver); a
+    partition or a kubelet stop uses the first of the node's drivers that can do it.
+    """
+    names = list(dict.fromkeys(nodes))
+    chosen = tuple(dict.fromkeys(kinds))
+    budget = inventory.timing_budgets().power_ack if timeout_s is None else timeout_s
+    jobs: list[tuple[str, str, bool]] = []
+    for name in names:
+        spec = inventory.node(name)
+        main = protocol or spec.power.driver
+        jobs.extend((name, p, p == main) for p in available_protocols(spec))
+    pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(jobs))))
+    try:
+        futures = [pool.submit(_probe_one, inventory, n, p, budget) for n, p, _ in jobs]
+        wait(futures, timeout=budget + BMC_GRACE_S)
+        rows: list[DeepRow] = []
+        for (n, p, main), fut in zip(jobs, futures, strict=True):
+            if fut.done():
+                report, error, can = fut.result()
+            else:
+                report, error, can = None, f"no answer within {budget:.0f} s", frozenset()
+            rows.append(DeepRow(n, p, report, error, main, can))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    uses = {n: {k: _use(n, k, rows) for k in chosen} for n in names}
+    return DeepResult(tuple(rows), chosen, uses)
+
+
+def _probe_one(
+    inventory: Inventory, name: str, proto: str, timeout_s: float
+) -> tuple[ProbeReport | None, str, frozenset[FailureKind]]:
+    spec = inventory.node(name)
+    try:
+        driver = driver_for(spec, proto, budgets=inventory.timing_budgets(), timeout_s=timeout_s)
+    except PowercutError as exc:
+        return None, str(exc), frozenset()
+    can = frozenset(supported_kinds(driver))
+    try:
+        return probe(driver, proto), "", can
+    except PowercutError as exc:
+        return None, str(exc), can
+    finally:
+        driver.close()
+
+
+def _use(node: str, kind: FailureKind, rows: list[DeepRow]) -> tuple[bool, str]:
+    """What ``node`` will use for ``kind``: (True, what) or (False, why not)."""
+    mine = [r for r in rows if r.node == node]
+    if kind in (FailureKind.PARTITION, FailureKind.KUBELET_STOP):
+        for row in mine:
+            if kind in row.can:
+                if row.report is None:
+                    return False, f"{row.protocol} can, but its probe failed"
+                return True, f"{row.protocol}"
+        return False, "no driver of this node can (needs ssh)"
+    main = next((r for r in mine if r.primary), None)
+    if main is None or main.report is None:
+        return False, f"{main.protocol if main else 'power'} probe failed"
+    allowed = main.report.reset_types
+    if allowed is None:
+        return True, f"{main.protocol} (reset types unknown: not checked)"
+    if kind is FailureKind.REBOOT:
+        cycle = next((t for t in _CYCLE_TYPES if t in allowed), None)
+        if cycle is not None:
+            return True, f"{main.protocol} {cycle.value}"
+        if ResetType.FORCE_OFF in allowed and ResetType.ON in allowed:
+            return True, f"{main.protocol} ForceOff, On"
+        return False, f"{main.protocol} allows no power cycle"
+    needs, _ = _POWER_NEEDS[kind]
+    missing = [t.value for t in needs if t not in allowed]
+    if missing:
+        return False, f"{main.protocol} lacks {', '.join(missing)}"
+    return True, f"{main.protocol} {', '.join(t.value for t in needs)}"

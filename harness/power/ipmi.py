@@ -35,8 +35,10 @@ unreachable: that ends in ``WaitTimeout``.
 from __future__ import annotations
 
 import functools
+import hmac
 import logging
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -45,9 +47,6 @@ import time
 import weakref
 from collections.abc import Callable
 from typing import Any, Final, Literal, TypeVar
-
-import hmac
-import re
 
 import pyipmi
 import pyipmi.errors as ipmi_errors

@@ -68,7 +68,7 @@ PRIVILEGE_CC: Final = {
     0xD4: "insufficient privilege level",
 }
 #: ipmitool's words for the same refusals (lanplus open session / RAKP messages).
-IPMITOOL_CIPHER_TEXT: Final = tuple(CIPHER_MSC.values()) + ("no matching cipher suite",)
+IPMITOOL_CIPHER_TEXT: Final = (*CIPHER_MSC.values(), "no matching cipher suite")
 IPMITOOL_PRIVILEGE_TEXT: Final = (
     *PRIVILEGE_MSC.values(),
     "set session privilege level",

@@ -18,12 +18,16 @@ and of one state read; and notes (what was assumed rather than read).
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import socket
+import ssl
 import time
+import urllib.parse
 from typing import Protocol, runtime_checkable
 
 from harness.power.base import PowerDriver, PowerState, ResetType
 
-__all__ = ["CertInfo", "ProbeReport", "SupportsProbe", "probe"]
+__all__ = ["CertInfo", "ProbeReport", "SupportsProbe", "probe", "tls_chain"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -75,4 +79,60 @@ def probe(driver: PowerDriver, protocol: str) -> ProbeReport:
         state=state,
         readback_s=took,
         notes=("the driver cannot probe: reset types unknown",),
+    )
+
+
+def tls_chain(url: str, verify: bool | str, timeout_s: float = 5.0) -> tuple[
+    tuple[CertInfo, ...], bool | None, str
+]:  # fmt: skip
+    """The certificate ``url``'s server presents, whether it verified (against the system
+    CAs, or the CA bundle ``verify`` names; None when verification is off), and why not.
+
+    Python 3.11 exposes only the peer's own certificate, not the chain it sent: the tuple
+    holds that one.
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "https" or not parts.hostname:
+        return (), None, ""
+    host, port = parts.hostname, parts.port or 443
+    why = ""
+    verified: bool | None = None
+    if verify is not False:
+        context = ssl.create_default_context(cafile=verify if isinstance(verify, str) else None)
+        try:
+            _peer_cert(host, port, context, timeout_s)
+            verified = True
+        except ssl.SSLError as exc:
+            verified, why = False, getattr(exc, "verify_message", "") or exc.reason or str(exc)
+        except OSError as exc:
+            return (), False, f"{type(exc).__name__}: {exc}"
+    unverified = ssl.create_default_context()
+    unverified.check_hostname = False
+    unverified.verify_mode = ssl.CERT_NONE  # only to read what it presents
+    try:
+        der = _peer_cert(host, port, unverified, timeout_s)
+    except OSError as exc:
+        return (), verified, why or f"{type(exc).__name__}: {exc}"
+    return ((_cert_info(der),) if der else ()), verified, why
+
+
+def _peer_cert(host: str, port: int, context: ssl.SSLContext, timeout_s: float) -> bytes | None:
+    with (
+        socket.create_connection((host, port), timeout=timeout_s) as raw,
+        context.wrap_socket(raw, server_hostname=host) as tls,
+    ):
+        return tls.getpeercert(binary_form=True)
+
+
+def _cert_info(der: bytes) -> CertInfo:
+    from cryptography import x509
+
+    cert = x509.load_der_x509_certificate(der)
+    expires = cert.not_valid_after_utc
+    left = (expires - datetime.datetime.now(datetime.UTC)).total_seconds() / 86400
+    return CertInfo(
+        subject=cert.subject.rfc4514_string(),
+        issuer=cert.issuer.rfc4514_string(),
+        not_after=expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        days_left=left,
     )

@@ -42,18 +42,17 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import hashlib
+import hmac
 import logging
+import os
 import socket
+import struct
 import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
-
-import hashlib
-import hmac
-import os
-import struct
 
 import pyghmi.ipmi.bmc as _pyghmi_bmc
 import pyghmi.ipmi.private.serversession as _pyghmi_serversession
