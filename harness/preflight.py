@@ -317,19 +317,19 @@ def deep_preflight(
     jobs: list[tuple[str, str, bool]] = []
     for name in names:
         spec = inventory.node(name)
-        main = protocol or spec.power.driver
-        jobs.extend((name, p, p == main) for p in available_protocols(spec))
+        primary = protocol or spec.power.driver
+        jobs.extend((name, p, p == primary) for p in available_protocols(spec))
     pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(jobs))))
     try:
         futures = [pool.submit(_probe_one, inventory, n, p, budget) for n, p, _ in jobs]
         wait(futures, timeout=budget + BMC_GRACE_S)
         rows: list[DeepRow] = []
-        for (n, p, main), fut in zip(jobs, futures, strict=True):
+        for (n, p, is_primary), fut in zip(jobs, futures, strict=True):
             if fut.done():
                 report, error, can = fut.result()
             else:
                 report, error, can = None, f"no answer within {budget:.0f} s", frozenset()
-            rows.append(DeepRow(n, p, report, error, main, can))
+            rows.append(DeepRow(n, p, report, error, is_primary, can))
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     uses = {n: {k: _use(n, k, rows) for k in chosen} for n in names}

@@ -540,7 +540,7 @@ class IpmiDriver:
             self._disconnect()
             raise
         except _Refused as exc:
-            error = self._refused(exc.what, exc.reason)
+            error: PowercutError = self._refused(exc.what, exc.reason)
         except (ipmi_errors.CompletionCodeError, ipmi_errors.MessageStatusCodeError) as exc:
             error = self._translate_code(what, exc)
         except (ipmi_errors.AuthenticationError, ipmi_errors.IpmiLongPasswordError) as exc:

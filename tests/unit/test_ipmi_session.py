@@ -45,8 +45,10 @@ def test_a_cipher_refusal_names_the_bmc_what_it_offers_and_the_field() -> None:
 
 
 def test_a_cipher_refusal_when_the_bmc_lists_nothing_usable_or_nothing() -> None:
-    assert "it offers cipher suites 1, 2; set power.cipher_suite of node w3 in the " \
+    assert (
+        "it offers cipher suites 1, 2; set power.cipher_suite of node w3 in the "
         "inventory to a suite it offers" in str(refusal(offered=(1, 2)))
+    )
     assert "it did not list the cipher suites it offers" in str(refusal(offered=None))
     assert "to 17;" in str(refusal(cipher_suite=3, offered=(17,)))
 
@@ -66,7 +68,8 @@ def test_a_privilege_refusal_names_the_user_the_level_and_the_field() -> None:
     ("text", "what"),
     [
         ("Error in open session response message : no matching cipher suite\n", "cipher suite"),
-        ("Error in open session response message : invalid authentication algorithm", "cipher suite"),
+        ("Error in open session response message : invalid authentication algorithm",
+         "cipher suite"),
         ("RAKP 2 message indicates an error : invalid role\n", "privilege"),
         ("Set Session Privilege Level to ADMINISTRATOR failed: Requested privilege level "
          "exceeds limit", "privilege"),

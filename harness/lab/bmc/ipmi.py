@@ -505,9 +505,10 @@ class IpmiServer:
             raise ValueError(f"IPMI user names are 1 to {MAX_USERNAME_BYTES} bytes")
         if not password or len(password.encode()) > MAX_PASSWORD_BYTES:
             raise ValueError(f"IPMI 2.0 passwords are 1 to {MAX_PASSWORD_BYTES} bytes")
-        bad = [c for c in cipher_suites if c not in _SUITES] or ([] if cipher_suites else ["none"])
-        if bad:
-            raise ValueError(f"cipher suites must be some of {sorted(_SUITES)}, got {bad}")
+        if not cipher_suites or any(c not in _SUITES for c in cipher_suites):
+            raise ValueError(
+                f"cipher suites must be some of {sorted(_SUITES)}, got {list(cipher_suites)}"
+            )
         self._users: dict[str, tuple[str, int]] = {}
         for name, (secret, level) in {username: (password, privilege), **(users or {})}.items():
             if level not in PRIVILEGES:
