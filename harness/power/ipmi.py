@@ -196,6 +196,8 @@ class _IpmitoolShell(Ipmitool):  # type: ignore[misc]  # untyped pyipmi
             refusal = _ipmitool_refusal(text)
             if refusal is not None:
                 raise refusal
+            if "unauthorized name" in text.lower():
+                raise ipmi_errors.AuthenticationError("the BMC does not know the user name")
             if self.re_authentication_error.search(text):
                 raise ipmi_errors.AuthenticationError("RAKP HMAC check failed (wrong password?)")
             raise ipmi_errors.IpmiConnectionError(

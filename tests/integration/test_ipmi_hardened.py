@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import pytest
 
+from harness.errors import PermanentError
 from harness.lab.bmc.ipmi import IpmiServer
 from harness.lab.bmc.target import MemoryTarget
 from harness.power.base import PowerState, ResetType
@@ -299,3 +300,20 @@ def test_lab_bmc_refuses_a_privilege_above_the_users(
     finally:
         viewer.close()
     assert report.reset_types == frozenset(), "a USER session may not control the chassis"
+
+
+@INTERFACES
+def test_lab_bmc_refuses_an_unknown_user_at_once(
+    lab_bmc: IpmiServer, node: MemoryTarget, interface: str
+) -> None:
+    """A hardened BMC answers an unknown name (RAKP status 0x0D): permanent, not a wait
+    until the deadline."""
+    driver = _driver(lab_bmc.port_of("node-a"), interface, ("nobody", OPERATOR[1]))
+    started = time.monotonic()
+    try:
+        with pytest.raises(PermanentError) as caught:
+            driver.state()
+    finally:
+        driver.close()
+    assert time.monotonic() - started < 5
+    assert "'nobody'" in str(caught.value) and OPERATOR[1] not in str(caught.value)
