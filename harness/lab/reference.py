@@ -77,7 +77,8 @@ def render() -> str:
     out += [
         "",
         "Every node also has SSH (`ssh:` in the inventory): network partition and kubelet "
-        "stop work on every node.",
+        "stop work on every node. The IPMI BMCs offer cipher suite 17 only (RAKP-HMAC-SHA256) "
+        "and their user has the OPERATOR privilege, as a hardened BMC's (docs/ipmi.md).",
         "",
         "Labels and taints of the Node objects:",
         "",
