@@ -25,11 +25,13 @@ from typing import Any, Literal
 import pytest
 
 from harness.errors import PermanentError
+from harness.inventory import load_inventory
 from harness.lab.bmc.ipmi import IpmiServer
 from harness.lab.bmc.target import MemoryTarget
-from harness.power.base import PowerState, ResetType
+from harness.power.base import FailureKind, PowerState, ResetType
 from harness.power.ipmi import IpmiDriver
 from harness.power.ipmi_session import IpmiSessionRefused, offered_cipher_suites
+from harness.preflight import deep_preflight
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -317,3 +319,37 @@ def test_lab_bmc_refuses_an_unknown_user_at_once(
         driver.close()
     assert time.monotonic() - started < 5
     assert "'nobody'" in str(caught.value) and OPERATOR[1] not in str(caught.value)
+
+
+# -- preflight --deep through the inventory and the real drivers ---------------------------
+
+
+def test_deep_preflight_through_the_inventory_names_the_unfit_bmcs(
+    lab_bmc: IpmiServer, ipmi_sim: IpmiSim, tmp_path: Path
+) -> None:
+    """Three IPMI nodes: the lab's BMC as configured (fit), the same BMC asked for
+    ADMINISTRATOR, and ipmi_sim at the default cipher 17: the last two are named."""
+    (tmp_path / "kubeconfig").write_text("")
+    (tmp_path / "pw").write_text(OPERATOR[1])
+    node = (
+        "  - {{name: {name}, role: worker, power: {{driver: ipmi, endpoint: '127.0.0.1:{port}', "
+        "username: {user}, password_file: pw{extra}}}}}\n"
+    )
+    lab_port = lab_bmc.port_of("node-a")
+    nodes = [
+        node.format(name="fit", port=lab_port, user=OPERATOR[0], extra=""),
+        node.format(
+            name="admin", port=lab_port, user=OPERATOR[0], extra=", privilege: administrator"
+        ),
+        node.format(name="sim", port=ipmi_sim.port, user=OPERATOR[0], extra=""),
+    ]
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text("name: t\ncluster: {kubeconfig: kubeconfig}\nnodes:\n" + "".join(nodes))
+    inv = load_inventory(inventory)
+    result = deep_preflight(inv, inv.node_names(), [FailureKind.POWER_OFF], timeout_s=10)
+    assert result.unfit == ["admin", "sim"]
+    assert result.uses["fit"][FailureKind.POWER_OFF] == (True, "ipmi ForceOff, On")
+    table = "\n".join(result.table())
+    assert "refused privilege ADMINISTRATOR for user 'oper'" in table
+    assert f"127.0.0.1:{ipmi_sim.port} refused cipher suite 17" in table and "to 3" in table
+    assert OPERATOR[1] not in table
