@@ -16,7 +16,9 @@ at (the node's name is given for per-node checks):
     and reads the power as on (a Node still shows Ready for a while after a power cut).
 
 :func:`deep_preflight` (``powercut preflight --deep``) probes each node's BMCs read-only
-(see :mod:`harness.power.probe`) and says what each chosen failure kind will use there.
+(see :mod:`harness.power.probe`) and asks each chosen failure kind's judge (each strategy of
+``harness.failures`` has one, built on :func:`judge_resets` / :func:`judge_driver`) what it
+will use there.
 
 :func:`preflight` runs every check (the BMCs in parallel) and returns a
 :class:`PreflightResult`; when any check failed it raises :class:`PreflightFailed`, a
@@ -26,14 +28,14 @@ at (the node's name is given for per-node checks):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Final
 
 from harness.errors import PermanentError, PowercutError
 from harness.inventory import Inventory
 from harness.kube.client import JSON, ApiError, KubeClient, NotFound
-from harness.power.base import FailureKind, PowerState, ResetType, supported_kinds
+from harness.power.base import PowerState, ResetType
 from harness.power.factory import available_protocols, driver_for
 from harness.power.probe import ProbeReport, probe
 
@@ -43,9 +45,12 @@ __all__ = [
     "Check",
     "DeepResult",
     "DeepRow",
+    "Judge",
     "PreflightFailed",
     "PreflightResult",
     "deep_preflight",
+    "judge_driver",
+    "judge_resets",
     "preflight",
 ]
 
@@ -223,13 +228,6 @@ def _collect(futures: dict[str, Future[Check]], timeout_s: float) -> dict[str, C
 # Deep pre-flight: what each node's BMC negotiated and allows (read-only)
 # --------------------------------------------------------------------------------------------
 
-#: What a failure kind needs of a power driver's reset types, and how it is said.
-_POWER_NEEDS: Final[dict[FailureKind, tuple[tuple[ResetType, ...], str]]] = {
-    FailureKind.POWER_OFF: ((ResetType.FORCE_OFF, ResetType.ON), "forced off, then on"),
-    FailureKind.GRACEFUL: ((ResetType.GRACEFUL_SHUTDOWN, ResetType.ON), "graceful off, then on"),
-}
-_CYCLE_TYPES: Final = (ResetType.POWER_CYCLE, ResetType.FORCE_RESTART, ResetType.GRACEFUL_RESTART)
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class DeepRow:
@@ -240,7 +238,8 @@ class DeepRow:
     report: ProbeReport | None
     error: str = ""
     primary: bool = False
-    can: frozenset[FailureKind] = frozenset()  # the kinds its driver says it can do
+    #: The driver, closed after its probe: what a failure kind asks whether it can do.
+    driver: object = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -248,8 +247,8 @@ class DeepResult:
     """Every probe, and per node and failure kind what it will use (or why it cannot)."""
 
     rows: tuple[DeepRow, ...]
-    kinds: tuple[FailureKind, ...]
-    uses: dict[str, dict[FailureKind, tuple[bool, str]]]
+    kinds: tuple[str, ...]
+    uses: dict[str, dict[str, tuple[bool, str]]]
 
     @property
     def unfit(self) -> list[str]:
@@ -259,7 +258,7 @@ class DeepResult:
     def table(self) -> list[str]:
         """One table: a line per node and protocol, then the kinds' columns."""
         head = ["NODE", "PROTOCOL", "AUTHENTICATION", "SECURITY", "PRIVILEGE", "RESETS",
-                "TLS", "CONNECT", "READ", *(f"{k.value.upper()}" for k in self.kinds)]  # fmt: skip
+                "TLS", "CONNECT", "READ", *(k.upper() for k in self.kinds)]  # fmt: skip
         lines = [head]
         for row in self.rows:
             cells = _row_cells(row)
@@ -297,22 +296,26 @@ def _secs(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:.0f} ms"
 
 
+#: How a failure kind judges a node from its probes: (True, what it will use) or
+#: (False, why it cannot). Each kind's strategy has one (``harness.failures``).
+Judge = Callable[[Sequence[DeepRow]], tuple[bool, str]]
+
+
 def deep_preflight(
     inventory: Inventory,
     nodes: Iterable[str],
-    kinds: Iterable[FailureKind],
+    kinds: Mapping[str, Judge],
     *,
     protocol: str | None = None,
     timeout_s: float | None = None,
 ) -> DeepResult:
     """Probe every protocol of each of ``nodes`` (read-only: a session, one state read)
-    and say, per chosen failure kind, what the node's BMC will do for it.
+    and ask each of ``kinds`` (name -> judge) what it will use on the node.
 
-    The power kinds use ``protocol`` (default: the node's primary power driver); a
-    partition or a kubelet stop uses the first of the node's drivers that can do it.
+    The row of ``protocol`` (default: the node's primary power driver) is the primary one:
+    the power kinds use it.
     """
     names = list(dict.fromkeys(nodes))
-    chosen = tuple(dict.fromkeys(kinds))
     budget = inventory.timing_budgets().power_ack if timeout_s is None else timeout_s
     jobs: list[tuple[str, str, bool]] = []
     for name in names:
@@ -326,58 +329,59 @@ def deep_preflight(
         rows: list[DeepRow] = []
         for (n, p, is_primary), fut in zip(jobs, futures, strict=True):
             if fut.done():
-                report, error, can = fut.result()
+                report, error, driver = fut.result()
             else:
-                report, error, can = None, f"no answer within {budget:.0f} s", frozenset()
-            rows.append(DeepRow(n, p, report, error, is_primary, can))
+                report, error, driver = None, f"no answer within {budget:.0f} s", None
+            rows.append(DeepRow(n, p, report, error, is_primary, driver))
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
-    uses = {n: {k: _use(n, k, rows) for k in chosen} for n in names}
-    return DeepResult(tuple(rows), chosen, uses)
+    uses = {
+        n: {kind: judge([r for r in rows if r.node == n]) for kind, judge in kinds.items()}
+        for n in names
+    }
+    return DeepResult(tuple(rows), tuple(kinds), uses)
 
 
 def _probe_one(
     inventory: Inventory, name: str, proto: str, timeout_s: float
-) -> tuple[ProbeReport | None, str, frozenset[FailureKind]]:
+) -> tuple[ProbeReport | None, str, object]:
     spec = inventory.node(name)
     try:
         driver = driver_for(spec, proto, budgets=inventory.timing_budgets(), timeout_s=timeout_s)
     except PowercutError as exc:
-        return None, str(exc), frozenset()
-    can = frozenset(supported_kinds(driver))
+        return None, str(exc), None
     try:
-        return probe(driver, proto), "", can
+        return probe(driver, proto), "", driver
     except PowercutError as exc:
-        return None, str(exc), can
+        return None, str(exc), driver
     finally:
         driver.close()
 
 
-def _use(node: str, kind: FailureKind, rows: list[DeepRow]) -> tuple[bool, str]:
-    """What ``node`` will use for ``kind``: (True, what) or (False, why not)."""
-    mine = [r for r in rows if r.node == node]
-    if kind in (FailureKind.PARTITION, FailureKind.KUBELET_STOP):
-        for row in mine:
-            if kind in row.can:
-                if row.report is None:
-                    return False, f"{row.protocol} can, but its probe failed"
-                return True, f"{row.protocol}"
-        return False, "no driver of this node can (needs ssh)"
-    main = next((r for r in mine if r.primary), None)
+def judge_resets(
+    rows: Sequence[DeepRow], options: Sequence[Sequence[ResetType]]
+) -> tuple[bool, str]:
+    """A power kind's judgement: the first of ``options`` (each a set of reset types the
+    primary power driver must all allow) that the node's BMC allows."""
+    main = next((r for r in rows if r.primary), None)
     if main is None or main.report is None:
         return False, f"{main.protocol if main else 'power'} probe failed"
     allowed = main.report.reset_types
     if allowed is None:
         return True, f"{main.protocol} (reset types unknown: not checked)"
-    if kind is FailureKind.REBOOT:
-        cycle = next((t for t in _CYCLE_TYPES if t in allowed), None)
-        if cycle is not None:
-            return True, f"{main.protocol} {cycle.value}"
-        if ResetType.FORCE_OFF in allowed and ResetType.ON in allowed:
-            return True, f"{main.protocol} ForceOff, On"
-        return False, f"{main.protocol} allows no power cycle"
-    needs, _ = _POWER_NEEDS[kind]
-    missing = [t.value for t in needs if t not in allowed]
-    if missing:
-        return False, f"{main.protocol} lacks {', '.join(missing)}"
-    return True, f"{main.protocol} {', '.join(t.value for t in needs)}"
+    for option in options:
+        if all(t in allowed for t in option):
+            return True, f"{main.protocol} {', '.join(t.value for t in option)}"
+    missing = [t.value for t in options[0] if t not in allowed]
+    return False, f"{main.protocol} lacks {', '.join(missing)}"
+
+
+def judge_driver(rows: Sequence[DeepRow], can: Callable[[object], bool]) -> tuple[bool, str]:
+    """A kind done by a driver that can (a partition, a kubelet stop): the first of the
+    node's drivers for which ``can`` holds."""
+    for row in rows:
+        if row.driver is not None and can(row.driver):
+            if row.report is None:
+                return False, f"{row.protocol} can, but its probe failed"
+            return True, row.protocol
+    return False, "no driver of this node can (ssh can)"

@@ -3,10 +3,10 @@ a named protocol), power on, reboot (a power cycle), network partition and kubel
 with their undo, and the Dell-style step that draws nodes by role and fails them with any
 of these.
 
-Each step parses its sentence and calls the one dispatch of :mod:`harness.scenario.phases`
-(through :mod:`harness.scenario.failures` where a choice comes first). The failure is the
-``outage`` fixture, the return the ``powered_on`` fixture; the later steps measure from
-them.
+Each step parses its sentence and calls the one dispatch of
+:mod:`harness.scenario.acts.disruptions` (through :mod:`harness.scenario.acts.role_failures`
+where a choice comes first). The failure is the ``outage`` fixture, the return the ``powered_on``
+fixture; the later steps measure from them.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from pytest_bdd import when
 from pytest_bdd.parsers import StepParser
 
 from harness.budgets import Budgets
+from harness.failures import FailureKind
 from harness.inventory import Inventory
 from harness.kube.client import KubeClient
 from harness.kube.observer import Observer
-from harness.power.base import FailureKind
-from harness.scenario import failures, inflict
+from harness.scenario.acts import disruptions, role_failures
 from harness.scenario.report import Measurements
-from harness.scenario.select import Amount
-from harness.scenario.targets import Outage, PoweredOn, Targets
-from harness.scenario.workloads import Workload
+from harness.scenario.targets.choice import Outage, PoweredOn, Targets
+from harness.scenario.targets.select import Amount
+from harness.scenario.targets.workloads import Workload
 from harness.session import Session
 from harness.steps.fixtures import also_provides
 from harness.steps.plugin import seed_of
@@ -45,7 +45,7 @@ def lose_power(
 ) -> Outage:
     """Forced power-off of every chosen node in parallel through its primary power driver;
     returns once each BMC confirmed the new state (within power-ack + power-state-verify)."""
-    return inflict.power_off(session, targets, observer, budgets, measurements)
+    return disruptions.power_off(session, targets, observer, budgets, measurements)
 
 
 @when(phrase("the node loses power through {protocol:w}"), target_fixture="outage")
@@ -60,7 +60,7 @@ def lose_power_through(
 ) -> Outage:
     """Forced power-off through ``protocol`` (ipmi, redfish or ssh); skips when the node's
     inventory entry offers no such way."""
-    return failures.power_off_through(
+    return role_failures.power_off_through(
         session, inventory, targets, observer, budgets, measurements, protocol
     )
 
@@ -76,7 +76,7 @@ def shut_down_gracefully(
 ) -> Outage:
     """Graceful shutdown (GracefulShutdown, ACPI soft-off) of every chosen node in parallel
     through its BMC (a rack can be shut down gracefully)."""
-    return inflict.power_off(session, targets, observer, budgets, measurements, graceful=True)
+    return disruptions.power_off(session, targets, observer, budgets, measurements, graceful=True)
 
 
 @when("the node is powered on again", target_fixture="powered_on")
@@ -86,7 +86,7 @@ def power_on_again(
 ) -> PoweredOn:
     """Power the chosen nodes on through their BMC (SSH cannot power on); a Node object
     deleted earlier is re-created if the node did not re-register it."""
-    return inflict.power_on(session, targets, budgets, measurements)
+    return disruptions.power_on(session, targets, budgets, measurements)
 
 
 @when(phrase("the node is cut off from the network for {limit:Limit}"), target_fixture="outage")
@@ -102,7 +102,7 @@ def cut_off_network(
     running and writing) but is cut off from the API server. The heal is armed on the node
     itself before the cut and runs after the limit at the latest (``recover`` heals too);
     skips when the node's drivers cannot partition it (SSH can; IPMI and Redfish cannot)."""
-    return inflict.cut(
+    return disruptions.cut(
         session, targets, observer, FailureKind.PARTITION, undo_after_s=limit.seconds(budgets)
     )
 
@@ -119,7 +119,7 @@ def stop_kubelets(
     """The kubelet of every chosen node stops (containers keep running); its restart is
     armed on the node first and runs after the limit at the latest. Skips when the node's
     drivers cannot do it."""
-    return inflict.cut(
+    return disruptions.cut(
         session, targets, observer, FailureKind.KUBELET_STOP, undo_after_s=limit.seconds(budgets)
     )
 
@@ -131,7 +131,7 @@ def stop_kubelets(
 def undo_cut(session: Session, outage: Outage) -> PoweredOn:
     """Heal the partition (or start the kubelets) now, before the armed undo would; the
     phases that follow (Ready again) measure from this request."""
-    return inflict.uncut(session, outage)
+    return disruptions.uncut(session, outage)
 
 
 @when("the node is rebooted", target_fixture="powered_on")
@@ -149,7 +149,7 @@ def reboot_nodes(
     (a BMC reads On while the server boots; its kubelet comes back later). Provides both
     the failure ("NotReady within" measures from the power going off) and the return
     ("Ready within" measures from the power-on request)."""
-    rebooted = inflict.reboot(session, targets, observer, measurements)
+    rebooted = disruptions.reboot(session, targets, observer, measurements)
     provide(request, "outage", rebooted.outage)
     return rebooted.back
 
@@ -197,7 +197,7 @@ def fail_nodes(
     plus its boot, and the step does not wait for that. "NotReady within" measures from
     the power going off, "Ready within" from the power-on request (so it holds the boot;
     the lab's nodes boot in ``lab up --boot-seconds``)."""
-    failed = failures.fail_by_role(
+    failed = role_failures.fail_by_role(
         session,
         inventory,
         observer,

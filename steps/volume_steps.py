@@ -4,9 +4,9 @@ replacement's node; and the data check (a token written to each volume before th
 read back after it from whichever pod holds the volume, moved with it off the lost node).
 
 Each step parses its sentence (the subject phrase: every lost pod's volumes, the member's,
-the singleton's) and calls one function of :mod:`harness.scenario.replacement` (which first
-waits for the event the phase measures from), :mod:`harness.scenario.phases` or
-:mod:`harness.scenario.data`.
+the singleton's) and calls one function of :mod:`harness.scenario.expectations.replacements` (which
+first waits for the event the phase measures from), :mod:`harness.scenario.expectations.phases` or
+:mod:`harness.scenario.expectations.data`.
 """
 
 from __future__ import annotations
@@ -17,13 +17,18 @@ from pytest_bdd import given, then
 from harness.budgets import Budgets
 from harness.kube.client import KubeClient
 from harness.kube.timeline import Timeline
-from harness.scenario import replacement, volumes
-from harness.scenario.data import Tokens, moved_with_data, read_back_tokens, write_tokens_of
+from harness.scenario.expectations import replacements, volumes
+from harness.scenario.expectations.data import (
+    Tokens,
+    moved_with_data,
+    read_back_tokens,
+    write_tokens_of,
+)
+from harness.scenario.expectations.steady_state import Baseline
 from harness.scenario.report import Measurements
-from harness.scenario.select import parse_names
-from harness.scenario.steady import Baseline
-from harness.scenario.targets import Outage
-from harness.scenario.workloads import Workload
+from harness.scenario.targets.choice import Outage
+from harness.scenario.targets.select import parse_names
+from harness.scenario.targets.workloads import Workload
 from harness.steps.fixtures import inventory_names
 from harness.steps.support.limits import Limit, Subject
 from harness.steps.support.phrases import about, phrase, within
@@ -58,8 +63,8 @@ def lost_volumes_multi_attach(
     )
     lost = about(request, outage, pods, workloads, plural)
     seconds = limit.seconds(budgets)
-    replacement.judge(
-        replacement.MULTI_ATTACH, timeline, lost, outage, seconds, measurements, budgets.recovery
+    replacements.judge(
+        replacements.MULTI_ATTACH, timeline, lost, outage, seconds, measurements, budgets.recovery
     )
 
 
@@ -102,8 +107,8 @@ def node_releases_volumes(
     plural = "Then the node releases every ReadWriteOnce volume of a lost pod within <limit>"
     lost = about(request, outage, pods, workloads, plural)
     seconds = limit.seconds(budgets)
-    replacement.judge(
-        replacement.RELEASED, timeline, lost, outage, seconds, measurements, budgets.recovery
+    replacements.judge(
+        replacements.RELEASED, timeline, lost, outage, seconds, measurements, budgets.recovery
     )
 
 
@@ -127,8 +132,8 @@ def lost_volumes_reattached(
     )
     lost = about(request, outage, pods, workloads, plural)
     seconds = limit.seconds(budgets)
-    replacement.judge(
-        replacement.REATTACHED, timeline, lost, outage, seconds, measurements, budgets.recovery
+    replacements.judge(
+        replacements.REATTACHED, timeline, lost, outage, seconds, measurements, budgets.recovery
     )
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from harness.driver_registry import installed_drivers
 from harness.errors import ConfigError, PowercutError, TemporaryError
+from harness.failures import FailureKind, strategy
 from harness.inventory import Inventory, load_inventory
 from harness.journal import Journal, UndoResult, recover, run_alive
 from harness.kube.client import KubeClient
 from harness.kube.lock import ClusterLock, ClusterLocked
-from harness.power.base import FailureKind
 from harness.power.factory import driver_for
 from harness.preflight import PreflightFailed, deep_preflight, preflight
 from harness.session import ClusterExecutor, Session, journal_path_for, recent_power_actions
@@ -259,7 +259,8 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 
 def _deep(inv: Inventory, nodes: list[str], args: argparse.Namespace) -> int:
     kinds = args.failure or [FailureKind.POWER_OFF, FailureKind.GRACEFUL, FailureKind.REBOOT]
-    result = deep_preflight(inv, nodes, kinds, protocol=args.protocol)
+    judges = {k.value: strategy(k).served_by for k in kinds}
+    result = deep_preflight(inv, nodes, judges, protocol=args.protocol)
     for line in result.table():
         print(line)
     for row in result.rows:
@@ -269,7 +270,7 @@ def _deep(inv: Inventory, nodes: list[str], args: argparse.Namespace) -> int:
     if unfit:
         print(
             f"pre-flight --deep: {len(unfit)} of {len(nodes)} nodes cannot serve "
-            f"{', '.join(k.value for k in result.kinds)}: {', '.join(unfit)}",
+            f"{', '.join(result.kinds)}: {', '.join(unfit)}",
             file=sys.stderr,
         )
         return 2

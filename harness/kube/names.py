@@ -145,7 +145,7 @@ class Act(enum.StrEnum):
     POWER_CYCLE = "power-cycle"
     POWER_CYCLE_OFF = "power-cycle off"  # the off half of a synchronized cycle
     POWER_CYCLE_ON = "power-cycle on"
-    # cuts (the session); the verbs are FailureKind's values
+    # cuts (the session); the verbs are the failure kinds' names (harness.failures)
     PARTITION = "partition"
     KUBELET_STOP = "kubelet"
     HEAL = "heal"
@@ -183,11 +183,10 @@ class Event(enum.StrEnum):
 
 
 #: Where a failure begins on the timeline, per failure verb: the node is down from the
-#: acknowledgement of what took it down. A reboot (a power cycle): from the acknowledgement
-#: of its power-off within the cycle; a BMC's own reset (one node, not held off) has no
-#: power-off of its own, and its acknowledgement comes once the node reads on again, so
-#: from the cycle's request. :func:`downs` applies it: the steps, longevity and the reports
-#: all read where a node went down through it.
+#: acknowledgement of what took it down (a reboot: as :mod:`harness.failures.reboot` says).
+#: Each failure kind declares its own (``down_at``; tests/unit/test_failure_kinds.py keeps
+#: the two equal). :func:`downs` applies it: the steps, longevity and the reports all read
+#: where a node went down through it.
 DOWN_FROM: Final = (
     Act.POWER_OFF.at(Stage.ACKNOWLEDGED),
     Act.PARTITION.at(Stage.ACKNOWLEDGED),

@@ -25,10 +25,11 @@ from typing import Any, Literal
 import pytest
 
 from harness.errors import PermanentError
+from harness.failures import FailureKind, strategy
 from harness.inventory import load_inventory
 from harness.lab.bmc.ipmi import IpmiServer
 from harness.lab.bmc.target import MemoryTarget
-from harness.power.base import FailureKind, PowerState, ResetType
+from harness.power.base import PowerState, ResetType
 from harness.power.ipmi import IpmiDriver
 from harness.power.ipmi_session import IpmiSessionRefused, offered_cipher_suites
 from harness.preflight import deep_preflight
@@ -346,9 +347,10 @@ def test_deep_preflight_through_the_inventory_names_the_unfit_bmcs(
     inventory = tmp_path / "inventory.yaml"
     inventory.write_text("name: t\ncluster: {kubeconfig: kubeconfig}\nnodes:\n" + "".join(nodes))
     inv = load_inventory(inventory)
-    result = deep_preflight(inv, inv.node_names(), [FailureKind.POWER_OFF], timeout_s=10)
+    judges = {"power": strategy(FailureKind.POWER_OFF).served_by}
+    result = deep_preflight(inv, inv.node_names(), judges, timeout_s=10)
     assert result.unfit == ["admin", "sim"]
-    assert result.uses["fit"][FailureKind.POWER_OFF] == (True, "ipmi ForceOff, On")
+    assert result.uses["fit"]["power"] == (True, "ipmi ForceOff, On")
     table = "\n".join(result.table())
     assert "refused privilege ADMINISTRATOR for user 'oper'" in table
     assert f"127.0.0.1:{ipmi_sim.port} refused cipher suite 17" in table and "to 3" in table

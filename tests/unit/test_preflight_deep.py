@@ -10,12 +10,13 @@ import pytest
 
 from harness.cli import main
 from harness.errors import PowercutError
+from harness.failures import FailureKind, strategy
 from harness.inventory import Inventory, NodeSpec, load_inventory
-from harness.power.base import FailureKind, PowerState, ResetType
+from harness.power.base import PowerState, ResetType
 from harness.power.ipmi import IPMI_RESET_TYPES
 from harness.power.ipmi_session import IpmiSessionRefused
 from harness.power.probe import CertInfo, ProbeReport, probe
-from harness.preflight import DeepRow, deep_preflight
+from harness.preflight import DeepResult, DeepRow, deep_preflight
 from tests.fakes.api import FakeApiServer
 from tests.fakes.power import FakeBmcs, FakeDriver, write_inventory
 
@@ -31,17 +32,17 @@ class ProbingDriver(FakeDriver):
         node: str,
         resets: frozenset[ResetType] | None,
         error: PowercutError | None = None,
-        kinds: frozenset[FailureKind] | None = None,
+        kinds: frozenset[str] | None = None,
     ) -> None:
         super().__init__(bmcs, node, "ipmi")
         self.resets = resets
         self.error = error
         self.kinds = kinds
 
-    def supports(self, kind: FailureKind) -> bool:
+    def supports(self, kind: str) -> bool:
         if self.kinds is not None:
             return kind in self.kinds
-        return kind in (FailureKind.POWER_OFF, FailureKind.GRACEFUL, FailureKind.REBOOT)
+        return kind in ("power", "graceful", "reboot")
 
     def probe(self) -> ProbeReport:
         if self.error is not None:
@@ -77,6 +78,11 @@ def inventory(tmp_path: Path, api: FakeApiServer, bmcs: FakeBmcs) -> Inventory:
     return load_inventory(write_inventory(tmp_path, api.url))
 
 
+def judges(*kinds: FailureKind) -> dict[str, Any]:
+    """Each kind's judge, as ``powercut preflight --deep`` asks it."""
+    return {k.value: strategy(k).served_by for k in kinds}
+
+
 def _refused() -> IpmiSessionRefused:
     return IpmiSessionRefused(
         "w3", "10.0.0.12:623", what="cipher suite", cipher_suite=17, privilege="operator",
@@ -88,11 +94,11 @@ def test_every_node_serving_every_kind_says_what_each_kind_uses(
     inventory: Inventory, drivers: dict[str, dict[str, Any]]
 ) -> None:
     kinds = [FailureKind.POWER_OFF, FailureKind.GRACEFUL, FailureKind.REBOOT]
-    result = deep_preflight(inventory, ["w1", "w2"], kinds)
+    result = deep_preflight(inventory, ["w1", "w2"], judges(*kinds))
     assert result.unfit == []
-    assert result.uses["w1"][FailureKind.POWER_OFF] == (True, "ipmi ForceOff, On")
-    assert result.uses["w1"][FailureKind.GRACEFUL] == (True, "ipmi GracefulShutdown, On")
-    assert result.uses["w1"][FailureKind.REBOOT] == (True, "ipmi PowerCycle")
+    assert result.uses["w1"]["power"] == (True, "ipmi ForceOff, On")
+    assert result.uses["w1"]["graceful"] == (True, "ipmi GracefulShutdown, On")
+    assert result.uses["w1"]["reboot"] == (True, "ipmi PowerCycle")
     table = result.table()
     assert table[0].split()[:3] == ["NODE", "PROTOCOL", "AUTHENTICATION"]
     assert table[0].split()[-3:] == ["POWER", "GRACEFUL", "REBOOT"]
@@ -104,9 +110,9 @@ def test_a_bmc_session_without_chassis_control_is_named(
     inventory: Inventory, drivers: dict[str, dict[str, Any]]
 ) -> None:
     drivers["w2"] = {"resets": frozenset()}  # a USER-privilege session
-    result = deep_preflight(inventory, ["w1", "w2"], [FailureKind.POWER_OFF])
+    result = deep_preflight(inventory, ["w1", "w2"], judges(FailureKind.POWER_OFF))
     assert result.unfit == ["w2"]
-    assert result.uses["w2"][FailureKind.POWER_OFF] == (False, "ipmi lacks ForceOff, On")
+    assert result.uses["w2"]["power"] == (False, "ipmi lacks ForceOff, On")
     assert "NO: ipmi lacks ForceOff, On" in result.table()[2]
 
 
@@ -114,7 +120,7 @@ def test_a_refused_session_is_named_with_its_error_and_no_secret(
     inventory: Inventory, drivers: dict[str, dict[str, Any]]
 ) -> None:
     drivers["w3"] = {"resets": None, "error": _refused()}
-    result = deep_preflight(inventory, ["w1", "w3"], [FailureKind.POWER_OFF])
+    result = deep_preflight(inventory, ["w1", "w3"], judges(FailureKind.POWER_OFF))
     assert result.unfit == ["w3"]
     row = next(r for r in result.rows if r.node == "w3")
     assert row.report is None and "refused cipher suite 17" in row.error
@@ -127,14 +133,14 @@ def test_reboot_falls_back_to_off_then_on_and_cuts_need_a_driver_that_can(
     inventory: Inventory, drivers: dict[str, dict[str, Any]]
 ) -> None:
     drivers["w1"] = {"resets": frozenset({ResetType.FORCE_OFF, ResetType.ON})}
-    drivers["w2"] = {"resets": IPMI_RESET_TYPES, "kinds": frozenset(FailureKind)}
+    drivers["w2"] = {"resets": IPMI_RESET_TYPES, "kinds": frozenset(k.value for k in FailureKind)}
     kinds = [FailureKind.REBOOT, FailureKind.PARTITION]
-    result = deep_preflight(inventory, ["w1", "w2"], kinds)
-    assert result.uses["w1"][FailureKind.REBOOT] == (True, "ipmi ForceOff, On")
-    assert result.uses["w1"][FailureKind.PARTITION] == (
-        False, "no driver of this node can (needs ssh)",
+    result = deep_preflight(inventory, ["w1", "w2"], judges(*kinds))
+    assert result.uses["w1"]["reboot"] == (True, "ipmi ForceOff, On")
+    assert result.uses["w1"]["partition"] == (
+        False, "no driver of this node can (ssh can)",
     )  # fmt: skip
-    assert result.uses["w2"][FailureKind.PARTITION] == (True, "ipmi")
+    assert result.uses["w2"]["partition"] == (True, "ipmi")
     assert result.unfit == ["w1"]
 
 
@@ -142,8 +148,8 @@ def test_unknown_reset_types_are_said_not_checked(
     inventory: Inventory, drivers: dict[str, dict[str, Any]]
 ) -> None:
     drivers["w1"] = {"resets": None}
-    result = deep_preflight(inventory, ["w1"], [FailureKind.GRACEFUL])
-    assert result.uses["w1"][FailureKind.GRACEFUL] == (
+    result = deep_preflight(inventory, ["w1"], judges(FailureKind.GRACEFUL))
+    assert result.uses["w1"]["graceful"] == (
         True, "ipmi (reset types unknown: not checked)",
     )  # fmt: skip
 
@@ -160,8 +166,6 @@ def test_the_tls_column_shows_verification_and_expiry() -> None:
         protocol="redfish", endpoint="https://bmc", state=PowerState.ON,
         tls_chain=(cert,), tls_verified=False, reset_types=frozenset(),
     )  # fmt: skip
-    from harness.preflight import DeepResult
-
     row = DeepRow("w1", "redfish", report, primary=True)
     line = DeepResult((row,), (), {"w1": {}}).table()[1]
     assert "NOT verified, expires 2027-01-01T00:00:00Z (34 d), 1 cert(s)" in line

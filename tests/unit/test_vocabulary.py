@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import failures
+from harness.failures import FailureKind
 from harness.inventory import Inventory, NodeSpec
 from harness.kube import actions
 from harness.kube import names as well_known
@@ -28,7 +30,6 @@ from harness.kube.client import KubeClient
 from harness.kube.names import BACK_AT, DOWN_FROM, Act, Change, Event, Kind, Stage
 from harness.kube.timeline import ACTION, Timeline
 from harness.longevity import measure
-from harness.power.base import FailureKind
 from harness.report import slo_chart
 from harness.session import Session
 from tests.fakes.api import FakeApiServer, pod
@@ -113,8 +114,8 @@ def produce_session(inventory: Inventory, client: KubeClient) -> Timeline:
             s.power_on(nodes)
             s.power_cycle(nodes)
             for kind in (FailureKind.PARTITION, FailureKind.KUBELET_STOP):
-                s.cut(nodes, kind, undo_after_s=60.0)
-                s.uncut(nodes, kind)
+                failures.inflict(s, nodes, kind, undo_after_s=60.0)
+                failures.bring_back(s, nodes, kind)
         s.power_off(["w3"])
         s.fence("w3")
         s.power_on(["w3"])
@@ -329,8 +330,8 @@ def test_the_slo_chart_closes_the_band_of_a_partition_and_of_a_kubelet_stop(
     healed")."""
     tl = Timeline()
     with Session(inventory, client=client, timeline=tl, lock=False) as s:
-        s.cut(["w1", "w2"], kind, undo_after_s=60.0)
-        s.uncut(["w1", "w2"], kind)
+        failures.inflict(s, ["w1", "w2"], kind, undo_after_s=60.0)
+        failures.bring_back(s, ["w1", "w2"], kind)
     done = [t for t in tl.snapshot() if t.kind == ACTION]
     recorded = [{"wall": t.wall, "name": t.name, "transition": t.transition} for t in done]
     end = max(t.wall for t in done) + 100.0
