@@ -264,6 +264,8 @@ def _deep(inv: Inventory, nodes: list[str], args: argparse.Namespace) -> int:
     for line in result.table():
         print(line)
     for row in result.rows:
+        if row.report is not None and row.report.offered:
+            print(f"offers {row.node} {row.protocol}: {row.report.offered}")
         for note in row.report.notes if row.report else ():
             print(f"note {row.node} {row.protocol}: {note}")
     unfit = result.unfit

@@ -36,6 +36,8 @@ def test_deep_preflight_probes_every_bmc_of_the_lab(lab: LabHandle) -> None:
     ipmi = [ln for ln in lines if " ipmi" in ln and "RAKP" in ln]
     assert len(ipmi) == len(nodes), out.stdout
     assert all("cipher suite 17" in ln and "OPERATOR" in ln for ln in ipmi)
+    offers = [ln for ln in lines if ln.startswith("offers ") and " ipmi: " in ln]
+    assert len(offers) == len(nodes) and all(ln.endswith(": cipher suites 17") for ln in offers)
     redfish = [ln for ln in lines if "redfish" in ln.split()[1:2]]
     assert all("verified, expires" in ln and "NOT" not in ln for ln in redfish), redfish
     assert _secret(lab) not in out.stdout + out.stderr

@@ -55,6 +55,7 @@ class ProbingDriver(FakeDriver):
             security="cipher suite 17 (ipmitool)",
             privilege="OPERATOR",
             reset_types=self.resets,
+            offered="cipher suites 17, 3",
             connect_s=0.25,
             readback_s=0.0125,
         )
@@ -183,6 +184,7 @@ def test_cli_deep_exits_2_naming_every_unfit_node(
     out, err = capsys.readouterr()
     assert "cannot serve power: w2, w4" in err
     assert out.splitlines()[0].startswith("NODE")
+    assert "offers w1 ipmi: cipher suites 17, 3" in out
     assert len(out.splitlines()) >= 1 + 7  # every node of the inventory
     assert main(["preflight", "--deep", "-i", path, "w1", "w3"]) == 0
 
