@@ -28,6 +28,7 @@ will use there.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Final
@@ -322,10 +323,13 @@ def deep_preflight(
         spec = inventory.node(name)
         primary = protocol or spec.power.driver
         jobs.extend((name, p, p == primary) for p in available_protocols(spec))
-    pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(jobs))))
+    # One thread per probe (up to 64): a probe waits for its driver's deadline, not behind
+    # others (a lab's one Redfish emulator answers every node's probe in turn).
+    workers = max(1, min(64, len(jobs)))
+    pool = ThreadPoolExecutor(max_workers=workers)
     try:
         futures = [pool.submit(_probe_one, inventory, n, p, budget) for n, p, _ in jobs]
-        wait(futures, timeout=budget + BMC_GRACE_S)
+        wait(futures, timeout=(budget + BMC_GRACE_S) * math.ceil(len(jobs) / workers))
         rows: list[DeepRow] = []
         for (n, p, is_primary), fut in zip(jobs, futures, strict=True):
             if fut.done():
