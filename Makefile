@@ -2,8 +2,12 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 PYTEST_FLAGS ?=
+## The kind stage's storage: csi (the default: the attachable storage, with its three volume
+## features, on the cluster the other kind tests share) or local-path (without them).
+POWERCUT_TEST_KIND_STORAGE ?= csi
+export POWERCUT_TEST_KIND_STORAGE
 
-.PHONY: venv report-tools chart lint types layers unit integration check lab-bin lab-test heldout-test kind-image kind-host kind-test mgmt-test kind-stages report-test features wheel-test fault-test test demo bench clean
+.PHONY: venv report-tools chart lint types layers unit integration check lab-bin lab-test heldout-test kind-image kind-host kind-test mgmt-test kind-stages report-test features wheel-test fault-test test test-check test-prebuild demo bench clean
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -11,13 +15,15 @@ venv:
 report-tools:
 	@bash scripts/install-report-tools.sh >/dev/null
 
-lint: venv chart
+lint: venv
 	$(PY) -m ruff check harness steps tests bench scripts examples
 	$(PY) -m ruff format --check harness steps tests bench scripts examples
 
-## chart: helm (built from the Go module proxy once, cached) lints deploy/chart and renders it
+## chart: helm (built from the Go module proxy once, cached) lints deploy/chart and renders it;
+## the tests that need helm (marked helm: what it renders, the alerts in a real Prometheus)
 chart: venv
 	@bash scripts/chart-check.sh
+	$(PY) -m pytest tests/unit tests/integration -m helm -q $(PYTEST_FLAGS)
 
 ## types: harness/ under mypy strict; tests/ and bench/ type-checked too, with the
 ## relaxations pyproject.toml gives them (every body checked, annotations not required)
@@ -32,15 +38,16 @@ layers: venv
 
 ## unit: no cluster, no network beyond loopback fakes, no real protocol peers
 unit: venv
-	$(PY) -m pytest tests/unit -m "not lab" -q $(PYTEST_FLAGS)
+	$(PY) -m pytest tests/unit -m "not lab and not helm" -q $(PYTEST_FLAGS)
 
 ## integration: the harness against real protocol peers and tools it can run here (BMC
 ## simulators, Prometheus, a driver plugin installed as a package, the kind balancer)
 integration: venv
-	$(PY) -m pytest tests/integration -m "not lab" -q $(PYTEST_FLAGS)
+	$(PY) -m pytest tests/integration -m "not lab and not helm" -q $(PYTEST_FLAGS)
 
-## check: lint, types, import layers, unit and integration tests; no lab, fast
-check: lint types layers unit integration
+## check: lint, the chart (helm lint and template), types, import layers, unit and
+## integration tests; no lab, fast
+check: lint chart types layers unit integration
 
 lab-bin: venv
 	.venv/bin/powercut lab build
@@ -54,8 +61,9 @@ lab-test: lab-bin
 heldout-test: lab-bin
 	POWERCUT_TEST_HELDOUT=1 $(PY) -m pytest tests/lab/test_heldout_features.py -m lab -v $(PYTEST_FLAGS)
 
+## kind-image: the node image, and with the csi storage its CSI driver and sidecars
 kind-image: venv
-	.venv/bin/powercut kind build
+	.venv/bin/powercut kind build --storage $(POWERCUT_TEST_KIND_STORAGE)
 
 ## the real-kubelet tests: a kind cluster (1 control plane, 2 workers) from the node image
 ## built here with no registry; the kind driver's failures against real node containers, and
@@ -74,7 +82,7 @@ kind-test: kind-image kind-host
 ## recovered by the target's recover CronJob within 5 minutes and the chart's dead-holder
 ## alert fires in a Prometheus scraping the page; the image holds the wheel's files and its
 ## SBOM; the runner holds only a ServiceAccount token bound to the target role
-mgmt-test: kind-image kind-host lab-bin report-tools chart
+mgmt-test: kind-image kind-host lab-bin report-tools
 	$(PY) -m pytest tests/mgmt -m mgmt -v -s $(PYTEST_FLAGS)
 
 ## the report pipeline end to end: allure-pytest-bdd -> Allure 3 single file -> Chromium
@@ -100,23 +108,39 @@ wheel-test: lab-bin report-tools
 
 ## kind-stages: the two kind-based stages one after the other (they share the node image and
 ## the Docker engine; the management cluster is created after the real kubelets' is gone).
-## The node image's build (Go, on a cold machine only) runs at the lowest CPU priority, so the
-## lab stages beside it keep their timings.
+## The node image's build and the storage's (Go, on a cold machine only) run at the lowest CPU
+## priority, so the lab stages beside them keep their timings.
 kind-stages: venv
-	nice -n 19 $(MAKE) --no-print-directory kind-image
+	nice -n 19 $(MAKE) --no-print-directory kind-image chart
 	$(MAKE) --no-print-directory kind-test
 	$(MAKE) --no-print-directory mgmt-test
 
-## test: everything the project checks. The four lab stages each bring up a lab of their own
-## (own ports, state and journals) and the kind stages a cluster of their own; they mostly
-## wait on their clusters, so three run side by side (each stage's output is printed when it
-## ends): the features, the kind stages, and the lab tests, wheel test and fault bench.
-test: check report-test
+## test: everything the project checks. First the installs, the checks (but the chart's) and
+## the report pipeline, with the lab's binaries, which every lab stage waits for, built beside
+## them at the lowest CPU priority (on a warm machine: nothing to build). Then the four lab stages
+## each bring up a lab of their own (own ports, state and journals) and the kind stages a
+## cluster of their own; they mostly wait on their clusters, so three run side by side (each
+## stage's output is printed when it ends): the features, the kind stages (the node image,
+## the storage and helm built first at the lowest CPU priority, then the chart's checks), and
+## the lab tests, wheel test and fault bench.
+test:
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-check test-prebuild
 	$(MAKE) --no-print-directory -j3 --output-sync=target \
 	  features kind-stages lab-test wheel-test fault-test
 
-## demo: bring the lab up, run the features against it, write the HTML report
-demo: lab-bin report-tools
+## (one after the other: the jobserver would run a single make's goals side by side)
+test-check: venv
+	@for stage in lint types layers unit integration report-test; do \
+	  $(MAKE) --no-print-directory $$stage || exit 1; done
+
+## (without the virtualenv: the lab's build needs only Python's standard library and Go)
+test-prebuild:
+	nice -n 19 bash scripts/lab-build.sh
+
+## demo: the first report in minutes: the lab's binaries (with Allure and Chromium installed
+## beside them), the lab, the demo set (the @demo scenarios), the HTML report's path and how
+## to run everything (`make features`)
+demo:
 	bash scripts/demo.sh
 
 ## bench: the lab benchmark (lab up/down, the largest lab) and the longevity ones (report of

@@ -20,6 +20,10 @@ Feature: Fail workers and primaries with any failure kind, as Dell's resiliency 
     Examples:
       | workers | primary | failure   | failSecs |
       | one     | zero    | power     | 20       |
+
+    @demo
+    Examples: in the demo set
+      | workers | primary | failure   | failSecs |
       | 1-2     | zero    | partition | 20       |
       | one     | one     | kubelet   | 20       |
       | two     | zero    | reboot    | 10       |

@@ -7,7 +7,7 @@ Feature: Graceful shutdown of a whole rack
   Background:
     Given the cluster is in steady state
 
-  @critical @slow
+  @critical @demo @slow
   Scenario: Every node of one rack is shut down gracefully and powered on again
     Given every node of the rack running the most critical pods
     And every critical workload has Ready replicas in at least 2 racks

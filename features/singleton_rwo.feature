@@ -9,7 +9,7 @@ Feature: A singleton with a ReadWriteOnce volume loses its node
   Background:
     Given the cluster is in steady state
 
-  @critical
+  @critical @demo
   Scenario: The singleton's replacement hits a Multi-Attach error until the out-of-service taint
     Given a worker node running a singleton Deployment pod with a ReadWriteOnce volume
     When the node loses power

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make lint`'s chart part, with the tools built from the Go module proxy once and cached in
+# `make chart`, with the tools built from the Go module proxy once and cached in
 # ~/.cache/powercut/bin/ (helm, kubeconform; the Kubernetes API's schemas made from the
 # Kubernetes source's OpenAPI document) and Debian's promtool:
 #   - helm lint --strict (values.schema.json checks the values), against the Kubernetes

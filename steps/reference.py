@@ -77,6 +77,12 @@ _ONE = (
 )
 #: What a step does when the cluster gives it nothing to act on or to judge.
 RULES: dict[str, str] = {
+    "critical_spread": (
+        "A precondition: a critical workload on fewer racks (topology spread acts at "
+        "scheduling only: earlier failovers can leave it concentrated) is **not judged**: the "
+        "scenario is **skipped**, saying which workload and its racks (a failure with "
+        "`--fail-on-skip`), never failed as the product."
+    ),
     "pods_terminating": _SKIP.format(what="no inventory pod ran on the lost nodes"),
     "lost_pods_rescheduled": _SKIP.format(what="no lost pod") + " Singular: " + _ONE,
     "replacements_ready": _SKIP.format(what="no lost pod") + " Singular: " + _ONE,

@@ -77,6 +77,22 @@ def worker_with_pdb_pods(
     return givens.worker_for(givens.PDB_PODS, inventory, observer, kube, workloads)
 
 
+@given(phrase("a worker node running a pod of {workload}"), target_fixture="targets")
+@inventory_names(workload="workloads")
+def worker_with_pod_of(
+    workload: str,
+    inventory: Inventory,
+    observer: Observer,
+    kube: KubeClient,
+    workloads: tuple[Workload, ...],
+) -> Targets:
+    """The busiest worker running a pod of the inventory workload named ``workload`` (or of
+    any of several: ``web or quorum`` is written ``web and quorum``)."""
+    return givens.worker_for(
+        givens.pod_of(*parse_names(workload)), inventory, observer, kube, workloads
+    )
+
+
 @given("a worker node running a DaemonSet pod", target_fixture="targets")
 def worker_with_daemonset_pod(
     inventory: Inventory, observer: Observer, kube: KubeClient, workloads: tuple[Workload, ...]

@@ -10,7 +10,7 @@ Feature: Fail one third of the workers cyclically
   Background:
     Given the cluster is in steady state
 
-  @critical @slow
+  @critical @slow @demo
   Scenario: Fail one third of the workers cyclically
     When one third of the workers, spread across racks, lose power in turn for 3 cycles of at least 5 seconds each
     Then every cycle brought the cluster back to its steady state

@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.cli.store import add_parsers as add_store
 
     add_store(sub)
+    from harness.cli.budgets import add_parsers as add_budgets
+
+    add_budgets(sub)
     return ap
 
 

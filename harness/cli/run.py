@@ -16,11 +16,12 @@ from typing import IO, TYPE_CHECKING
 
 from harness import __version__
 from harness.errors import ConfigError, PowercutError
-from harness.inventory import load_inventory
+from harness.inventory import Inventory, load_inventory
 from harness.journal import Journal
 from harness.session import journal_path_for
 
 if TYPE_CHECKING:
+    from harness.model import ClusterModel
     from harness.report.history import TargetStore
 
 # Exit codes of `powercut run`, documented in --help and the README.
@@ -203,6 +204,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "(exit 1) and is named",
     )
     run.add_argument("--no-html", action="store_true", help="skip the HTML report")
+    run.add_argument(
+        "--title",
+        default=None,
+        metavar="TEXT",
+        help="what this run is, e.g. which set of scenarios it ran: the HTML report's name "
+        "and a line under the sign-off page's verdict (default: 'powercut: <inventory name>', "
+        "no line)",
+    )
     run.add_argument(
         "--progress",
         choices=("auto", "rich", "plain", "off"),
@@ -484,6 +493,43 @@ def _tail(log: Path, lines: int = 15) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
+#: Each request reading the cluster's model (read-only, before the run) waits at most this.
+MODEL_READ_TIMEOUT_S = 10.0
+
+
+def _model_or_refuse(inv: Inventory, features: list[Path]) -> ClusterModel | None:
+    """The cluster's model, read before anything is touched; a ``ConfigError`` naming each
+    budget the features use that the model says cannot hold. None (said on stderr) when
+    the cluster cannot be read: the run then judges against the budgets alone."""
+    from harness.kube.client import KubeClient
+    from harness.model import read_model
+    from harness.model.refuse import refusals
+
+    try:
+        client = KubeClient.from_kubeconfig(
+            inv.cluster.kubeconfig, inv.cluster.context, timeout_s=MODEL_READ_TIMEOUT_S
+        )
+        try:
+            model = read_model(client, inv.workloads)
+        finally:
+            client.close()
+    except PowercutError as exc:
+        print(
+            f"powercut: the cluster's model was not read ({exc}); budgets not checked against it",
+            file=sys.stderr,
+        )
+        return None
+    refused = refusals(model, inv.timing_budgets(), features)
+    if refused:
+        raise ConfigError(
+            "budgets below what this cluster's own settings allow (nothing was touched):\n  "
+            + "\n  ".join(refused),
+            source=str(inv.source or ""),
+            field="budgets",
+        )
+    return dataclasses.replace(model, budgets=inv.timing_budgets().as_dict())
+
+
 def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     inv = load_inventory(args.inventory)  # a bad inventory: one clear error, exit 2
     steps = (args.steps or default_steps_dir()).resolve()
@@ -523,6 +569,8 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
         inventory=inv,
         builtin=set(selected_features([], builtin=True)),
     )
+    # The cluster's own model (read-only): a budget it says cannot hold is refused here too.
+    model = _model_or_refuse(inv, selected_features(args.features, builtin=not args.no_builtin))
     extra = list(extra or [])
     if extra[:1] == ["--"]:
         # `powercut run -i X -- -k rack`: the separator is ours; pytest would read every
@@ -589,6 +637,8 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     )
     results = out_dir / "allure-results"
     results.mkdir(parents=True, exist_ok=True)
+    if model is not None:
+        model.save(results)  # kept with the run: the report's model column reads it
     cmd = [
         *pytest_command(steps),
         "--inventory",
@@ -641,6 +691,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
         inventory=str(args.inventory),
         seed=args.seed,
         previous=previous,
+        title=args.title or "",
     )
     html: Path | None = None
     if not args.no_html:
@@ -650,7 +701,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
             html = render_report(
                 results,
                 out_dir,
-                title=f"powercut: {inv.name or 'run'}",
+                title=args.title or f"powercut: {inv.name or 'run'}",
                 previous=args.previous,
                 history_path=store.allure_history if store is not None else None,
                 gates=signed.gates_for_allure,

@@ -1,7 +1,7 @@
 """Every binary a kind node image holds, from the Go module proxy (or this repository's own
 Go source), cached by version in ``~/.cache/powercut/bin`` like the lab's.
 
-- ``kubelet``, ``kubeadm``, ``kube-proxy``: the lab's Kubernetes wrapper module
+- ``kubelet``, ``kubeadm``, ``kube-proxy``, ``kubectl``: the lab's Kubernetes wrapper module
   (``harness.lab.build``), a second group of the same version;
 - the control-plane binaries and etcd: the lab's own groups, shared with it;
 - kind, containerd (+ ``ctr``, the runc shim), crictl, CoreDNS, local-path-provisioner: one
@@ -27,7 +27,9 @@ from harness.lab import build
 from harness.lab import versions as lab_versions
 from harness.lab.build import BuildError, Group, Say
 
-NODE_GROUP = Group("kubernetes-node", v.KUBERNETES, ("kubelet", "kubeadm", "kube-proxy"))
+#: The node's Kubernetes binaries, and kubectl (the node image has it; the lab does not need
+#: it, so the lab's group leaves it out).
+NODE_GROUP = Group("kubernetes-node", v.KUBERNETES, ("kubelet", "kubeadm", "kube-proxy", "kubectl"))
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,7 @@ def _build_tool(tool: Tool, say: Say) -> dict[str, Path]:
             list(tool.packages),
         )
         env = build._go_env(work)
+        say(f"  {build.go_caches(env)}")
         build._run_go(["mod", "tidy", "-e"], work, env, say, f"{group.name}: resolving modules")
     else:
         work = v.cache_root() / "build" / f"{group.name}-{group.version}"
@@ -157,7 +160,14 @@ def _build_tool(tool: Tool, say: Say) -> dict[str, Path]:
         args = ["build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", str(out) + "/"]
         if tool.tags:
             args += ["-tags", tool.tags]
-        build._run_go([*args, *tool.packages], work, env, say, f"{group.name}: compiling")
+        build._run_go(
+            [*args, *tool.packages],
+            work,
+            env,
+            say,
+            f"{group.name}: compiling",
+            build.estimate(group.name),
+        )
         produced = {p.name: p for p in out.iterdir()}
         dest = group.cache_dir
         if dest.exists():
@@ -237,9 +247,13 @@ def obtain_kubeconform(say: Say) -> Path:
 def _obtain_tool(tool: Tool, say: Say) -> dict[str, Path]:
     found = build._from_cache(tool.group)
     if found is None:
-        with build._locked(tool.group):
+        with build._locked(tool.group, say):
             found = build._from_cache(tool.group)
             if found is None:
-                say(f"{tool.group.name} {tool.group.version}: go build")
+                hint = build.estimate(tool.group.name)
+                say(
+                    f"{tool.group.name} {tool.group.version}: go build"
+                    + (f" ({hint}; longer on a busy machine)" if hint else "")
+                )
                 found = _build_tool(tool, say)
     return found

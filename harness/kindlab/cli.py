@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from harness.kindlab import cluster, engine, images
+from harness.kindlab import cluster, csi, engine, images
 from harness.kindlab.spec import KindSpec, default_state_dir
 
 
@@ -23,6 +23,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ksub = kind.add_subparsers(dest="kind_command", required=True, metavar="COMMAND")
     b = ksub.add_parser("build", help="build (or reuse) the node image and every image it runs")
     b.add_argument("--rebuild", action="store_true", help="rebuild even if the cache is current")
+    b.add_argument(
+        "--storage",
+        choices=("local-path", "csi"),
+        default="local-path",
+        help="csi: also build (or reuse) the attachable storage's binaries and image, which "
+        "`kind up --storage csi` would otherwise build (its Go builds are long on a cold "
+        "machine: `make test` runs them here, at the lowest CPU priority)",
+    )
     b.add_argument("--state-dir", type=Path, default=None, help=argparse.SUPPRESS)
     b.set_defaults(func=cmd_build)
     up = ksub.add_parser("up", help="create the cluster (refuses if one of that name exists)")
@@ -79,6 +87,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     eng = engine.ensure(root, None, cluster.say_stderr)
     try:
         ref = images.node_image(cluster.say_stderr, rebuild=args.rebuild)
+        if args.storage == "csi":
+            ref += f" and the storage's {csi.ensure_image(cluster.say_stderr)}"
     finally:
         if eng.started_pid is not None:
             engine.stop_dockerd(root)

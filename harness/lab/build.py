@@ -68,10 +68,38 @@ RELEASE_URLS = {
     "kube-scheduler": "https://dl.k8s.io/release/{version}/bin/linux/{arch}/kube-scheduler",
     "kubectl": "https://dl.k8s.io/release/{version}/bin/linux/{arch}/kubectl",
     "kwok": "https://github.com/kubernetes-sigs/kwok/releases/download/{version}/kwok-linux-{arch}",
-    "kwokctl": (
-        "https://github.com/kubernetes-sigs/kwok/releases/download/{version}/kwokctl-linux-{arch}"
-    ),
 }
+
+#: How long each group's Go build takes on a cold machine of this project's kind (2 cores, Go
+#: caches empty, little else running; README.md has the measured runs), in seconds: said
+#: before a build starts and while it runs, as its estimate. A busy machine takes longer.
+COLD_BUILD_S: dict[str, int] = {
+    "kubernetes": 480,
+    "etcd": 90,
+    "kwok": 60,
+    "kubernetes-node": 360,
+    "kind": 40,
+    "containerd": 150,
+    "crictl": 60,
+    "coredns": 300,
+    "local-path-provisioner": 90,
+    "powercut-images": 10,
+    "powercut-lb": 10,
+    "helm": 240,
+    "pcsi": 40,
+    "csi-attacher": 90,
+    "csi-provisioner": 240,
+}
+
+
+def estimate(name: str) -> str:
+    """``name``'s cold build time as words (``cold on two idle cores: about 8 min``), or ""
+    if unknown."""
+    seconds = COLD_BUILD_S.get(name)
+    if seconds is None:
+        return ""
+    took = f"{seconds // 60} min" if seconds >= 120 else f"{seconds} s"
+    return f"cold on two idle cores: about {took}"
 
 
 @dataclass(frozen=True)
@@ -122,11 +150,18 @@ def _from_cache(group: Group) -> dict[str, Path] | None:
 
 
 @contextmanager
-def _locked(group: Group) -> Iterator[None]:
+def _locked(group: Group, say: Say | None = None) -> Iterator[None]:
+    """Hold ``group``'s build lock; if another process holds it (building that group),
+    say so before waiting for it."""
     lock_dir = v.bin_cache()
     lock_dir.mkdir(parents=True, exist_ok=True)
     with (lock_dir / f".{group.name}-{group.version}.lock").open("w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if say is not None:
+                say(f"{group.name} {group.version}: another process is building it; waiting")
+            fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
         finally:
@@ -140,8 +175,11 @@ def _go() -> str:
     return go
 
 
-def _run_go(args: list[str], cwd: Path, env: dict[str, str], say: Say, what: str) -> None:
-    """Run a go command, showing it is alive: packages done and elapsed time."""
+def _run_go(
+    args: list[str], cwd: Path, env: dict[str, str], say: Say, what: str, hint: str = ""
+) -> None:
+    """Run a go command, showing it is alive: packages done and elapsed time (``hint``: what
+    to expect, said with each line)."""
     start = time.monotonic()
     proc = subprocess.Popen(
         [_go(), *args],
@@ -157,7 +195,8 @@ def _run_go(args: list[str], cwd: Path, env: dict[str, str], say: Say, what: str
 
     def heartbeat() -> None:
         while not done.wait(15):
-            say(f"  {what}: {count} packages, {time.monotonic() - start:.0f}s elapsed")
+            said = f"  {what}: {count} packages, {time.monotonic() - start:.0f}s elapsed"
+            say(f"{said} ({hint})" if hint else said)
 
     t = threading.Thread(target=heartbeat, daemon=True)
     t.start()
@@ -172,6 +211,23 @@ def _run_go(args: list[str], cwd: Path, env: dict[str, str], say: Say, what: str
         tail = "\n".join(lines[-20:])
         raise BuildError(f"{what} failed (go {' '.join(args[:2])}, exit {rc}):\n{tail}")
     say(f"  {what}: done in {time.monotonic() - start:.0f}s")
+
+
+def go_caches(env: dict[str, str]) -> str:
+    """Where the Go build and module caches are: the same two for every build here (the
+    lab's, the kind node's, helm, the storage's), so each reuses what the others compiled
+    and downloaded. GOCACHE and GOMODCACHE move them, as for any Go build."""
+    out = subprocess.run(
+        [_go(), "env", "GOCACHE", "GOMODCACHE"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    lines = out.stdout.split()
+    if out.returncode != 0 or len(lines) != 2:
+        return "Go caches: unknown (go env failed)"
+    return f"Go caches: GOCACHE={lines[0]} GOMODCACHE={lines[1]}"
 
 
 def _go_env(workdir: Path) -> dict[str, str]:
@@ -270,11 +326,13 @@ def _build_group(group: Group, say: Say) -> dict[str, Path]:
                 work, "powercut.local/kwokbuild", [f"sigs.k8s.io/kwok {v.KWOK}"], [], pkgs
             )
             ldflags, tags = "-s -w", ""
+        say(f"  {go_caches(env)}")
         _run_go(["mod", "tidy", "-e"], work, env, say, f"{group.name}: resolving modules")
         args = ["build", "-v", "-trimpath", "-ldflags", ldflags, "-o", str(out) + "/"]
         if tags:
             args += ["-tags", tags]
-        _run_go([*args, *pkgs], work, env, say, f"{group.name}: compiling")
+        compiling = f"{group.name}: compiling"
+        _run_go([*args, *pkgs], work, env, say, compiling, estimate(group.name))
         # go build names each binary after its package's last path element.
         produced = {p.name: p for p in out.iterdir()}
         result: dict[str, Path] = {}
@@ -343,12 +401,16 @@ def obtain(
             found = _from_cache(group)
             source = f"cache {group.cache_dir}"
         if found is None and allow_build:
-            with _locked(group):
+            with _locked(group, say):
                 found = _from_cache(group)  # another process may have just built it
                 if found is None:
                     reasons = []
                     for label, fn in (("go build", _build_group), ("download", _download_group)):
-                        say(f"{group.name} {group.version}: trying {label}")
+                        hint = estimate(group.name) if label == "go build" else ""
+                        say(
+                            f"{group.name} {group.version}: trying {label}"
+                            + (f" ({hint}; longer on a busy machine)" if hint else "")
+                        )
                         try:
                             found = fn(group, say)
                             source = f"{label} -> {group.cache_dir}"

@@ -182,3 +182,45 @@ def kwok_argv(
         f"--node-name={node.name}",
         f"--cidr={node.pod_cidr}",
     ]
+
+
+#: Flags that set the cluster's timings, published for powercut's model (docs/budgets.md).
+_PUBLISHED = (
+    "node-monitor-period",
+    "node-monitor-grace-period",
+    "leader-elect-lease-duration",
+    "leader-elect-retry-period",
+    "default-not-ready-toleration-seconds",
+    "default-unreachable-toleration-seconds",
+)
+
+
+def _published(argv: list[str]) -> list[dict[str, str]]:
+    out = []
+    for arg in argv:
+        name, _, value = arg.removeprefix("--").partition("=")
+        if name in _PUBLISHED:
+            out.append({"name": name, "value": value})
+    return out
+
+
+def cluster_configuration(spec: LabSpec, cp: NodeSpec) -> dict[str, object]:
+    """The ConfigMap ``kube-system/kubeadm-config`` as kubeadm writes it (ClusterConfiguration
+    v1beta4, its ``extraArgs`` lists): the lab runs its control plane as processes, not
+    static pods, so this is where a reader of the cluster (powercut's model) finds the
+    timing flags its components really run with."""
+    config = {
+        "apiVersion": "kubeadm.k8s.io/v1beta4",
+        "kind": "ClusterConfiguration",
+        "clusterName": "powercut-lab",
+        "controllerManager": {
+            "extraArgs": _published(controller_manager_argv(spec, cp, "-", Path("-")))
+        },
+        "apiServer": {"extraArgs": _published(apiserver_argv(spec, cp, "-"))},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "kubeadm-config", "namespace": "kube-system"},
+        "data": {"ClusterConfiguration": yaml.safe_dump(config, sort_keys=False)},
+    }

@@ -284,6 +284,10 @@ class Lab(NodeMachines):
         self.progress("all nodes Ready; starting storage (CSI driver, volumes, attacher)")
         for path, obj in wl.storage_objects():
             self._create(path, obj)
+        self._create(
+            "/api/v1/namespaces/kube-system/configmaps",
+            cpl.cluster_configuration(spec, self.cps[0]),
+        )
         # A node cut off the network (or with its kubelet stopped) is on, but its kubelet
         # reports nothing: its volumesInUse stays frozen, as at a power-off.
         self.storage = StorageController(client, self.reporting)

@@ -10,9 +10,11 @@ KUBE_STAGING = "v0.36.3"  # the published staging modules that match KUBERNETES
 ETCD = "v3.6.16"
 KWOK = "v0.8.0"
 
-KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+# Only what the lab runs: kubectl is built with the kind node's binaries (the kind node image
+# and the management cluster's tests use it), kwokctl not at all (the lab runs kwok itself).
+KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 ETCD_BINARIES = ("etcd", "etcdctl")
-KWOK_BINARIES = ("kwok", "kwokctl")
+KWOK_BINARIES = ("kwok",)
 
 
 def cache_root() -> Path:

@@ -17,6 +17,7 @@ from harness.errors import ConfigError
 from harness.report.history import (
     HISTORY_FILE,
     RUNS_DIR,
+    Phase,
     Run,
     Scenario,
     from_allure_results,
@@ -32,6 +33,7 @@ class Row:
     b: str
     delta: str
     worse: bool = False
+    model: str = ""  # Kubernetes' own bound for the phase (B's, else A's): "<= 57s"
 
 
 def load_run(ref: str, *, store: Path | None = None, target: str | None = None) -> Run:
@@ -79,6 +81,30 @@ def _num(v: float | None, unit: str = "s") -> str:
     return "" if v is None else f"{v:.1f}{unit}"
 
 
+#: A phase is worse in B only when it moved beyond run-to-run noise: more than this share
+#: of A's figure (the trends' default margin) and more than the floor; or when it newly
+#: went past its budget or Kubernetes' own model of the cluster.
+NOISE_PERCENT = 20.0
+NOISE_FLOOR_S = 1.0
+
+
+def phase_worse(pa: Phase | None, pb: Phase | None) -> bool:
+    """B's phase is worse than A's: beyond noise, or newly past its budget or its model."""
+    if pa is None or pb is None:
+        return False
+    d = pb.value_s - pa.value_s
+    if d > max(NOISE_FLOOR_S, pa.value_s * NOISE_PERCENT / 100):
+        return True
+    return (pb.over_budget and not pa.over_budget) or (pb.deviation and not pa.deviation)
+
+
+def _model(pa: Phase | None, pb: Phase | None) -> str:
+    for p in (pb, pa):
+        if p is not None and p.model_s is not None:
+            return f"<={p.model_s:g}s" + (" DEV" if pb is not None and pb.deviation else "")
+    return ""
+
+
 def _delta(a: float | None, b: float | None) -> tuple[str, float | None]:
     if a is None or b is None:
         return "", None
@@ -89,7 +115,8 @@ def _delta(a: float | None, b: float | None) -> tuple[str, float | None]:
 
 def rows(a: Run, b: Run) -> list[Row]:
     """Per scenario (in B's order, then those only in A): verdict, duration, each phase and
-    SLO. ``worse``: B's verdict is worse, a phase took longer, or an SLO held in A only."""
+    SLO. ``worse``: B's verdict is worse, a phase took longer beyond run-to-run noise or newly
+    past its budget or its model (:func:`phase_worse`), or an SLO held in A only."""
     order = [s.name for s in b.scenarios] + [
         s.name for s in a.scenarios if b.scenario(s.name) is None
     ]
@@ -104,7 +131,7 @@ def rows(a: Run, b: Run) -> list[Row]:
         )
         da = sa.duration_s if sa else None
         db = sb.duration_s if sb else None
-        text, d = _delta(da, db)
+        text, _ = _delta(da, db)
         out.append(Row(name, "duration", _num(da), _num(db), text, False))
         keys = list((sb or Scenario(name, "passed")).phases) + [
             k for k in (sa.phases if sa else {}) if not (sb and k in sb.phases)
@@ -112,7 +139,7 @@ def rows(a: Run, b: Run) -> list[Row]:
         for key in keys:
             pa = sa.phases.get(key) if sa else None
             pb = sb.phases.get(key) if sb else None
-            text, d = _delta(pa.value_s if pa else None, pb.value_s if pb else None)
+            text, _d = _delta(pa.value_s if pa else None, pb.value_s if pb else None)
             budget = pb.budget_s if pb else (pa.budget_s if pa else None)
             suffix = f" / {budget:g}s" if budget is not None else ""
             out.append(
@@ -122,7 +149,8 @@ def rows(a: Run, b: Run) -> list[Row]:
                     _num(pa.value_s) + (suffix if pa else "") if pa else "-",
                     _num(pb.value_s) + (suffix if pb else "") if pb else "-",
                     text,
-                    d is not None and d > 0,
+                    phase_worse(pa, pb),
+                    _model(pa, pb),
                 )
             )
         slos = list(sb.slos if sb else {}) + [
@@ -154,17 +182,26 @@ def rows(a: Run, b: Run) -> list[Row]:
     return out
 
 
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(1, width - 1)] + "~"
+
+
 def compare_text(a: Run, b: Run, *, width: int = 120) -> str:
-    """The two runs side by side, one line per figure (worse in B marked ``!``)."""
+    """The two runs side by side, one line per figure (worse in B marked ``!``). The names
+    are shortened to fit ``width``; the figures, the model and B - A never are."""
     table = rows(a, b)
-    name_w = min(40, max([len(r.scenario) for r in table] + [8]))
-    what_w = min(40, max([len(r.what) for r in table] + [5]))
-    col = 18
+    col = max([len(r.a) for r in table] + [len(r.b) for r in table] + [6])
+    model_w = max([len(r.model) for r in table] + [5])
+    delta_w = max([len(r.delta) for r in table] + [5])
+    room = max(16, width - (2 + 1 + col + 1 + col + 1 + model_w + 2 + delta_w) - 1)
+    name_w = min(40, max([len(r.scenario) for r in table] + [8]), room // 2)
+    what_w = min(40, max([len(r.what) for r in table] + [5]), room - name_w)
     head = [
         f"A: {a.run_id} {a.verdict} ({a.started or '-'})",
         f"B: {b.run_id} {b.verdict} ({b.started or '-'})",
         "",
-        f"  {'scenario':<{name_w}} {'what':<{what_w}} {'A':>{col}} {'B':>{col}}  B - A",
+        f"  {'scenario':<{name_w}} {'what':<{what_w}} {'A':>{col}} {'B':>{col}} "
+        f"{'model':>{model_w}}  B - A",
     ]
     lines = []
     last = ""
@@ -173,11 +210,17 @@ def compare_text(a: Run, b: Run, *, width: int = 120) -> str:
         last = r.scenario
         mark = "!" if r.worse else " "
         line = (
-            f"{mark} {shown[:name_w]:<{name_w}} {r.what[:what_w]:<{what_w}} "
-            f"{r.a[:col]:>{col}} {r.b[:col]:>{col}}  {r.delta}"
+            f"{mark} {_cut(shown, name_w):<{name_w}} {_cut(r.what, what_w):<{what_w}} "
+            f"{r.a:>{col}} {r.b:>{col}} {r.model:>{model_w}}  {r.delta}"
         )
-        lines.append(line[:width].rstrip())
-    return "\n".join(head + lines) + "\n"
+        lines.append(line.rstrip())
+    foot = [
+        "",
+        f"! worse in B: a worse verdict, a phase longer by more than {NOISE_PERCENT:g}% "
+        f"(and {NOISE_FLOOR_S:g}s) or newly past its budget or the model (DEV: beyond "
+        "Kubernetes' own model of the cluster), an SLO that held in A only",
+    ]
+    return "\n".join(head + lines + foot) + "\n"
 
 
 def compare_html(a: Run, b: Run) -> str:
@@ -195,7 +238,7 @@ def compare_html(a: Run, b: Run) -> str:
             f'<tr class="{"worse" if r.worse else ""}" data-scenario="{e(r.scenario)}" '
             f'data-what="{e(r.what)}"><td>{e(shown)}</td><td>{e(r.what)}</td>'
             f'<td class="n">{e(r.a)}</td><td class="n">{e(r.b)}</td>'
-            f'<td class="n">{e(r.delta)}</td></tr>'
+            f'<td class="n">{e(r.model)}</td><td class="n">{e(r.delta)}</td></tr>'
         )
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
@@ -212,8 +255,10 @@ def compare_html(a: Run, b: Run) -> str:
         f"<p><b>B</b> {e(b.run_id)} ({e(b.target)}) {e(b.verdict)} &middot; started "
         f"{e(b.started or '-')} &middot; seed {e(b.seed)} &middot; powercut "
         f"{e(b.powercut_version or '-')}</p>"
-        "<table><thead><tr><th>scenario</th><th>what</th><th>A</th><th>B</th><th>B - A</th>"
+        "<table><thead><tr><th>scenario</th><th>what</th><th>A</th><th>B</th><th>model</th>"
+        "<th>B - A</th>"
         f"</tr></thead><tbody>{''.join(body)}</tbody></table>"
-        "<p class='m'>red: worse in B (a worse verdict, a longer phase, an SLO that held in A "
-        "only)</p></body></html>"
+        f"<p class='m'>red: worse in B (a worse verdict, a phase longer by more than "
+        f"{NOISE_PERCENT:g}% and {NOISE_FLOOR_S:g}s or newly past its budget or Kubernetes' own "
+        "model of the cluster, an SLO that held in A only)</p></body></html>"
     )

@@ -147,6 +147,9 @@ class GateResult:
     scenarios: tuple[str, ...] = ()
     expected: str = ""
     actual: str = ""
+    #: False when the run had nothing for it to judge (no data checks, no SLOs): it does not
+    #: fail the run, and it reads "not judged (...)", never "passed, 0 of 0".
+    judged: bool = True
 
     def to_gate(self) -> Gate:
         return Gate(self.name, self.passed, self.detail)
@@ -204,6 +207,10 @@ class Evaluation:
         return tuple(r.to_gate() for r in self.results)
 
 
+def _not_judged(name: str, why: str) -> GateResult:
+    return GateResult(name, True, f"not judged ({why})", (), "", "not judged", judged=False)
+
+
 def evaluate(
     run: Run,
     signoff: SignOff,
@@ -230,6 +237,8 @@ def evaluate(
                 "0 not passed",
                 f"{len(bad)} not passed",
             )
+            if important
+            else _not_judged(BLOCKER_CRITICAL, "no blocker or critical scenarios")
         )
     if g.no_phase_over_budget:
         over = [(s, k, p) for s in scenarios for k, p in s.phases.items() if p.over_budget]
@@ -252,6 +261,8 @@ def evaluate(
                 "0 over budget",
                 f"{len(over)} over budget",
             )
+            if total
+            else _not_judged(NO_OVER_BUDGET, "no phases with a budget")
         )
     if g.no_slo_breached:
         breached = [(s, k) for s in scenarios for k, v in s.slos.items() if not v.ok]
@@ -270,6 +281,8 @@ def evaluate(
                 "0 breached",
                 f"{len(breached)} breached",
             )
+            if total
+            else _not_judged(NO_SLO_BREACH, "no SLO checks")
         )
     if g.no_data_lost:
         checked = [s for s in scenarios if s.data_ok is not None]
@@ -284,6 +297,8 @@ def evaluate(
                 "0 lost",
                 f"{len(lost)} lost",
             )
+            if checked
+            else _not_judged(NO_DATA_LOST, "no data checks")
         )
     if g.no_harness_error:
         errs = tuple(dict.fromkeys(harness_errors))

@@ -53,6 +53,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
+from harness.model import ClusterModel, load_model
+from harness.model.judge import judge
 
 SCHEMA_VERSION = 1
 HISTORY_FILE = "history.jsonl"
@@ -82,6 +84,17 @@ class Phase:
     budget_s: float | None = None
     complete: bool = True
     gap: bool = False
+    #: Kubernetes' own model of the cluster (harness.model): the most the phase should
+    #: take, and the setting that dominates it (with where it was read). None: not modelled.
+    model_s: float | None = None
+    model_setting: str = ""
+
+    @property
+    def deviation(self) -> bool:
+        """Longer than the model's bound: Kubernetes did not behave as the cluster is
+        configured (a bug, an overloaded control plane, a misconfiguration); kept apart from
+        a budget miss."""
+        return self.model_s is not None and self.value_s > self.model_s
 
     @property
     def ratio(self) -> float | None:
@@ -100,6 +113,11 @@ class Phase:
             "budget_s": self.budget_s,
             "complete": self.complete,
             "gap": self.gap,
+            **(
+                {"model_s": self.model_s, "model_setting": self.model_setting}
+                if self.model_s is not None
+                else {}
+            ),
         }
 
 
@@ -318,6 +336,8 @@ def scenario_from_json(doc: Any, where: str) -> Scenario:
             budget_s=_num(pd.get("budget_s"), f"phase {key!r} budget_s", at),
             complete=bool(_bool(pd.get("complete"), f"phase {key!r} complete", at, True)),
             gap=bool(_bool(pd.get("gap"), f"phase {key!r} gap", at, False)),
+            model_s=_num(pd.get("model_s"), f"phase {key!r} model_s", at),
+            model_setting=str(pd.get("model_setting") or ""),
         )
     slos: dict[str, Slo] = {}
     for key, s in _obj(d.get("slos") or {}, "slos", at).items():
@@ -603,10 +623,19 @@ def _read_json(path: Path) -> Any:
         return None
 
 
+def _model_of(results_dir: Path) -> ClusterModel | None:
+    """The cluster's model kept with the run (``powercut run`` writes it), if any."""
+    try:
+        return load_model(Path(results_dir))
+    except ConfigError:
+        return None  # an unreadable model: phases shown without the model column
+
+
 def phases_of(result: Mapping[str, Any], results_dir: Path) -> dict[str, Phase]:
     """A result's phases: from its ``measurements.json`` attachment (with gaps), else from
     its ``"<phase> (s)"`` / ``"<phase> budget (s)"`` parameters."""
     phases: dict[str, Phase] = {}
+    model = _model_of(results_dir)
     for a in _attachments(result):
         if a.get("name") != "measurements.json" or not a.get("source"):
             continue
@@ -622,6 +651,8 @@ def phases_of(result: Mapping[str, Any], results_dir: Path) -> dict[str, Phase]:
             detail = item.get("detail") if isinstance(item.get("detail"), Mapping) else {}
             assert isinstance(detail, Mapping)
             complete = item.get("complete", detail.get("complete"))
+            judged = judge(model, item)
+            bound = judged.bound if judged is not None else None
             phases.setdefault(
                 str(item.get("phase")),
                 Phase(
@@ -629,6 +660,8 @@ def phases_of(result: Mapping[str, Any], results_dir: Path) -> dict[str, Phase]:
                     budget_s=_float(item.get("budget_s")),
                     complete=complete is not False,
                     gap=bool(detail.get("gaps")),
+                    model_s=bound.high_s if bound is not None else None,
+                    model_setting=f"{bound.setting} ({bound.source})" if bound else "",
                 ),
             )
     if phases:

@@ -75,8 +75,10 @@ def sign_off(
     inventory: str,
     seed: int | None = None,
     previous: Sequence[Run] = (),
+    title: str = "",
 ) -> SignOffResult:
-    """Evaluate a finished run (``previous``: its target's earlier runs, oldest first)."""
+    """Evaluate a finished run (``previous``: its target's earlier runs, oldest first;
+    ``title``: what the run is, shown on the page)."""
     record = from_allure_results(
         results_dir,
         run_id=run_id,
@@ -101,6 +103,7 @@ def sign_off(
         trends=signoff.trends,
         tr_ids=allure_ids(results_dir),
         signoff_source=signoff.source,
+        title=title,
     )
     return SignOffResult(record, evaluation, regs, page)
 

@@ -136,12 +136,28 @@ def _delta(now: float, before: float | None) -> str:
     return f"{d:+.1f}s{pct}"
 
 
+def _model_cell(p: Phase) -> str:
+    """The model's bound with its setting as the tooltip; a deviation flagged apart."""
+    if p.model_s is None:
+        return '<td class="num dim" title="not modelled">-</td>'
+    flag = (
+        ' <span class="reg" title="longer than Kubernetes\' own model of this cluster allows: '
+        'a bug, an overloaded control plane or a misconfiguration">deviation</span>'
+        if p.deviation
+        else ""
+    )
+    return (
+        f'<td class="num" data-model="{p.model_s}" title="{_e(p.model_setting)}">'
+        f"&le; {p.model_s:g}{flag}</td>"
+    )
+
+
 def _phase_table(
     rows: Sequence[PhaseRow], tr_ids: Mapping[str, str], *, charts: bool = True
 ) -> str:
     out = [
         "<table><thead><tr><th>scenario</th><th>phase</th><th>measured (s)</th>"
-        "<th>budget (s)</th><th>% of budget</th><th></th><th>last runs</th>"
+        "<th>model (s)</th><th>budget (s)</th><th>% of budget</th><th></th><th>last runs</th>"
         "<th>vs previous run</th></tr></thead><tbody>"
     ]
     for r in rows:
@@ -156,6 +172,7 @@ def _phase_table(
             sparkline_svg(
                 r.trend,
                 budget=p.budget_s,
+                model=p.model_s,
                 title=f"{r.phase}: last {len(r.trend)} runs",
                 flagged_last=r.regression is not None,
             )
@@ -166,11 +183,12 @@ def _phase_table(
             ' <span class="dim" title="its end was not seen">&ge;</span>' if not p.complete else ""
         )
         out.append(
-            f'<tr class="{"bad" if over or r.regression else ""}" '
+            f'<tr class="{"bad" if over or r.regression or p.deviation else ""}" '
             f'data-scenario="{_e(r.scenario.name)}" '
             f'data-phase="{_e(r.phase)}" data-value="{p.value_s}" data-budget="{p.budget_s}">'
             f"<td>{_scenario_link(r.scenario, tr_ids)}</td><td>{_e(r.phase)}</td>"
             f'<td class="num{" over" if over else ""}">{lower}{_s(p.value_s)}</td>'
+            f"{_model_cell(p)}"
             f'<td class="num">{p.budget_s:g}</td>'
             f'<td class="num pct{" over" if over else ""}">{_pct(p.ratio)}</td>'
             f"<td>{_bar(p.ratio)}</td>"
@@ -181,79 +199,93 @@ def _phase_table(
     return "".join(out)
 
 
+def _scenario_row(
+    s: Scenario,
+    feature: str,
+    last: Run | None,
+    regressed: set[str],
+    tr_ids: Mapping[str, str],
+) -> str:
+    closest = closest_phase(s)
+    if closest:
+        name, p = closest
+        phase = f"{_e(name)}: {_s(p.value_s)} / {p.budget_s:g}s"
+        pct = f'<span class="{"over" if p.over_budget else ""}">{_pct(p.ratio)}</span>'
+    else:
+        phase, pct = '<span class="dim">-</span>', ""
+    held = sum(1 for v in s.slos.values() if v.ok)
+    slos = (
+        f'<span class="{"ok" if held == len(s.slos) else "no"}">{held}/{len(s.slos)} held</span>'
+        if s.slos
+        else '<span class="dim">-</span>'
+    )
+    data = {True: '<span class="ok">read back</span>', False: '<span class="no">LOST</span>'}.get(
+        s.data_ok,  # type: ignore[arg-type]
+        '<span class="dim">-</span>',
+    )
+    before = last.scenario(s.name) if last else None
+    if before is None:
+        change = '<span class="dim">new</span>' if last else '<span class="dim">first run</span>'
+    elif before.status != s.status:
+        change = f"was {_e(before.status)}"
+    else:
+        change = "same verdict"
+    if s.name in regressed:
+        change += ' <span class="reg">regressed</span>'
+    return (
+        f'<tr class="{"bad" if s.status in ("failed", "broken") else ""}" '
+        f'data-scenario="{_e(s.name)}" data-status="{_e(s.status)}" '
+        f'data-duration="{s.duration_s if s.duration_s is not None else ""}">'
+        f"<td>{_e(feature)}</td><td>{_scenario_link(s, tr_ids)}</td>"
+        f'<td><span class="badge {_e(s.status)}">{_e(s.status.upper())}</span></td>'
+        f"<td>{_e(s.severity)}</td>"
+        f'<td class="num">{_s(s.duration_s)}s</td><td>{phase}</td>'
+        f'<td class="num">{pct}</td><td>{slos}</td><td>{data}</td>'
+        f"<td>{change}</td></tr>"
+    )
+
+
+_SCENARIO_HEAD = (
+    "<table><thead><tr><th>feature</th><th>scenario</th><th>verdict</th>"
+    "<th>severity</th><th>duration</th><th>closest to budget</th><th>% of budget</th>"
+    "<th>SLOs</th><th>data</th><th>vs previous run</th></tr></thead><tbody>"
+)
+
+
 def _scenario_rows(
     run: Run, previous: Sequence[Run], regressions: Sequence[Regression], tr_ids: Mapping[str, str]
 ) -> str:
-    """Scenarios grouped by epic, then feature; in each, the worst verdict first."""
+    """What did not pass first (worst verdict first), then every passed scenario grouped by
+    epic, then feature."""
     last = previous[-1] if previous else None
     regressed = {r.scenario for r in regressions}
+
+    def order(s: Scenario) -> tuple[int, int, str]:
+        return (STATUS_ORDER.get(s.status, 0), SEVERITY_ORDER.get(s.severity, 2), s.name)
+
+    out = []
+    not_passed = sorted((s for s in run.scenarios if s.status != "passed"), key=order)
+    if not_passed:
+        out.append(f'<h3 id="not-passed">Did not pass ({len(not_passed)})</h3>')
+        out.append(_SCENARIO_HEAD)
+        for s in not_passed:
+            feature = f"{s.epic or '(no epic)'} / {s.feature or '(no feature)'}"
+            out.append(_scenario_row(s, feature, last, regressed, tr_ids))
+        out.append("</tbody></table>")
     groups: dict[str, dict[str, list[Scenario]]] = {}
     for s in run.scenarios:
-        groups.setdefault(s.epic or "(no epic)", {}).setdefault(
-            s.feature or "(no feature)", []
-        ).append(s)
-    out = []
+        if s.status == "passed":
+            groups.setdefault(s.epic or "(no epic)", {}).setdefault(
+                s.feature or "(no feature)", []
+            ).append(s)
+    if not_passed and groups:
+        out.append(f"<h3>Passed ({sum(len(f) for g in groups.values() for f in g.values())})</h3>")
     for epic in sorted(groups):
         out.append(f"<h3>{_e(epic)}</h3>")
-        out.append(
-            "<table><thead><tr><th>feature</th><th>scenario</th><th>verdict</th>"
-            "<th>severity</th><th>duration</th><th>closest to budget</th><th>% of budget</th>"
-            "<th>SLOs</th><th>data</th><th>vs previous run</th></tr></thead><tbody>"
-        )
+        out.append(_SCENARIO_HEAD)
         for feature in sorted(groups[epic]):
-            for s in sorted(
-                groups[epic][feature],
-                key=lambda s: (
-                    STATUS_ORDER.get(s.status, 0),
-                    SEVERITY_ORDER.get(s.severity, 2),
-                    s.name,
-                ),
-            ):
-                closest = closest_phase(s)
-                if closest:
-                    name, p = closest
-                    phase = f"{_e(name)}: {_s(p.value_s)} / {p.budget_s:g}s"
-                    pct = f'<span class="{"over" if p.over_budget else ""}">{_pct(p.ratio)}</span>'
-                else:
-                    phase, pct = '<span class="dim">-</span>', ""
-                held = sum(1 for v in s.slos.values() if v.ok)
-                slos = (
-                    f'<span class="{"ok" if held == len(s.slos) else "no"}">'
-                    f"{held}/{len(s.slos)} held</span>"
-                    if s.slos
-                    else '<span class="dim">-</span>'
-                )
-                data = {
-                    True: '<span class="ok">read back</span>',
-                    False: '<span class="no">LOST</span>',
-                }.get(
-                    s.data_ok,  # type: ignore[arg-type]
-                    '<span class="dim">-</span>',
-                )
-                before = last.scenario(s.name) if last else None
-                if before is None:
-                    change = (
-                        '<span class="dim">new</span>'
-                        if last
-                        else '<span class="dim">first run</span>'
-                    )
-                elif before.status != s.status:
-                    change = f"was {_e(before.status)}"
-                else:
-                    change = "same verdict"
-                if s.name in regressed:
-                    change += ' <span class="reg">regressed</span>'
-                out.append(
-                    f'<tr class="{"bad" if s.status in ("failed", "broken") else ""}" '
-                    f'data-scenario="{_e(s.name)}" data-status="{_e(s.status)}" '
-                    f'data-duration="{s.duration_s if s.duration_s is not None else ""}">'
-                    f"<td>{_e(feature)}</td><td>{_scenario_link(s, tr_ids)}</td>"
-                    f'<td><span class="badge {_e(s.status)}">{_e(s.status.upper())}</span></td>'
-                    f"<td>{_e(s.severity)}</td>"
-                    f'<td class="num">{_s(s.duration_s)}s</td><td>{phase}</td>'
-                    f'<td class="num">{pct}</td><td>{slos}</td><td>{data}</td>'
-                    f"<td>{change}</td></tr>"
-                )
+            for s in sorted(groups[epic][feature], key=order):
+                out.append(_scenario_row(s, feature, last, regressed, tr_ids))
         out.append("</tbody></table>")
     return "".join(out)
 
@@ -295,8 +327,10 @@ def signoff_html(
     trends: TrendsConfig | None = None,
     tr_ids: Mapping[str, str] | None = None,
     signoff_source: str = "",
+    title: str = "",
 ) -> str:
-    """The sign-off page of ``run`` (``previous``: the target's earlier runs, oldest first)."""
+    """The sign-off page of ``run`` (``previous``: the target's earlier runs, oldest first;
+    ``title``: what the run is, shown under the verdict, e.g. which set of scenarios)."""
     cfg = trends or TrendsConfig()
     ids = dict(tr_ids or {})
     ev = evaluation or Evaluation()
@@ -317,6 +351,7 @@ def signoff_html(
         f'<h1>Sign-off: <span id="verdict" class="badge {_e(run.verdict)}">'
         f"{_e(run.verdict.upper())}</span> "
         f"{_e(run.target)}</h1>",
+        f'<div class="meta" id="title"><b>{_e(title)}</b></div>' if title else "",
         '<div class="meta" id="meta">'
         + " &middot; ".join(f'{k} <b data-key="{k}">{_e(v)}</b>' for k, v in meta)
         + "</div>",
@@ -339,8 +374,8 @@ def signoff_html(
                 f'<tr class="{"" if g.passed else "bad"}" data-gate="{_e(g.name)}" '
                 f'data-passed="{str(g.passed).lower()}">'
                 f"<td>{_e(g.name)}</td>"
-                f'<td class="{"ok" if g.passed else "no"}">'
-                f"{'passed' if g.passed else 'FAILED'}</td>"
+                f'<td class="{"dim" if not g.judged else "ok" if g.passed else "no"}">'
+                f"{'not judged' if not g.judged else 'passed' if g.passed else 'FAILED'}</td>"
                 f"<td>{_e(g.detail)}</td></tr>"
             )
         parts.append("</tbody></table>")
@@ -358,11 +393,18 @@ def signoff_html(
         f'<div class="meta">{len(rows)} phases with a budget; a phase has regressed when it is '
         f"beyond the p95 of its previous {cfg.baseline_runs} runs' figures by more than "
         f"{cfg.margin_percent:g}% (with at least {cfg.min_runs} of them); charts: the last "
-        f"{cfg.runs} runs, the dashed line is the budget</div>"
+        f"{cfg.runs} runs, the dashed line is the budget, the dotted one the model. Model: "
+        "the most Kubernetes' own settings of this cluster allow (hover for the setting and "
+        "where it was read); a phase beyond it is a deviation, apart from a budget miss "
+        "(docs/budgets.md)</div>"
     )
     parts.append(f'<div id="phases">{_phase_table(rows[:TOP_PHASES], ids)}</div>')
     rest = rows[TOP_PHASES:]
-    more = [r for r in rest if (r.figure.ratio or 0.0) >= MORE_FROM or r.regression]
+    more = [
+        r
+        for r in rest
+        if (r.figure.ratio or 0.0) >= MORE_FROM or r.regression or r.figure.deviation
+    ]
     if more:
         parts.append(
             f"<details><summary>{len(more)} more phases at or above {MORE_FROM:.0%} of their "

@@ -47,8 +47,9 @@ def _pct(p: Phase) -> str:
 def phases_table_html(phases: Mapping[str, Phase]) -> str:
     """One scenario's phases as an HTML table (plain attributes and one style per table:
     Allure shows a description's HTML without the page's style sheets, and a longevity run
-    has thousands of these): phase, measured, budget, percent of budget, in the order they
-    were measured; over-budget rows in red."""
+    has thousands of these): phase, measured, Kubernetes' own model (docs/budgets.md),
+    budget, percent of budget, in the order they were measured; over-budget rows and
+    deviations from the model in red."""
     rows = []
     for name, p in phases.items():
         notes = []
@@ -56,17 +57,27 @@ def phases_table_html(phases: Mapping[str, Phase]) -> str:
             notes.append("end not seen: a lower bound")
         if p.gap:
             notes.append("observation gap")
-        over = ' style="color:#b71c1c;font-weight:600"' if p.over_budget else ""
+        if p.deviation:
+            notes.append(
+                "deviation: longer than Kubernetes' own model of this cluster allows "
+                f"({p.model_setting})"
+            )
+        bad = p.over_budget or p.deviation
+        over = ' style="color:#b71c1c;font-weight:600"' if bad else ""
         budget = "" if p.budget_s is None else f"{p.budget_s:g}"
+        model = "" if p.model_s is None else f"&le; {p.model_s:g}"
         rows.append(
             f'<tr data-phase="{html.escape(name)}"{over}><td>{html.escape(name)}</td>'
-            f'<td align="right">{p.value_s:.3f}</td><td align="right">{budget}</td>'
+            f'<td align="right">{p.value_s:.3f}</td>'
+            f'<td align="right" title="{html.escape(p.model_setting)}">{model}</td>'
+            f'<td align="right">{budget}</td>'
             f'<td align="right">{_pct(p)}</td><td>{html.escape("; ".join(notes))}</td></tr>'
         )
     return (
         '<table class="powercut-phases" border="1" cellpadding="3" '
         'style="border-collapse:collapse;border-color:#ddd;font-size:13px">'
-        "<thead><tr><th>phase</th><th>measured (s)</th><th>budget (s)</th><th>% of budget</th>"
+        "<thead><tr><th>phase</th><th>measured (s)</th><th>model (s)</th><th>budget (s)</th>"
+        "<th>% of budget</th>"
         f"<th></th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
 

@@ -75,16 +75,18 @@ def sparkline_svg(
     values: Sequence[float],
     *,
     budget: float | None = None,
+    model: float | None = None,
     width: int = 120,
     height: int = 28,
     title: str = "",
     flagged_last: bool = False,
 ) -> str:
     """A small inline SVG line chart of ``values`` (oldest first), the last point marked
-    (red when ``flagged_last``), a dashed line at ``budget`` when it is in range."""
+    (red when ``flagged_last``), a dashed red line at ``budget`` and a dotted grey one at
+    ``model`` (Kubernetes' own bound for the phase) when given."""
     if not values:
         return ""
-    top = max(max(values), budget or 0.0) or 1.0
+    top = max(max(values), budget or 0.0, model or 0.0) or 1.0
     pad = 3.0
     n = len(values)
 
@@ -106,6 +108,12 @@ def sparkline_svg(
         parts.append(
             f'<line x1="0" x2="{width}" y1="{yb:.1f}" y2="{yb:.1f}" stroke="#c0392b" '
             'stroke-dasharray="3,2" stroke-width="1"/>'
+        )
+    if model is not None and model > 0:
+        ym = y(model)
+        parts.append(
+            f'<line class="model" x1="0" x2="{width}" y1="{ym:.1f}" y2="{ym:.1f}" '
+            'stroke="#57606a" stroke-dasharray="1,2" stroke-width="1"/>'
         )
     parts.append(f'<polyline fill="none" stroke="#2c7be5" stroke-width="1.5" points="{pts}"/>')
     colour = "#c0392b" if flagged_last else "#2c7be5"

@@ -28,6 +28,11 @@ class NothingToMeasure(NotApplicable):
     with a health endpoint, no held volume): skip, naming what is missing."""
 
 
+class PreconditionNotMet(NotApplicable):
+    """The state a scenario's Given requires does not hold (a workload left on fewer racks
+    by earlier scenarios): the scenario is not judged, saying why; never a product failure."""
+
+
 class UnsupportedKind(NotApplicable):
     """The target's driver cannot do the failure kind the scenario asks for."""
 

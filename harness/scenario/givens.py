@@ -70,6 +70,15 @@ DAEMONSET_POD = Reason(
 )
 
 
+def pod_of(*names: str) -> Reason:
+    """The busiest worker running a pod of one of the inventory workloads ``names``."""
+    wanted = frozenset(names)
+    return Reason(
+        f"a pod of {' or '.join(names)}",
+        lambda _: lambda p: p.workload.partition("/")[2] in wanted,
+    )
+
+
 def worker_for(
     reason: Reason,
     inventory: Inventory,

@@ -32,7 +32,11 @@ DIFFERENCES: dict[str, str] = {
     "while its node is off). Real machines: a one-replica Deployment of the inventory with a "
     "ReadWriteOnce claim.",
     "worker_with_pdb_pods": "The same everywhere (PodDisruptionBudgets are read from the "
-    "cluster); the lab's and kind's `web` have one, `node-agent` is the DaemonSet.",
+    "cluster); the lab's and kind's `web` and `quorum` both have one, so the node chosen runs "
+    "a pod of either (not always `web`'s); `node-agent` is the DaemonSet. To pick the node by "
+    "the workload it runs, write `a worker node running a pod of web`.",
+    "worker_with_pod_of": "The same everywhere; the lab's workloads are `web`, `quorum`, "
+    "`registry` and `node-agent`, kind's `web`, `quorum`, `singleton` and `node-agent`.",
     "worker_with_daemonset_pod": "The same everywhere; the lab's and kind's DaemonSet is "
     "`node-agent`.",
     "control_plane_node": "Lab: three control planes by default, each with its own etcd "

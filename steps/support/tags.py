@@ -41,6 +41,8 @@ MARKERS = {
     "simulation): network partition, kubelet stop",
     "serial": "must not run in parallel with other disruptive tests",
     "kind": "written for real kubelets in a kind cluster (features/kind)",
+    "demo": "one of the demo set (`make demo`, `powercut run -- -m demo`): a few scenarios "
+    "covering every failure kind, every way of choosing targets and every figure of the report",
     # Allure severities, written as feature tags (@critical); steps/fixtures.py also turns
     # them into the Allure severity label.
     "blocker": "severity: the cluster cannot be released if this fails",

@@ -21,9 +21,9 @@ from tests.polling import poll_until
 
 BASE_PORT = int(os.environ.get("POWERCUT_TEST_KIND_PORT", "26000"))
 NAME = os.environ.get("POWERCUT_TEST_KIND_NAME", "pctest")
-#: The workloads' volumes: local-path (default) or csi (the attachable storage, whose
-#: tests and features run only then).
-STORAGE = os.environ.get("POWERCUT_TEST_KIND_STORAGE", "local-path")
+#: The workloads' volumes: csi (default: the attachable storage, whose tests and features
+#: run only then, on the cluster every kind test shares) or local-path.
+STORAGE = os.environ.get("POWERCUT_TEST_KIND_STORAGE", "csi")
 #: The nodes' Docker network (``kind up --network``): one of its own keeps a session apart
 #: from other kind clusters on the same engine, whose ``kind down`` removes a shared
 #: network once they see it unused, even while this one's ``kind up`` is about to join it.

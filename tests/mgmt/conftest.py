@@ -322,7 +322,7 @@ def _values(tmp: Path, image: str) -> Path:
 
 @pytest.fixture(scope="session")
 def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
-    from harness.kindlab.binaries import obtain_helm
+    from harness.kindlab.binaries import NODE_GROUP, obtain_helm
     from harness.lab import build
 
     tmp = tmp_path_factory.mktemp("mgmt")
@@ -331,7 +331,7 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
     timings: dict[str, float] = {}
     t0 = time.monotonic()
     helm = str(obtain_helm(SAY))
-    kubectl = str(build.obtain(SAY).paths["kubectl"])
+    kubectl = str(build.obtain(SAY, groups=(NODE_GROUP,)).paths["kubectl"])
     try:
         # kind up first: it starts a dockerd when none answers (stopped by kind down) and
         # creates the cluster's own network, removed by kind down once nothing uses it.

@@ -18,6 +18,10 @@ CHART = Path(__file__).resolve().parents[2] / "deploy" / "chart"
 KUBE = KUBERNETES.lstrip("v")  # what the kind management cluster runs
 KUBE_ARGS = ("--kube-version", KUBE)
 
+#: `make chart` runs them (helm's Go build is long on a cold machine: `make test` runs it
+#: in the kind lane, beside the lab stages, not before the unit tests)
+pytestmark = pytest.mark.helm
+
 
 @pytest.fixture(scope="module")
 def helm() -> Path:

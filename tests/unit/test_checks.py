@@ -380,6 +380,29 @@ def test_spread_over_racks(sim: Sim) -> None:
         spread_over_racks(sim.tl, "ns", "Deployment/web", racks={"w1": "rack-a"}, min_racks=1)
 
 
+def test_a_spread_precondition_that_does_not_hold_is_not_judged(sim: Sim) -> None:
+    """ "Given every critical workload has Ready replicas in at least 3 racks" after earlier
+    scenarios left web on 2 racks: the scenario is skipped saying why, not failed."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from harness.scenario.errors import NotApplicable, PreconditionNotMet
+    from harness.scenario.expectations.availability import spread
+
+    sim.pod("a", "w1")
+    sim.pod("b", "w2")
+    sim.pod("c", "w2")
+    nodes = [SimpleNamespace(name=n, rack=r) for n, r in [("w1", "a"), ("w2", "b"), ("w3", "c")]]
+    web = SimpleNamespace(
+        critical=True, kind="Deployment", namespace="ns", key="Deployment/web", ref="ns/web"
+    )
+    inventory, baseline = SimpleNamespace(nodes=nodes), SimpleNamespace(workloads=[web])
+    spread(cast(Any, inventory), sim.tl, cast(Any, baseline), 2)  # holds: nothing raised
+    with pytest.raises(PreconditionNotMet, match=r"not judged: .*in 2 rack.*Topology spread"):
+        spread(cast(Any, inventory), sim.tl, cast(Any, baseline), 3)
+    assert issubclass(PreconditionNotMet, NotApplicable)  # the steps turn it into a skip
+
+
 # -- volumes -------------------------------------------------------------------------------
 
 

@@ -18,7 +18,13 @@ from harness.cli import main
 from harness.cli.run import EXIT_HARNESS, EXIT_PASSED
 from harness.inventory import Inventory, load_inventory
 from harness.steps import BUILTIN_FEATURES
-from harness.steps.check import FeaturesDoNotParse, check_feature, check_features, check_text
+from harness.steps.check import (
+    FeaturesDoNotParse,
+    check_feature,
+    check_features,
+    check_step,
+    check_text,
+)
 from tests.fakes.project import INVENTORY
 
 REPO = Path(__file__).resolve().parents[2]
@@ -348,3 +354,18 @@ def test_the_held_out_mistakes_are_each_named_before_anything_runs(tmp_path: Pat
     assert set(problems) == set(expected), problems
     for where, words in expected.items():
         assert words in problems[where], (where, problems[where])
+
+
+def test_a_worker_chosen_by_its_workload_names_an_inventory_workload(tmp_path: Path) -> None:
+    from harness.scenario.givens import pod_of
+    from harness.scenario.targets.workloads import PodInfo
+
+    inv = _inventory(tmp_path)
+    assert check_step("given", "a worker node running a pod of web", inv) is None
+    why = check_step("given", "a worker node running a pod of wbe", inv)
+    assert why is not None and "no workload 'wbe'" in why and "did you mean 'web'" in why
+    runs = pod_of("web", "quorum").subject(())
+    assert runs(PodInfo("shop", "web-1", "u1", "w-a1", "Deployment/web", ()))
+    assert runs(PodInfo("shop", "quorum-0", "u2", "w-a1", "StatefulSet/quorum", ()))
+    assert not runs(PodInfo("shop", "registry-1", "u3", "w-a1", "Deployment/registry", ()))
+    assert pod_of("web").why == "a pod of web"

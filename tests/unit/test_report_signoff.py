@@ -109,6 +109,19 @@ def test_every_gate_passes_on_a_clean_run() -> None:
     assert len(ev.results) == 7
 
 
+def test_a_gate_with_nothing_to_judge_reads_not_judged() -> None:
+    r = run(scenario("a", phases={"p": Phase(1, 2)}))  # no SLO, no data check, no critical
+    ev = evaluate(r, SignOff())
+    by = {g.name: g for g in ev.results}
+    assert by[NO_DATA_LOST].detail == "not judged (no data checks)"
+    assert not by[NO_DATA_LOST].judged and by[NO_DATA_LOST].passed  # it fails nothing
+    assert by[NO_SLO_BREACH].detail == "not judged (no SLO checks)"
+    assert by[NO_OVER_BUDGET].judged and by[NO_OVER_BUDGET].detail.startswith("0 of 1")
+    page = signoff_html(r, evaluation=ev)
+    assert "not judged (no data checks)" in page and "0 of 0" not in page
+    assert ev.passed
+
+
 def test_each_gate_fails_naming_what_broke_it() -> None:
     r = run(
         scenario("crit", "failed", "critical"),
@@ -243,7 +256,7 @@ def test_the_page_orders_phases_closest_first_and_shows_their_figures() -> None:
     body = [(a, c) for a, c in cells.rows if a.get("data-phase")]
     assert [a["data-phase"] for a, _ in body] == ["q", "p", "r"]
     first = body[0][1]
-    assert first[2:5] == ["31.0", "30", "103%"]
+    assert first[2:6] == ["31.0", "-", "30", "103%"]  # measured, model (none here), budget
     assert 'data-tr="abc123" href="#abc123"' in page
     assert "regressed" in page and "Rack outage" in page
     assert page.index("Rack outage") < page.index("<h2>Phases")  # grouped by epic/feature
@@ -253,6 +266,15 @@ def test_the_page_orders_phases_closest_first_and_shows_their_figures() -> None:
 def test_the_page_escapes_names() -> None:
     page = signoff_html(run(scenario("<script>alert(1)</script>", phases={"<b>": Phase(1, 2)})))
     assert "<script>alert" not in page and "&lt;script&gt;" in page
+
+
+def test_the_page_says_what_the_run_is_when_titled() -> None:
+    """``powercut run --title`` (the demo set says it is one): a line under the verdict,
+    escaped; without a title there is no such line."""
+    titled = signoff_html(run(scenario("s")), title="demo set: 8 of 30 <scenarios>")
+    assert '<div class="meta" id="title"><b>demo set: 8 of 30 &lt;scenarios&gt;</b></div>' in titled
+    assert titled.index('id="verdict"') < titled.index('id="title"') < titled.index('id="meta"')
+    assert 'id="title"' not in signoff_html(run(scenario("s")))
 
 
 # -- from allure-results, staged results ---------------------------------------------------
@@ -362,6 +384,51 @@ def test_compare_side_by_side(tmp_path: Path) -> None:
         load_run(str(tmp_path))
 
 
+def test_compare_marks_only_moves_beyond_noise_or_past_the_model_and_keeps_every_delta() -> None:
+    long = "a scenario whose name is far longer than forty characters, as Gherkin's are"
+    phases_a = {
+        "w1 NotReady": Phase(20.0, 75.0, model_s=57.0, model_setting="node-monitor-grace-period"),
+        "web-0 rescheduled": Phase(10.0, 20.0),
+        "a phase whose name is also longer than forty characters": Phase(3.0, 30.0),
+        "w1 unreachable taint": Phase(4.0, 30.0, model_s=8.0),
+    }
+    phases_b = {
+        "w1 NotReady": Phase(20.5, 75.0, model_s=57.0),  # +0.5 s on 20: noise
+        "web-0 rescheduled": Phase(14.0, 20.0),  # +40%: beyond noise
+        "a phase whose name is also longer than forty characters": Phase(3.4, 30.0),
+        "w1 unreachable taint": Phase(8.5, 30.0, model_s=8.0),  # newly past the model
+    }
+    a = run(scenario(long, phases=phases_a), run_id="20261126T150000Z-aaaaaa")
+    b = run(scenario(long, phases=phases_b), run_id="20261126T160000Z-bbbbbb")
+    table = {r.what: r for r in rows(a, b)}
+    assert not table["w1 NotReady"].worse and table["w1 NotReady"].model == "<=57s"
+    assert table["web-0 rescheduled"].worse
+    assert not table["a phase whose name is also longer than forty characters"].worse
+    assert table["w1 unreachable taint"].worse and table["w1 unreachable taint"].model == "<=8s DEV"
+    text = compare_text(a, b, width=100)
+    lines = [line for line in text.splitlines() if "s" in line and "+" in line]
+    # every delta is there, whole, however long the names
+    for delta in ("+0.5s (+2%)", "+4.0s (+40%)", "+0.4s (+13%)", "+4.5s (+112%)"):
+        assert any(line.endswith(delta) for line in lines), delta
+    table_lines = text.splitlines()[3:-2]
+    assert all(len(line) <= 100 for line in table_lines)
+    marked = [line for line in table_lines if line.startswith("!")]
+    assert len(marked) == 2 and "model" in text.splitlines()[3]
+
+
+def test_the_page_puts_what_did_not_pass_first() -> None:
+    now = run(
+        replace(scenario("a passed one"), epic="A epic"),
+        replace(scenario("z failed one", "failed"), epic="Z epic"),
+        replace(scenario("m skipped one", "skipped"), epic="M epic"),
+    )
+    page = signoff_html(now)
+    first, failed, skipped = (
+        page.index(x) for x in ("a passed one", "z failed one", "m skipped one")
+    )
+    assert page.index("Did not pass (2)") < failed < skipped < page.index("Passed (1)") < first
+
+
 # -- powercut report: the sign-off of results re-rendered ----------------------------------
 
 
@@ -403,3 +470,45 @@ def test_report_signs_off_re_rendered_results_against_the_runs_before_them(
     capsys.readouterr()
     assert main(["report", str(results), "-o", str(tmp_path / "o3"), "--store", str(store)]) == 2
     assert "--store and --target go together" in capsys.readouterr().err
+
+
+def test_a_scenarios_phase_table_shows_the_model_and_flags_a_deviation() -> None:
+    from harness.report.stage import phases_table_html
+
+    table = phases_table_html(
+        {
+            "w1 NotReady": Phase(12.0, 20.0, model_s=15.0, model_setting="grace (kubeadm)"),
+            "w1 unreachable taint": Phase(9.0, 25.0, model_s=5.0, model_setting="rate"),
+            "harness time": Phase(0.2),
+        }
+    )
+    cells = Cells()
+    cells.feed(table)
+    body = {a["data-phase"]: c for a, c in cells.rows if a.get("data-phase")}
+    assert body["w1 NotReady"][:4] == ["w1 NotReady", "12.000", "≤ 15", "20"]
+    assert "deviation" not in " ".join(body["w1 NotReady"])
+    assert (
+        body["w1 unreachable taint"][2] == "≤ 5" and "deviation" in body["w1 unreachable taint"][5]
+    )
+    assert body["harness time"][2] == ""
+
+
+def test_the_page_shows_the_model_beside_the_budget_and_a_deviation_apart() -> None:
+    now = run(
+        scenario(
+            "s",
+            phases={
+                "w1 NotReady": Phase(12.0, 20.0, model_s=15.0, model_setting="grace 12 s"),
+                "w1 unreachable taint": Phase(9.0, 25.0, model_s=5.0, model_setting="rate"),
+            },
+        )
+    )
+    cells = Cells()
+    cells.feed(section(signoff_html(now), "phases"))
+    body = {a["data-phase"]: (a, c) for a, c in cells.rows if a.get("data-phase")}
+    attrs, row = body["w1 unreachable taint"]
+    assert row[2:5] == ["9.0", "≤ 5 deviation", "25"]  # within its budget, beyond the model
+    assert attrs["class"] == "bad"
+    attrs, row = body["w1 NotReady"]
+    assert row[2:5] == ["12.0", "≤ 15", "20"]
+    assert attrs["class"] == ""

@@ -1,0 +1,98 @@
+"""A measured phase against the model: which bound judges it, and whether it deviates from
+Kubernetes' own behaviour (beyond the model's upper bound) apart from missing its budget.
+
+A scenario's measurement names its phase in words (``"w-b3 unreachable taint"``); the
+budget it was judged against is the one whose phase those words end with (and, where two
+fit, whose figure equals the measurement's budget). docs/budgets.md lists them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from harness.model.bounds import Bound
+from harness.model.cluster import ClusterModel
+
+__all__ = ["PHASE_BUDGETS", "Judged", "budget_of_phase", "judge"]
+
+#: A phase's last words -> the budgets that judge it (the first when no figure decides).
+PHASE_BUDGETS: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
+    (" NotReady", ("node_not_ready", "control_plane_node_not_ready")),
+    (" unreachable taint", ("taint_applied",)),
+    (" pods Terminating", ("pod_eviction",)),
+    (" Terminating", ("pod_eviction",)),
+    (" deleted", ("pod_gc",)),
+    (" released after the out-of-service taint", ("volume_detach_out_of_service",)),
+    (" re-attached", ("volume_reattach",)),
+    (" rescheduled", ("pod_rescheduled",)),
+    (" replaced by a Ready pod", ("pod_rescheduled",)),
+    (" longest outage", ("service_outage",)),
+    (" Ready after power-on", ("node_ready_after_power_on",)),
+)
+
+
+def budget_of_phase(
+    phase: str, budget_s: float | None, budgets: Mapping[str, float] | None = None
+) -> str | None:
+    """The budget (field name) that judges ``phase``, or None."""
+    if " released by " in phase:
+        return "volume_detach"
+    for suffix, names in PHASE_BUDGETS:
+        if phase.endswith(suffix):
+            if budgets and budget_s is not None:
+                for n in names:
+                    if budgets.get(n) == budget_s:
+                        return n
+            return names[0]
+    return None
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One phase: measured, the model's bound and the budget, and the verdicts apart."""
+
+    phase: str
+    seconds: float
+    budget_s: float | None
+    bound: Bound | None
+
+    @property
+    def deviation(self) -> bool:
+        """Beyond the model's upper bound: Kubernetes did not behave as configured."""
+        return (
+            self.bound is not None
+            and self.bound.high_s is not None
+            and self.seconds > self.bound.high_s
+        )
+
+    @property
+    def model_text(self) -> str:
+        if self.bound is None:
+            return "-"
+        high = "-" if self.bound.high_s is None else f"{self.bound.high_s:g}"
+        return f"{self.bound.low_s:g}-{high}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "seconds": self.seconds,
+            "budget_s": self.budget_s,
+            "model": None if self.bound is None else self.bound.to_json(),
+            "deviation": self.deviation,
+        }
+
+
+def judge(
+    model: ClusterModel | None, item: Mapping[str, Any], budgets: Mapping[str, float] | None = None
+) -> Judged | None:
+    """A ``measurements.json`` item judged against ``model``; None for a non-duration."""
+    if "seconds" not in item:
+        return None
+    phase, budget_s = str(item.get("phase", "")), item.get("budget_s")
+    if budgets is None and model is not None:
+        budgets = model.budgets
+    name = budget_of_phase(phase, budget_s, budgets)
+    bound = model.bound(name) if model is not None and name else None
+    return Judged(phase, float(item["seconds"]), budget_s, bound)
