@@ -52,8 +52,11 @@ ENTRY_POINT_GROUP: Final = "powercut.power_drivers"
 #: list a field refuses it ("does not apply to driver ssh"). ``driver`` and ``extra`` are
 #: every driver's.
 COMMON_FIELDS: Final = frozenset(
-    {"endpoint", "username", "password", "verify_tls", "interface", "auth", "system_id"}
-)
+    {
+        "endpoint", "username", "password", "verify_tls", "interface", "auth", "system_id",
+        "cipher_suite", "privilege",
+    }
+)  # fmt: skip
 
 
 class FieldError(ValueError):

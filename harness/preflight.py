@@ -19,6 +19,11 @@ at (the node's name is given for per-node checks):
     (default: the inventory's ``power_ack`` budget), so the node can be powered back on,
     and reads the power as on (a Node still shows Ready for a while after a power cut).
 
+:func:`deep_preflight` (``powercut preflight --deep``) probes each node's BMCs read-only
+(see :mod:`harness.power.probe`) and asks each chosen failure kind's judge (each strategy of
+``harness.failures`` has one, built on :func:`judge_resets` / :func:`judge_driver`) what it
+will use there.
+
 :func:`preflight` runs every check (the BMCs in parallel) and returns a
 :class:`PreflightResult`; when any check failed it raises :class:`PreflightFailed`, a
 ``PermanentError`` naming every failing check and carrying the whole result.
@@ -27,23 +32,31 @@ at (the node's name is given for per-node checks):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Final
 
 from harness.errors import PermanentError, PowercutError
 from harness.inventory import Inventory
 from harness.kube.client import JSON, ApiError, KubeClient, NotFound
-from harness.power.base import PowerState
-from harness.power.factory import driver_for
+from harness.power.base import PowerState, ResetType
+from harness.power.factory import available_protocols, driver_for
+from harness.power.probe import ProbeReport, probe
 from harness.rbac import Permission, missing
 
 __all__ = [
     "API_TIMEOUT_S",
     "BMC_GRACE_S",
     "Check",
+    "DeepResult",
+    "DeepRow",
+    "Judge",
     "PreflightFailed",
     "PreflightResult",
+    "deep_preflight",
+    "judge_driver",
+    "judge_resets",
     "preflight",
 ]
 
@@ -235,3 +248,169 @@ def _collect(futures: dict[str, Future[Check]], timeout_s: float) -> dict[str, C
         else:
             out[name] = Check("bmc", False, f"no answer within {timeout_s:.0f} s", name)
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Deep pre-flight: what each node's BMC negotiated and allows (read-only)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeepRow:
+    """One node's probe through one protocol (``report`` None: ``error`` says why)."""
+
+    node: str
+    protocol: str
+    report: ProbeReport | None
+    error: str = ""
+    primary: bool = False
+    #: The driver, closed after its probe: what a failure kind asks whether it can do.
+    driver: object = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeepResult:
+    """Every probe, and per node and failure kind what it will use (or why it cannot)."""
+
+    rows: tuple[DeepRow, ...]
+    kinds: tuple[str, ...]
+    uses: dict[str, dict[str, tuple[bool, str]]]
+
+    @property
+    def unfit(self) -> list[str]:
+        """The nodes that cannot serve every chosen kind, in inventory order."""
+        return [n for n, per in self.uses.items() if not all(ok for ok, _ in per.values())]
+
+    def table(self) -> list[str]:
+        """One table: a line per node and protocol, then the kinds' columns."""
+        head = ["NODE", "PROTOCOL", "AUTHENTICATION", "SECURITY", "PRIVILEGE", "RESETS",
+                "TLS", "CONNECT", "READ", *(k.upper() for k in self.kinds)]  # fmt: skip
+        lines = [head]
+        for row in self.rows:
+            cells = _row_cells(row)
+            kinds = self.uses.get(row.node, {})
+            for kind in self.kinds:
+                ok, text = kinds.get(kind, (False, ""))
+                cells.append((text if ok else f"NO: {text}") if row.primary else "")
+            lines.append(cells)
+        widths = [max(len(r[i]) for r in lines) for i in range(len(head))]
+        return [
+            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in lines
+        ]
+
+
+def _row_cells(row: DeepRow) -> list[str]:
+    name = f"{row.protocol}{' (primary)' if row.primary else ''}"
+    r = row.report
+    if r is None:
+        return [row.node, name, f"FAILED: {row.error}", "", "", "", "", "", ""]
+    resets = "unknown" if r.reset_types is None else (
+        ",".join(sorted(t.value for t in r.reset_types)) or "none"
+    )  # fmt: skip
+    tls = "-"
+    if r.tls_chain:
+        leaf = r.tls_chain[0]
+        tls = f"{'verified' if r.tls_verified else 'NOT verified'}, expires {leaf.not_after} "
+        tls += f"({leaf.days_left:.0f} d), {len(r.tls_chain)} cert(s)"
+    elif r.tls_verified is not None:
+        tls = "verified" if r.tls_verified else "NOT verified"
+    return [row.node, name, r.authentication or "?", r.security or "?", r.privilege or "-",
+            resets, tls, _secs(r.connect_s), _secs(r.readback_s)]  # fmt: skip
+
+
+def _secs(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.0f} ms"
+
+
+#: How a failure kind judges a node from its probes: (True, what it will use) or
+#: (False, why it cannot). Each kind's strategy has one (``harness.failures``).
+Judge = Callable[[Sequence[DeepRow]], tuple[bool, str]]
+
+
+def deep_preflight(
+    inventory: Inventory,
+    nodes: Iterable[str],
+    kinds: Mapping[str, Judge],
+    *,
+    protocol: str | None = None,
+    timeout_s: float | None = None,
+) -> DeepResult:
+    """Probe every protocol of each of ``nodes`` (read-only: a session, one state read)
+    and ask each of ``kinds`` (name -> judge) what it will use on the node.
+
+    The row of ``protocol`` (default: the node's primary power driver) is the primary one:
+    the power kinds use it.
+    """
+    names = list(dict.fromkeys(nodes))
+    budget = inventory.timing_budgets().power_ack if timeout_s is None else timeout_s
+    jobs: list[tuple[str, str, bool]] = []
+    for name in names:
+        spec = inventory.node(name)
+        primary = protocol or spec.power.driver
+        jobs.extend((name, p, p == primary) for p in available_protocols(spec))
+    # One thread per probe (up to 64): a probe waits for its driver's deadline, not behind
+    # others (a lab's one Redfish emulator answers every node's probe in turn).
+    workers = max(1, min(64, len(jobs)))
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
+        futures = [pool.submit(_probe_one, inventory, n, p, budget) for n, p, _ in jobs]
+        wait(futures, timeout=(budget + BMC_GRACE_S) * math.ceil(len(jobs) / workers))
+        rows: list[DeepRow] = []
+        for (n, p, is_primary), fut in zip(jobs, futures, strict=True):
+            if fut.done():
+                report, error, driver = fut.result()
+            else:
+                report, error, driver = None, f"no answer within {budget:.0f} s", None
+            rows.append(DeepRow(n, p, report, error, is_primary, driver))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    uses = {
+        n: {kind: judge([r for r in rows if r.node == n]) for kind, judge in kinds.items()}
+        for n in names
+    }
+    return DeepResult(tuple(rows), tuple(kinds), uses)
+
+
+def _probe_one(
+    inventory: Inventory, name: str, proto: str, timeout_s: float
+) -> tuple[ProbeReport | None, str, object]:
+    spec = inventory.node(name)
+    try:
+        driver = driver_for(spec, proto, budgets=inventory.timing_budgets(), timeout_s=timeout_s)
+    except PowercutError as exc:
+        return None, str(exc), None
+    try:
+        return probe(driver, proto), "", driver
+    except PowercutError as exc:
+        return None, str(exc), driver
+    finally:
+        driver.close()
+
+
+def judge_resets(
+    rows: Sequence[DeepRow], options: Sequence[Sequence[ResetType]]
+) -> tuple[bool, str]:
+    """A power kind's judgement: the first of ``options`` (each a set of reset types the
+    primary power driver must all allow) that the node's BMC allows."""
+    main = next((r for r in rows if r.primary), None)
+    if main is None or main.report is None:
+        return False, f"{main.protocol if main else 'power'} probe failed"
+    allowed = main.report.reset_types
+    if allowed is None:
+        return True, f"{main.protocol} (reset types unknown: not checked)"
+    for option in options:
+        if all(t in allowed for t in option):
+            return True, f"{main.protocol} {', '.join(t.value for t in option)}"
+    missing = [t.value for t in options[0] if t not in allowed]
+    return False, f"{main.protocol} lacks {', '.join(missing)}"
+
+
+def judge_driver(rows: Sequence[DeepRow], can: Callable[[object], bool]) -> tuple[bool, str]:
+    """A kind done by a driver that can (a partition, a kubelet stop): the first of the
+    node's drivers for which ``can`` holds."""
+    for row in rows:
+        if row.driver is not None and can(row.driver):
+            if row.report is None:
+                return False, f"{row.protocol} can, but its probe failed"
+            return True, row.protocol
+    return False, "no driver of this node can (ssh can)"

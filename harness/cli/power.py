@@ -11,13 +11,14 @@ from pathlib import Path
 
 from harness.clock import SYSTEM_CLOCK
 from harness.driver_registry import installed_drivers
-from harness.errors import PowercutError, TemporaryError
+from harness.errors import ConfigError, PowercutError, TemporaryError
+from harness.failures import FailureKind, strategy
 from harness.inventory import Inventory, load_inventory
 from harness.journal import Journal, UndoResult, recover_owed
 from harness.kube.client import KubeClient
 from harness.kube.lock import ClusterLock, ClusterLocked, lease_state, write_status
 from harness.power.factory import driver_for
-from harness.preflight import PreflightFailed, preflight
+from harness.preflight import PreflightFailed, deep_preflight, preflight
 from harness.rbac import Permission, feature_files, required, tiers_for
 from harness.session import ClusterExecutor, Session, journal_path_for, recent_power_actions
 
@@ -89,6 +90,22 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--no-permissions",
         action="store_true",
         help="do not check the credentials' permissions",
+    )
+    pre.add_argument(
+        "--deep",
+        action="store_true",
+        help="probe every BMC of each node read-only instead (docs/ipmi.md): protocol, "
+        "authentication, cipher suite / TLS and privilege negotiated, reset types allowed, "
+        "certificate expiry, round trip and read-back time, and what each --failure kind "
+        "will use there; one table; exit 2 naming every node that cannot serve the kinds",
+    )
+    pre.add_argument(
+        "--failure",
+        action="append",
+        type=FailureKind.parse,
+        metavar="KIND",
+        help="with --deep: a failure kind the run will use (repeatable; "
+        f"{', '.join(k.value for k in FailureKind)}); default: power, graceful, reboot",
     )
     pre.set_defaults(func=cmd_preflight)
     rec = sub.add_parser(
@@ -261,6 +278,10 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     nodes = args.nodes or inv.node_names()
     for n in nodes:
         inv.node(n)
+    if args.deep:
+        return _deep(inv, nodes, args)
+    if args.failure:
+        raise ConfigError("--failure applies to --deep only")
     permissions: list[Permission] = []
     if not args.no_permissions:
         permissions = needed_permissions(inv, args.features)
@@ -279,6 +300,28 @@ def cmd_preflight(args: argparse.Namespace) -> int:
         client.close()
     for line in result.lines():
         print(line)
+    return 0
+
+
+def _deep(inv: Inventory, nodes: list[str], args: argparse.Namespace) -> int:
+    kinds = args.failure or [FailureKind.POWER_OFF, FailureKind.GRACEFUL, FailureKind.REBOOT]
+    judges = {k.value: strategy(k).served_by for k in kinds}
+    result = deep_preflight(inv, nodes, judges, protocol=args.protocol)
+    for line in result.table():
+        print(line)
+    for row in result.rows:
+        if row.report is not None and row.report.offered:
+            print(f"offers {row.node} {row.protocol}: {row.report.offered}")
+        for note in row.report.notes if row.report else ():
+            print(f"note {row.node} {row.protocol}: {note}")
+    unfit = result.unfit
+    if unfit:
+        print(
+            f"pre-flight --deep: {len(unfit)} of {len(nodes)} nodes cannot serve "
+            f"{', '.join(result.kinds)}: {', '.join(unfit)}",
+            file=sys.stderr,
+        )
+        return 2
     return 0
 
 

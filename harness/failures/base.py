@@ -19,7 +19,8 @@ from typing import ClassVar
 from harness.errors import PowercutError
 from harness.kube.names import Act
 from harness.kube.timeline import Transition
-from harness.power.base import PowerDriver, SupportsFailureKinds, UnsupportedFailure
+from harness.power.base import PowerDriver, ResetType, SupportsFailureKinds, UnsupportedFailure
+from harness.preflight import DeepRow, judge_driver, judge_resets
 from harness.session import PowerResult, Session
 
 __all__ = [
@@ -65,9 +66,21 @@ class Failure(abc.ABC):
     down_text: ClassVar[str]
     back_text: ClassVar[str]
 
+    #: What this kind needs of the node's primary power driver, as reset types: options
+    #: in order, each a set the BMC must all allow (``preflight --deep`` says which one the
+    #: BMC will use). Empty: the kind is done by any of the node's drivers that can.
+    resets: ClassVar[tuple[tuple[ResetType, ...], ...]] = ()
+
     @abc.abstractmethod
     def capable(self, driver: object) -> bool:
         """Whether ``driver`` can do this kind (when it does not say so itself)."""
+
+    def served_by(self, rows: Sequence[DeepRow]) -> tuple[bool, str]:
+        """What this kind will use on a node, judged from the read-only probes of its
+        drivers (``powercut preflight --deep``): (True, what) or (False, why not)."""
+        if self.resets:
+            return judge_resets(rows, self.resets)
+        return judge_driver(rows, lambda driver: supports(driver, self))
 
     def unsupported(self, session: Session, nodes: Sequence[str]) -> str | None:
         """Why one of ``nodes`` cannot be failed so (None: each can)."""

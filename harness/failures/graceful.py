@@ -24,11 +24,15 @@ from harness.session import PowerResult, Session
 
 #: The check named in the report when a node ignores the request.
 CHECK: str = "graceful shutdown"
+from harness.power.base import ResetType
 
 
 class GracefulShutdown(PowerLoss):
     name: ClassVar[str] = "graceful"
     graceful: ClassVar[bool] = True
+    resets: ClassVar[tuple[tuple[ResetType, ...], ...]] = (
+        (ResetType.GRACEFUL_SHUTDOWN, ResetType.ON),
+    )
     # what the step reference (docs/steps.md) says of it
     what: ClassVar[str] = "graceful shutdown (ACPI soft-off)"
     comes_back_by: ClassVar[str] = "power-on through the BMC"

@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from harness.failures.base import Failure
 from harness.kube.names import Act, Stage
-from harness.power.base import PowerDriver
+from harness.power.base import PowerDriver, ResetType
 from harness.session import PowerResult, Session
 
 
@@ -26,6 +26,7 @@ class PowerLoss(Failure):
     back_at: ClassVar[tuple[str, ...]] = (Act.POWER_ON.at(Stage.ACKNOWLEDGED),)
     journaled: ClassVar[str] = "power_off"
     undo_text: ClassVar[str] = "power on"
+    resets: ClassVar[tuple[tuple[ResetType, ...], ...]] = ((ResetType.FORCE_OFF, ResetType.ON),)
     # what the step reference (docs/steps.md) says of it
     what: ClassVar[str] = "forced power-off"
     comes_back_by: ClassVar[str] = "power-on through the BMC"

@@ -26,7 +26,7 @@ from typing import ClassVar
 from harness.failures.base import Failure
 from harness.kube.names import Act, Stage
 from harness.kube.timeline import Transition
-from harness.power.base import PowerDriver
+from harness.power.base import PowerDriver, ResetType
 from harness.session import PowerResult, Session
 
 
@@ -44,6 +44,11 @@ class Reboot(Failure):
     journaled: ClassVar[str] = "power_cycle"
     undo_text: ClassVar[str] = "power on, if the cycle stops midway"
     back_by_itself: ClassVar[bool] = True
+    #: A cycle by the BMC (or a reboot by the OS), else off then on.
+    resets: ClassVar[tuple[tuple[ResetType, ...], ...]] = (
+        (ResetType.POWER_CYCLE,), (ResetType.FORCE_RESTART,), (ResetType.GRACEFUL_RESTART,),
+        (ResetType.FORCE_OFF, ResetType.ON),
+    )  # fmt: skip
     # what the step reference (docs/steps.md) says of it
     what: ClassVar[str] = "power cycle: off, then on"
     comes_back_by: ClassVar[str] = "itself (a power cycle)"

@@ -128,6 +128,16 @@ class PowerSpec(_Model):
     interface: Literal["ipmitool", "rmcpplus"] | None = Field(
         default=None, description="ipmi only; default ipmitool (lanplus)"
     )
+    cipher_suite: Literal[17, 3] | None = Field(
+        default=None,
+        description="ipmi only: the RMCP+ cipher suite; default 17 (RAKP-HMAC-SHA256); "
+        "3 (SHA-1) only where the BMC offers nothing better (docs/ipmi.md)",
+    )
+    privilege: Literal["user", "operator", "administrator"] | None = Field(
+        default=None,
+        description="ipmi only: the session's privilege; default operator (all that "
+        "chassis power control needs)",
+    )
     auth: Literal["basic", "session"] | None = Field(
         default=None, description="redfish only; default session"
     )

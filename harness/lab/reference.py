@@ -90,7 +90,8 @@ def _racks_and_nodes(spec: LabSpec, inv: dict[str, Any]) -> list[str]:
     out += [
         "",
         "Every node also has SSH (`ssh:` in the inventory): network partition and kubelet "
-        "stop work on every node.",
+        "stop work on every node. The IPMI BMCs offer cipher suite 17 only (RAKP-HMAC-SHA256) "
+        "and their user has the OPERATOR privilege, as a hardened BMC's (docs/ipmi.md).",
         "",
         "Labels and taints of the Node objects:",
         "",

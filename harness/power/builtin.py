@@ -79,7 +79,9 @@ class KindOptions(DriverOptions):
 
 class IpmiPlugin(DriverPlugin[IpmiOptions]):
     options = IpmiOptions
-    fields = frozenset({"endpoint", "username", "password", "interface"})
+    fields = frozenset(
+        {"endpoint", "username", "password", "interface", "cipher_suite", "privilege"}
+    )
     budget_timeout: ClassVar[bool] = True
 
     def check(self, spec: PowerSpec) -> None:
@@ -107,6 +109,8 @@ class IpmiPlugin(DriverPlugin[IpmiOptions]):
             spec.username or "",
             self.password(node, spec),
             interface=interface,
+            cipher_suite=spec.cipher_suite or 17,
+            privilege=spec.privilege or "operator",
             **settings,
         )
 

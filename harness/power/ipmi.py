@@ -1,15 +1,24 @@
-"""Power control through an IPMI 2.0 BMC (RMCP+ / "lanplus", cipher suite 3) with pyipmi.
+"""Power control through an IPMI 2.0 BMC (RMCP+ / "lanplus") with pyipmi.
+
+The session uses the node's cipher suite and privilege (``power.cipher_suite``, default
+17; ``power.privilege``, default ``operator``: :mod:`harness.power.ipmi_session`). A BMC
+that refuses either raises one :class:`IpmiSessionRefused` naming the BMC, what it offers
+and the inventory field to change: permanent, never retried (docs/ipmi.md).
 
 Two transports, both driven through pyipmi's ``Ipmi`` object:
 
-- ``interface="ipmitool"``: Debian's ``ipmitool -I lanplus -C 3``, run as one long-lived
+- ``interface="ipmitool"``: Debian's ``ipmitool -I lanplus -C <suite> -L <privilege>``,
+  run as one long-lived
   ``ipmitool ... shell`` process per driver, so the whole driver lifetime uses a single
   RMCP+ session (pyipmi's own ipmitool interface starts one ipmitool, hence one session,
   per request, and passes the password on the command line). The password reaches
   ipmitool through its environment (``-E``), never through its arguments.
-- ``interface="rmcpplus"``: pyipmi's native RMCP+ implementation with ``cipher_suite=3``,
+- ``interface="rmcpplus"``: pyipmi's native RMCP+ implementation (suites 1-3 and 15-17),
   without the ASF presence ping (pyghmi-based BMCs, like the lab's, do not answer it); a
-  Get Device ID every ``keepalive_s`` keeps the session open.
+  Get Device ID every ``keepalive_s`` keeps the session open. python-ipmi 0.6.1 derives
+  the SHA-256 suites' K1/K2 from 32-byte constants where IPMI 2.0 section 13.32, ipmitool
+  and BMCs use 20 bytes, so its cipher 17 sessions fail integrity against them: this
+  module installs the spec's derivation (:class:`_SpecSessionKeys`).
 
 The session is opened on first use and reused; after any error it is closed and opened
 again on the next attempt. Chassis control: power down (forced off), soft shutdown
@@ -26,8 +35,10 @@ unreachable: that ends in ``WaitTimeout``.
 from __future__ import annotations
 
 import functools
+import hmac
 import logging
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -39,6 +50,7 @@ from typing import Any, Final, Literal, TypeVar
 
 import pyipmi
 import pyipmi.errors as ipmi_errors
+import pyipmi.interfaces.rmcpplus as ipmi_rmcpplus
 import pyipmi.session as ipmi_session
 from pyipmi.interfaces.ipmitool import Ipmitool
 from pyipmi.interfaces.rmcpplus import RmcpPlus
@@ -56,13 +68,28 @@ from harness.power._wait import (
     retry,
     wait_until,
 )
-from harness.power.base import NothingToDo, PowerState, PreparedPower
+from harness.power.base import NothingToDo, PowerState, PreparedPower, ResetType
+from harness.power.ipmi_session import (
+    CHASSIS_CONTROL_PRIVILEGE,
+    CIPHER_MSC,
+    CIPHER_SUITES,
+    DEFAULT_CIPHER_SUITE,
+    DEFAULT_PRIVILEGE,
+    IPMITOOL_CIPHER_TEXT,
+    IPMITOOL_PRIVILEGE_TEXT,
+    PRIVILEGE_CC,
+    PRIVILEGE_LEVELS,
+    PRIVILEGE_MSC,
+    IpmiSessionRefused,
+    Privilege,
+    offered_cipher_suites,
+)
+from harness.power.probe import ProbeReport
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-CIPHER_SUITE: Final = 3
 #: Longest wait for one IPMI answer; waits are bounded by ``timeout_s`` plus at most this.
 REQUEST_TIMEOUT_S: Final = 3.0
 
@@ -79,6 +106,21 @@ _PERMANENT_CC: Final = {
 _PERMANENT_MSC: Final = {0x04, 0x05, 0x06, 0x07, 0x09, 0x0A, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11}
 
 _PROMPT: Final = b"ipmitool> "
+
+
+class _SpecSessionKeys(ipmi_rmcpplus.SessionKeys):  # type: ignore[misc]  # untyped pyipmi
+    """pyipmi's session keys with K1 = HMAC(SIK, 20 x 0x01) and K2 = HMAC(SIK, 20 x 0x02)
+    whatever the hash, as IPMI 2.0 section 13.32 defines them (pyipmi 0.6.1 uses the
+    hash's digest size, 32 bytes for SHA-256, and no BMC agrees)."""
+
+    def __init__(self, suite: Any, sik: bytes) -> None:
+        self.suite = suite
+        digest = ipmi_rmcpplus.AUTH_ALGORITHMS[suite.authentication][0]
+        self.k1 = hmac.new(sik, b"\x01" * 20, digest).digest()
+        self.k2 = hmac.new(sik, b"\x02" * 20, digest).digest()
+
+
+ipmi_rmcpplus.SessionKeys = _SpecSessionKeys
 
 
 class _RedactedSession(ipmi_session.Session):  # type: ignore[misc]  # untyped pyipmi
@@ -108,8 +150,12 @@ class _IpmitoolShell(Ipmitool):  # type: ignore[misc]  # untyped pyipmi
     session establishment starts a new one.
     """
 
-    def __init__(self, password: Secret, request_timeout_s: float) -> None:
-        super().__init__(interface_type="lanplus", cipher=CIPHER_SUITE)
+    def __init__(
+        self, password: Secret, request_timeout_s: float, cipher_suite: int, privilege: str
+    ) -> None:
+        super().__init__(interface_type="lanplus", cipher=cipher_suite)
+        self._cipher_suite = cipher_suite
+        self._privilege = privilege
         self._password = password
         self._request_timeout_s = request_timeout_s
         self._process: subprocess.Popen[bytes] | None = None
@@ -126,7 +172,8 @@ class _IpmitoolShell(Ipmitool):  # type: ignore[misc]  # untyped pyipmi
         retries = 1
         per_try = max(1, int(self._request_timeout_s / (retries + 1)))
         argv = [
-            binary, "-I", "lanplus", "-C", str(CIPHER_SUITE), "-L", "ADMINISTRATOR",
+            binary, "-I", "lanplus", "-C", str(self._cipher_suite),
+            "-L", self._privilege.upper(),
             "-N", str(per_try), "-R", str(retries),
             "-H", str(session.rmcp_host), "-p", str(session.rmcp_port),
             "-U", session.auth_username_bytes.decode(), "-E", "-v", "shell",
@@ -146,6 +193,11 @@ class _IpmitoolShell(Ipmitool):  # type: ignore[misc]  # untyped pyipmi
         if ended != "prompt":
             self._stop_process()
             text = output.decode(errors="replace")
+            refusal = _ipmitool_refusal(text)
+            if refusal is not None:
+                raise refusal
+            if "unauthorized name" in text.lower():
+                raise ipmi_errors.AuthenticationError("the BMC does not know the user name")
             if self.re_authentication_error.search(text):
                 raise ipmi_errors.AuthenticationError("RAKP HMAC check failed (wrong password?)")
             raise ipmi_errors.IpmiConnectionError(
@@ -237,6 +289,28 @@ class _IpmitoolShell(Ipmitool):  # type: ignore[misc]  # untyped pyipmi
             _stop_ipmitool(process)
 
 
+class _Refused(Exception):
+    """A session refusal for want of a cipher suite or a privilege (becomes an
+    :class:`IpmiSessionRefused` once the driver adds what the BMC offers)."""
+
+    def __init__(self, what: Literal["cipher suite", "privilege"], reason: str) -> None:
+        self.what: Literal["cipher suite", "privilege"] = what
+        self.reason = reason
+        super().__init__(f"{what}: {reason}")
+
+
+def _ipmitool_refusal(text: str) -> _Refused | None:
+    """A cipher suite or privilege refusal in ipmitool's output, if it reports one."""
+    lowered = text.lower()
+    for words, what in ((IPMITOOL_CIPHER_TEXT, "cipher suite"),
+                        (IPMITOOL_PRIVILEGE_TEXT, "privilege")):  # fmt: skip
+        for word in words:
+            if word in lowered:
+                line = next(ln for ln in text.splitlines() if word in ln.lower())
+                return _Refused(what, re.sub(r"\s+", " ", line).strip())  # type: ignore[arg-type]
+    return None
+
+
 def _stop_ipmitool(process: subprocess.Popen[bytes]) -> None:
     """Ask an ``ipmitool shell`` to close its session and exit; kill it if it does not."""
     try:
@@ -268,8 +342,16 @@ class IpmiDriver:
         timeout_s: float = 60,
         poll_s: float = 0.5,
         keepalive_s: int = 20,
+        cipher_suite: int = DEFAULT_CIPHER_SUITE,
+        privilege: Privilege = DEFAULT_PRIVILEGE,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        if cipher_suite not in CIPHER_SUITES:
+            valid = ", ".join(str(c) for c in CIPHER_SUITES)
+            raise PermanentError(f"{node}: IPMI cipher suite {cipher_suite} (valid: {valid})")
+        if privilege not in PRIVILEGE_LEVELS:
+            valid = ", ".join(PRIVILEGE_LEVELS)
+            raise PermanentError(f"{node}: IPMI privilege {privilege!r} (valid: {valid})")
         if interface not in ("ipmitool", "rmcpplus"):
             raise PermanentError(
                 f"{node}: IPMI interface must be 'ipmitool' or 'rmcpplus', not {interface!r}"
@@ -285,6 +367,8 @@ class IpmiDriver:
         self.timeout_s = timeout_s
         self.poll_s = poll_s
         self.keepalive_s = keepalive_s
+        self.cipher_suite = cipher_suite
+        self.privilege = privilege
         self._clock = clock
         self._lock = threading.RLock()
         self._ipmi: Any = None
@@ -292,7 +376,8 @@ class IpmiDriver:
     def __repr__(self) -> str:
         return (
             f"IpmiDriver(node={self.node!r}, host={self.host!r}, port={self.port}, "
-            f"username={self.username!r}, interface={self.interface!r})"
+            f"username={self.username!r}, interface={self.interface!r}, "
+            f"cipher_suite={self.cipher_suite}, privilege={self.privilege!r})"
         )
 
     # -- PowerDriver --------------------------------------------------------------------
@@ -369,6 +454,42 @@ class IpmiDriver:
         with self._lock:
             self._disconnect()
 
+    def probe(self) -> ProbeReport:
+        """Open a new session (cipher suite and privilege as configured) and read the
+        chassis status once; changes nothing. Raises :class:`IpmiSessionRefused` when the
+        BMC refuses the suite or the privilege."""
+        with self._lock:
+            self._disconnect()
+            deadline = self._deadline()
+            started = self._clock.monotonic()
+            self._call("open a session", lambda: self._ipmi_op("open a session", _no_op), deadline)
+            connected = self._clock.monotonic()
+            state = self._call("report the power state", self._read_state, deadline)
+            read = self._clock.monotonic()
+        offered = offered_cipher_suites(self.host, self.port)
+        can_control = PRIVILEGE_LEVELS[self.privilege] >= PRIVILEGE_LEVELS["operator"]
+        notes = [] if can_control else [
+            f"chassis control needs {CHASSIS_CONTROL_PRIVILEGE.upper()}: this session can only read"
+        ]  # fmt: skip
+        notes.append("soft shutdown is ACPI: the OS may ignore it")
+        return ProbeReport(
+            protocol="ipmi",
+            endpoint=f"{self.host}:{self.port}",
+            state=state,
+            authentication=f"{CIPHER_SUITES[self.cipher_suite].split(',')[0]} as {self.username!r}",
+            security=f"cipher suite {self.cipher_suite} ({self.interface})",
+            privilege=self.privilege.upper(),
+            reset_types=IPMI_RESET_TYPES if can_control else frozenset(),
+            connect_s=connected - started,
+            readback_s=read - connected,
+            offered=(
+                "cipher suites " + ", ".join(str(c) for c in offered)
+                if offered is not None
+                else "cipher suites not listed"
+            ),
+            notes=tuple(notes),
+        )
+
     # -- steps --------------------------------------------------------------------------
 
     def _deadline(self) -> Deadline:
@@ -420,6 +541,8 @@ class IpmiDriver:
         except PowercutError:
             self._disconnect()
             raise
+        except _Refused as exc:
+            error: PowercutError = self._refused(exc.what, exc.reason)
         except (ipmi_errors.CompletionCodeError, ipmi_errors.MessageStatusCodeError) as exc:
             error = self._translate_code(what, exc)
         except (ipmi_errors.AuthenticationError, ipmi_errors.IpmiLongPasswordError) as exc:
@@ -449,15 +572,42 @@ class IpmiDriver:
         self._disconnect()
         raise error
 
+    def _refused(
+        self, what: Literal["cipher suite", "privilege"], reason: str
+    ) -> IpmiSessionRefused:
+        offered = offered_cipher_suites(self.host, self.port) if what == "cipher suite" else None
+        return IpmiSessionRefused(
+            self.node,
+            f"{self.host}:{self.port}",
+            what=what,
+            cipher_suite=self.cipher_suite,
+            privilege=self.privilege,
+            username=self.username,
+            reason=redact(reason, self._password),
+            offered=offered,
+        )
+
     def _translate_code(self, what: str, exc: Exception) -> PowercutError:
         where = f"{self.node}: IPMI {self.host}:{self.port}"
         if isinstance(exc, ipmi_errors.MessageStatusCodeError):
+            if exc.msc in CIPHER_MSC:
+                return self._refused(
+                    "cipher suite", f"status 0x{exc.msc:02X}, {CIPHER_MSC[exc.msc]}"
+                )
+            if exc.msc in PRIVILEGE_MSC:
+                return self._refused(
+                    "privilege", f"status 0x{exc.msc:02X}, {PRIVILEGE_MSC[exc.msc]}"
+                )
             if exc.msc in _PERMANENT_MSC:
                 return PermanentError(
                     f"{where} refused the session for user {self.username!r}: {exc}"
                 )
             return TemporaryError(f"{where}: session setup failed: {exc}")
         assert isinstance(exc, ipmi_errors.CompletionCodeError)
+        if exc.cc == 0xD4 or (what == "open a session" and exc.cc in PRIVILEGE_CC):
+            need = f"; {what} needs {CHASSIS_CONTROL_PRIVILEGE.upper()}" if exc.cc == 0xD4 else ""
+            reason = f"completion code 0x{exc.cc:02X} ({PRIVILEGE_CC[exc.cc]}){need}"
+            return self._refused("privilege", reason)
         if exc.cc in _PERMANENT_CC:
             return PermanentError(
                 f"{where} refused {what}: completion code 0x{exc.cc:02X} ({_PERMANENT_CC[exc.cc]})"
@@ -470,21 +620,31 @@ class IpmiDriver:
         interface: Any
         if self.interface == "rmcpplus":
             interface = _PinglessRmcpPlus(
-                cipher_suite=CIPHER_SUITE, keep_alive_interval=self.keepalive_s, max_retries=1
+                cipher_suite=self.cipher_suite, keep_alive_interval=self.keepalive_s, max_retries=1
             )
         else:
-            interface = _IpmitoolShell(self._password, REQUEST_TIMEOUT_S)
+            interface = _IpmitoolShell(
+                self._password, REQUEST_TIMEOUT_S, self.cipher_suite, self.privilege
+            )
         session = _RedactedSession()
         ipmi = pyipmi.Ipmi(interface=interface, session=session)
         session.set_session_type_rmcp(self.host, self.port)
         session.set_auth_type_user(self.username, self._password.reveal())
-        session.set_priv_level("administrator")
+        session.set_priv_level(self.privilege)
         ipmi.target = pyipmi.Target(ipmb_address=0x20)
         interface.open()
         if self.interface == "rmcpplus":
             interface.set_timeout(REQUEST_TIMEOUT_S / 2)
         try:
             session.establish()
+        except ipmi_errors.CompletionCodeError as exc:
+            # Set Session Privilege Level, the last step of the setup, refused the level.
+            _quietly(interface.close_session)
+            _quietly(interface.close)
+            if exc.cc in PRIVILEGE_CC:
+                raise _Refused("privilege", f"completion code 0x{exc.cc:02X} "
+                               f"({PRIVILEGE_CC[exc.cc]})") from None  # fmt: skip
+            raise
         except BaseException:
             _quietly(interface.close_session)
             _quietly(interface.close)
@@ -571,6 +731,18 @@ class _SplitControl(_PreparedControl):
 
     def close(self) -> None:
         return None
+
+
+#: What chassis control does, as reset types: power up, power down, soft shutdown,
+#: power cycle, hard reset.
+IPMI_RESET_TYPES: Final = frozenset({
+    ResetType.ON, ResetType.FORCE_OFF, ResetType.GRACEFUL_SHUTDOWN, ResetType.POWER_CYCLE,
+    ResetType.FORCE_RESTART,
+})  # fmt: skip
+
+
+def _no_op(ipmi: Any) -> None:
+    return None
 
 
 def _quietly(action: Callable[[], object]) -> None:

@@ -81,6 +81,7 @@ from harness.power.base import (
     PreparedPower,
     ResetType,
 )
+from harness.power.probe import ProbeReport, tls_chain
 
 log = logging.getLogger(__name__)
 
@@ -305,6 +306,36 @@ class RedfishDriver:
         raise PermanentError(
             f"{self.node}: the Redfish system allows no way to power-cycle ({ways}); "
             f"allowed ResetTypes: {', '.join(sorted(allowed)) or 'none'}"
+        )
+
+    def probe(self) -> ProbeReport:
+        """A basic read-only probe: a new connection (and session), one power state read
+        timed apart, the reset types the system allows, the server's certificate. (What a
+        vendor profile adds, session limits and Task support, is not probed here.)"""
+        with self._lock:
+            self.close()
+            deadline = self._deadline()
+            started = self._clock.monotonic()
+            allowed = self._call("read the allowed reset types", self._allowed, deadline)
+            connected = self._clock.monotonic()
+            state = self._current(deadline)[0]
+            read = self._clock.monotonic()
+        chain, verified, why = tls_chain(self.url, self.verify)
+        known = {t.value: t for t in ResetType}
+        return ProbeReport(
+            protocol="redfish",
+            endpoint=self.url,
+            state=state,
+            authentication=f"{self.auth} as {self.username!r}",
+            security="https" if self.url.startswith("https") else "http (no TLS)",
+            privilege="-",
+            reset_types=frozenset(known[v] for v in allowed if v in known),
+            tls_chain=chain,
+            tls_verified=verified,
+            connect_s=connected - started,
+            readback_s=read - connected,
+            offered="ResetType " + ", ".join(sorted(allowed)),
+            notes=(f"TLS not verified: {why}",) if why else (),
         )
 
     def close(self) -> None:

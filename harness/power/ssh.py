@@ -46,7 +46,8 @@ import paramiko
 
 from harness.errors import PermanentError, TemporaryError, WaitTimeout, not_acted
 from harness.power._wait import SYSTEM_CLOCK, Clock, Deadline, before_acting, retry, wait_until
-from harness.power.base import PowerState
+from harness.power.base import PowerState, ResetType
+from harness.power.probe import ProbeReport
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +132,12 @@ class _RejectUnknownHost(paramiko.MissingHostKeyPolicy):
         self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
     ) -> None:
         raise _UnknownHostKey(hostname)
+
+
+#: What SSH can ask of a running node: poweroff --force, poweroff, reboot.
+SSH_RESET_TYPES: Final = frozenset(
+    {ResetType.FORCE_OFF, ResetType.GRACEFUL_SHUTDOWN, ResetType.GRACEFUL_RESTART}
+)
 
 
 class SshDriver:
@@ -253,6 +260,31 @@ class SshDriver:
     def close(self) -> None:
         with self._lock:
             self._disconnect()
+
+    def probe(self) -> ProbeReport:
+        """Connect (key and host key checked as configured) and probe twice: the first
+        probe's time includes the connection, the second is one round trip. Changes
+        nothing. SSH can power off, shut down and reboot, never power on."""
+        with self._lock:
+            self._disconnect()
+            started = self._clock.monotonic()
+            self._probe(self._deadline())
+            connected = self._clock.monotonic()
+            state = self._probe(self._deadline())
+            read = self._clock.monotonic()
+        checked = "host key checked" if self.strict_host_key else "host key NOT checked"
+        return ProbeReport(
+            protocol="ssh",
+            endpoint=f"{self.host}:{self.port}",
+            state=state,
+            authentication=f"publickey as {self.user!r}",
+            security=f"ssh, {checked}",
+            privilege="-",
+            reset_types=SSH_RESET_TYPES if state is PowerState.ON else frozenset(),
+            connect_s=connected - started,
+            readback_s=read - connected,
+            notes=(ON_REFUSED,) if state is PowerState.ON else ("the node does not answer SSH",),
+        )
 
     # -- failure kinds beyond power -----------------------------------------------------
 

@@ -478,7 +478,8 @@ def test_shape_errors(tmp_path: Path, text: str, needle: str) -> None:
             "password_env: BMC_PW}",
             "password_env: BMC_PW, auth: basic}",
             "nodes[1].power.auth",
-            "does not apply to driver ipmi (it reads: endpoint, interface, password, username",
+            "does not apply to driver ipmi (it reads: cipher_suite, endpoint, interface, "
+            "password, privilege, username",
         ),
         (
             "password_file: secrets/w2",

@@ -3,7 +3,8 @@
 - ``target``: ``PowerTarget`` (what a BMC acts on), ``CallbackTarget`` (wires one to
   callables) and ``MemoryTarget`` (for tests).
 - ``redfish``: ``RedfishServer``, sushy-tools' emulator in-process over HTTPS (one per process).
-- ``ipmi``: ``IpmiServer``, pyghmi BMCs (IPMI 2.0 lanplus, cipher suite 3), one port per node.
+- ``ipmi``: ``IpmiServer``, pyghmi BMCs (IPMI 2.0 lanplus, cipher suite 17 by default, an
+  OPERATOR user), one port per node.
 - ``ssh``: ``SshServer``, a paramiko server per node (publickey auth, power commands).
 - ``creds``: the password, SSH keys and TLS certificates a lab needs, as 0600 files.
 

@@ -1,10 +1,19 @@
 """IPMI 2.0 (RMCP+, "lanplus") BMCs for lab nodes: one pyghmi ``Bmc`` per node, each on its port.
 
-pyghmi's server side answers cipher suite 3 only (HMAC-SHA1, HMAC-SHA1-96, AES-CBC-128) and
-does not answer the ASF presence ping: clients must use ``ipmitool -I lanplus -C 3`` or
-pyipmi's ``rmcpplus`` interface with ``cipher_suite=3`` and no ping. An unknown user name
-gets no answer at all (the client times out); a wrong password fails the RAKP exchange on
-the client side at once.
+Cipher suites and privileges, as a hardened BMC has them (docs/ipmi.md):
+
+- The BMC offers the cipher suites it is given: by default 17 only (RAKP-HMAC-SHA256,
+  HMAC-SHA256-128, AES-CBC-128), which pyghmi's server side does not do by itself
+  (it forces suite 3): :class:`_ServerSession` negotiates 17 or 3 from what the client
+  proposes, runs the RAKP exchange with that suite's hash and keys (K1 and K2 from the
+  20-byte constants of IPMI 2.0 section 13.32, as ipmitool and OpenBMC derive them) and
+  refuses any other proposal with status 0x11 (no cipher suite match). Get Channel Cipher
+  Suites, sessionless, lists what is offered.
+- The user has a maximum privilege (by default OPERATOR, all that chassis control
+  needs): a session asking for more is refused in RAKP message 2 (status 0x09, invalid
+  role); Chassis Control needs OPERATOR, a USER session gets completion code 0xD4.
+- An unknown user name is refused (status 0x0D, unauthorized name); a wrong password fails
+  the RAKP exchange on the client side at once. No ASF presence ping: clients skip it.
 
 Running in-process, and stopping
 --------------------------------
@@ -33,8 +42,12 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import hashlib
+import hmac
 import logging
+import os
 import socket
+import struct
 import threading
 import time
 import uuid
@@ -42,6 +55,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import pyghmi.ipmi.bmc as _pyghmi_bmc
+import pyghmi.ipmi.private.serversession as _pyghmi_serversession
 import pyghmi.ipmi.private.session as _pyghmi_session
 
 from harness.lab.bmc.target import PowerTarget
@@ -67,17 +81,156 @@ STALL_S: Final = 2.0
 
 _BMC_UUID_NAMESPACE: Final = uuid.UUID("0b4f8f5e-3d2a-4c61-9a51-6a0c2d0e7c21")
 
+#: IPMI privilege levels by name (what ``ipmitool -L`` and the inventory say).
+PRIVILEGES: Final = {"user": 2, "operator": 3, "administrator": 4}
+_OPERATOR: Final = 3
+
+#: Cipher suites this BMC can offer: id -> (authentication, integrity, confidentiality)
+#: algorithm numbers of IPMI 2.0 tables 13-17..13-19, and the RAKP hash.
+_SUITES: Final = {
+    3: ((1, 1, 1), hashlib.sha1),  # RAKP-HMAC-SHA1, HMAC-SHA1-96, AES-CBC-128
+    17: ((3, 4, 1), hashlib.sha256),  # RAKP-HMAC-SHA256, HMAC-SHA256-128, AES-CBC-128
+}
+#: The suites offered unless told otherwise: a hardened BMC's.
+DEFAULT_CIPHER_SUITES: Final = (17,)
+
+# RMCP+ session setup status codes (IPMI 2.0 table 13-15) used here.
+_MSC_INVALID_ROLE: Final = 0x09
+_MSC_UNAUTHORIZED_NAME: Final = 0x0D
+_MSC_NO_CIPHER_SUITE_MATCH: Final = 0x11
+
 
 def bmc_guid(node: str) -> uuid.UUID:
     """The stable system GUID a node's BMC reports."""
     return uuid.uuid5(_BMC_UUID_NAMESPACE, node)
 
 
+class _ServerSession(_pyghmi_serversession.ServerSession):  # type: ignore[misc]  # untyped
+    """pyghmi's server session, negotiating the cipher suite and the privilege.
+
+    pyghmi's packet layer already integrity-protects with ``currhashlib`` truncated to
+    ``currhashlen`` and encrypts with ``aeskey``: this class sets them per suite and does
+    the session setup (open session, RAKP 1-4) with the suite's hash.
+    """
+
+    bmc: _NodeBmc
+
+    def create_open_session_response(self, request: bytearray) -> bytearray:
+        tag = request[0]
+        self.clientsessionid = request[4:8]
+        self.managedsessionid = os.urandom(4)
+        proposed = (request[12] & 0x3F, request[20] & 0x3F, request[28] & 0x3F)
+        suite = next((i for i in self.bmc.cipher_suites if _SUITES[i][0] == proposed), None)
+        if suite is None:
+            log.info(
+                "ipmi: %s: refused a session proposing algorithms %s (offered suites %s)",
+                self.bmc.target.name, proposed, list(self.bmc.cipher_suites),
+            )  # fmt: skip
+            self.suite = None
+            return bytearray([tag, _MSC_NO_CIPHER_SUITE_MATCH, 0, 0]) + self.clientsessionid
+        self.suite = suite
+        self.currhashlib = _SUITES[suite][1]
+        self.currhashlen = 12 if suite == 3 else 16
+        self.privlevel = 4
+        auth, integrity, conf = _SUITES[suite][0]
+        return (
+            bytearray([tag, 0, self.privlevel, 0])
+            + self.clientsessionid
+            + self.managedsessionid
+            + bytearray([0, 0, 0, 8, auth, 0, 0, 0, 1, 0, 0, 8, integrity, 0, 0, 0])
+            + bytearray([2, 0, 0, 8, conf, 0, 0, 0])
+        )
+
+    def _got_rakp1(self, data: bytearray) -> None:
+        if getattr(self, "suite", None) is None:
+            return  # the open session was refused
+        tag = data[0]
+        self.Rm = data[8:24]
+        self.rolem = data[24]
+        self.username = bytes(data[28 : 28 + data[27]])
+        user = self.bmc.users.get(self.username.decode("utf-8", "replace"))
+        status = 0
+        if user is None:
+            status = _MSC_UNAUTHORIZED_NAME
+        elif (self.rolem & 0x0F) > user[1]:
+            status = _MSC_INVALID_ROLE
+        if status:
+            log.info("ipmi: %s: RAKP refused (status 0x%02X)", self.bmc.target.name, status)
+            self.send_payload(
+                bytearray([tag, status, 0, 0]) + self.clientsessionid,
+                _pyghmi_session.constants.payload_types["rakp2"],
+                retry=False,
+            )
+            return
+        assert user is not None
+        # The session's ceiling: what was asked for (0: the user's maximum).
+        self.maxpriv = (self.rolem & 0x0F) or user[1]
+        self.clientpriv = self.maxpriv
+        self.kuid = user[0].encode()
+        self.kg = self.kuid
+        self.uuiddata = self.uuid.bytes
+        self.Rc = os.urandom(16)
+        role = bytes([self.rolem, len(self.username)]) + self.username
+        signed = bytes(self.clientsessionid + self.managedsessionid + self.Rm + self.Rc)
+        authcode = hmac.new(self.kuid, signed + self.uuiddata + role, self.currhashlib).digest()
+        self.send_payload(
+            bytearray([tag, 0, 0, 0]) + self.clientsessionid + self.Rc + self.uuiddata + authcode,
+            _pyghmi_session.constants.payload_types["rakp2"],
+            retry=False,
+        )
+
+    def _got_rakp3(self, data: bytearray) -> None:
+        if getattr(self, "suite", None) is None or not hasattr(self, "Rc"):
+            return
+        digest = self.currhashlib
+        role = bytes([self.rolem, len(self.username)]) + self.username
+        self.sik = hmac.new(self.kg, bytes(self.Rm + self.Rc) + role, digest).digest()
+        # K1 and K2 from 20-byte constants whatever the hash (IPMI 2.0 section 13.32).
+        self.k1 = hmac.new(self.sik, b"\x01" * 20, digest).digest()
+        self.k2 = hmac.new(self.sik, b"\x02" * 20, digest).digest()
+        self.aeskey = self.k2[0:16]
+        expected = hmac.new(
+            self.kuid, bytes(self.Rc + self.clientsessionid) + role, digest
+        ).digest()
+        if data[1] != 0 or not hmac.compare_digest(expected, bytes(data[8:])):
+            return  # the client refused RAKP 2, or does not know the password
+        self.localsid = struct.unpack("<I", self.managedsessionid)[0]
+        self.ipmicallback = self.handle_client_request
+        self._send_rakp4(data[0], 0)
+
+    def _send_rakp4(self, tagvalue: int, statuscode: int) -> None:
+        icv = hmac.new(
+            self.sik, bytes(self.Rm + self.managedsessionid + self.uuiddata), self.currhashlib
+        ).digest()[: self.currhashlen]
+        payload = bytearray([tagvalue, statuscode, 0, 0]) + self.clientsessionid + icv
+        self.send_payload(payload, _pyghmi_session.constants.payload_types["rakp4"], retry=False)
+        self.confalgo = "aes"
+        self.integrityalgo = "sha256" if self.suite == 17 else "sha1"
+        self.sequencenumber = 1
+        self.sessionid = struct.unpack("<I", bytes(self.clientsessionid))[0]
+
+    def handle_client_request(self, request: dict[str, Any]) -> None:
+        if request["netfn"] == 0 and request["command"] == 2 and self.clientpriv < _OPERATOR:
+            self.send_ipmi_response(code=0xD4)  # chassis control needs OPERATOR
+            return
+        super().handle_client_request(request)
+
+
 class _NodeBmc(_pyghmi_bmc.Bmc):  # type: ignore[misc]  # untyped pyghmi
     """One node's BMC: chassis status and chassis control, applied to a ``PowerTarget``."""
 
-    def __init__(self, target: PowerTarget, authdata: dict[str, str], host: str, port: int):
+    def __init__(
+        self,
+        target: PowerTarget,
+        users: dict[str, tuple[str, int]],
+        host: str,
+        port: int,
+        cipher_suites: Sequence[int] = DEFAULT_CIPHER_SUITES,
+    ):
+        authdata = {name: password for name, (password, _) in users.items()}
         super().__init__(authdata, port=port, bmcuuid=bmc_guid(target.name), address=host)
+        self.users = users
+        self.cipher_suites = tuple(cipher_suites)
         # pyghmi routes session packets by `self.port`: make it the bound port (port 0).
         self.port = self.serversocket.getsockname()[1]
         self.target = target
@@ -143,10 +296,42 @@ class _NodeBmc(_pyghmi_bmc.Bmc):  # type: ignore[misc]  # untyped pyghmi
 
     # -- sessions ---------------------------------------------------------------------------
 
+    def send_cipher_suites(
+        self, myaddr: int, mylun: int, clientaddr: int, clientlun: int, clientseq: int,
+        data: Any, sockaddr: Any,
+    ) -> None:  # fmt: skip
+        """Get Channel Cipher Suites (sessionless): the offered suites' records."""
+        records = bytearray()
+        for suite in self.cipher_suites:
+            auth, integrity, conf = _SUITES[suite][0]
+            records += bytearray([0xC0, suite, auth, 0x40 | integrity, 0x80 | conf])
+        index = data[22] & 0x3F if len(data) > 22 else 0
+        chunk = records[index * 16 : index * 16 + 16]
+        body = bytearray([myaddr, mylun | clientseq << 2, 0x54, 0x00, 0x01]) + chunk
+        body.append(_pyghmi_session._checksum(*body))
+        head = bytearray([clientaddr, clientlun | (7 << 2)])
+        head.append(_pyghmi_session._checksum(*head))
+        message = head + body
+        rmcp = bytearray(b"\x06\x00\xff\x07\x06\x00\x00\x00\x00\x00\x00\x00\x00\x00")
+        packet = rmcp + struct.pack("<H", len(message)) + message
+        _pyghmi_session._io_sendto(self.serversocket, packet, sockaddr)
+
     def sessionless_data(self, data: Any, sockaddr: Any) -> None:
         if self._detached:  # a packet that was queued before stop()
             return
-        super().sessionless_data(data, sockaddr)
+        raw = bytearray(data)
+        if (
+            len(raw) >= 22
+            and raw[0] == 6
+            and raw[2:4] == b"\xff\x07"
+            and raw[4] == 6
+            and (raw[5] & 0x3F) == 0x10
+        ):
+            # An Open Session Request: this BMC's session class, not pyghmi's.
+            _ServerSession(self.authdata, self.kg, sockaddr, self.serversocket, raw[16:],
+                           self.uuid, bmc=self)  # fmt: skip
+        else:
+            super().sessionless_data(data, sockaddr)
         session = _pyghmi_session.Session.bmc_handlers.get(sockaddr, {}).get(self.port)
         if session is None or self._sessions.get(sockaddr) is session:
             return
@@ -292,7 +477,8 @@ class IpmiServer:
 
     ``targets`` is either a mapping port -> target, or a sequence of targets that get free
     ports (read them from ``ports`` after ``start()``). Every BMC accepts ``username`` /
-    ``password`` with administrator privilege.
+    ``password`` up to ``privilege`` (default OPERATOR), plus the ``users`` given as name ->
+    (password, privilege), and offers ``cipher_suites`` (default 17 only; 3 and 17 exist).
     """
 
     def __init__(
@@ -301,6 +487,10 @@ class IpmiServer:
         host: str = "127.0.0.1",
         username: str = "",
         password: str = "",
+        *,
+        privilege: str = "operator",
+        users: Mapping[str, tuple[str, str]] | None = None,
+        cipher_suites: Sequence[int] = DEFAULT_CIPHER_SUITES,
     ) -> None:
         if isinstance(targets, Mapping):
             plan = [(port, target) for port, target in targets.items()]
@@ -315,6 +505,16 @@ class IpmiServer:
             raise ValueError(f"IPMI user names are 1 to {MAX_USERNAME_BYTES} bytes")
         if not password or len(password.encode()) > MAX_PASSWORD_BYTES:
             raise ValueError(f"IPMI 2.0 passwords are 1 to {MAX_PASSWORD_BYTES} bytes")
+        if not cipher_suites or any(c not in _SUITES for c in cipher_suites):
+            raise ValueError(
+                f"cipher suites must be some of {sorted(_SUITES)}, got {list(cipher_suites)}"
+            )
+        self._users: dict[str, tuple[str, int]] = {}
+        for name, (secret, level) in {username: (password, privilege), **(users or {})}.items():
+            if level not in PRIVILEGES:
+                raise ValueError(f"privilege must be one of {', '.join(PRIVILEGES)}, not {level!r}")
+            self._users[name] = (secret, PRIVILEGES[level])
+        self.cipher_suites = tuple(cipher_suites)
         self.host = host
         self.username = username
         self._password = password
@@ -351,10 +551,11 @@ class IpmiServer:
             if self._bmcs:
                 raise RuntimeError(f"{self!r} is already running")
             _LOOP.prepare()
-            authdata = {self.username: self._password}
             try:
                 for port, target in self._plan:
-                    self._bmcs.append(_NodeBmc(target, authdata, self.host, port))
+                    self._bmcs.append(
+                        _NodeBmc(target, self._users, self.host, port, self.cipher_suites)
+                    )
             except BaseException:
                 self._close_bmcs()
                 raise
