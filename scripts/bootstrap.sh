@@ -36,6 +36,9 @@ need=()
 command -v haproxy >/dev/null || need+=(haproxy)
 command -v ipmitool >/dev/null || need+=(ipmitool)
 command -v prometheus >/dev/null || need+=(prometheus)
+# The storage-network cut's integration test: a real sshfs mount from a real sshd.
+command -v sshfs >/dev/null || need+=(sshfs)
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "bootstrap: installing Debian packages: ${need[*]}"
   if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi

@@ -150,6 +150,8 @@ class Act(enum.StrEnum):
     KUBELET_STOP = "kubelet"
     HEAL = "heal"
     KUBELET_START = "kubelet-start"
+    STORAGE_CUT = "storage"  # the node's storage network cut (harness.power.storage_cut)
+    STORAGE_HEAL = "storage-heal"
     # the API (harness.kube.actions)
     CORDON = "cordon"
     UNCORDON = "uncordon"

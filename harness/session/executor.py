@@ -2,7 +2,7 @@
 
 The session's undo stack and ``powercut recover`` hand each undo the journal owes to a
 :class:`ClusterExecutor`: power a node on, uncordon it, remove a taint, re-create a deleted
-Node or Job, heal a partition, start a kubelet, release a stale cluster lock.
+Node or Job, heal a partition, start a kubelet, heal a storage cut, release a stale cluster lock.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from harness.kube.client import KubeClient, NotFound, Unreachable
 from harness.kube.lock import ClusterLock
 from harness.power.base import FailureKind, SupportsKubeletStop, SupportsPartition
 from harness.power.factory import driver_for
+from harness.power.storage_cut import SupportsStorageCut
 from harness.session.restore import restore_power
 
 
@@ -108,6 +109,17 @@ class ClusterExecutor:
 
     def start_kubelet(self, node: str, protocol: str) -> None:
         self._through(node, protocol, FailureKind.KUBELET_STOP)
+
+    def heal_storage(self, node: str, protocol: str) -> None:
+        """Give the node its storage network back through the driver that cut it
+        (idempotent: a node not cut, or off, is left as it is)."""
+        driver = driver_for(self.inventory.node(node), protocol or None)
+        try:
+            if not isinstance(driver, SupportsStorageCut):
+                raise PermanentError(f"{node}: the {protocol} driver cannot heal a storage cut")
+            driver.heal_storage(node)
+        finally:
+            driver.close()
 
     def _through(self, node: str, protocol: str, kind: FailureKind) -> None:
         """Undo a cut of ``kind`` through the driver that made it (idempotent)."""

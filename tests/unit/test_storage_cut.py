@@ -1,0 +1,199 @@
+"""The storage-network cut's mechanism: the inventory's endpoints, the firewall command the
+SSH driver sends (heal armed first, only the storage endpoints dropped, both ways), the
+lab's reading of it, and the journal's undo."""
+
+from __future__ import annotations
+
+import ipaddress
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.errors import ConfigError
+from harness.inventory import load_inventory
+from harness.inventory.storage import StorageEndpoint, parse_endpoint
+from harness.journal import UndoSpec
+from harness.power import storage_cut
+from harness.power.kind import KindDriver
+from harness.power.ssh import SshDriver
+from harness.power.storage_cut import SupportsStorageCut, cut_command, parse_cut_command
+
+
+@pytest.mark.parametrize(
+    ("text", "network", "port"),
+    [
+        ("10.0.20.5", "10.0.20.5/32", None),
+        (" 10.0.20.0/24 ", "10.0.20.0/24", None),
+        ("10.0.20.5:3260", "10.0.20.5/32", 3260),
+        ("10.0.20.7/24:2049", "10.0.20.0/24", 2049),
+    ],
+)
+def test_an_endpoint_is_an_ipv4_address_or_network_with_an_optional_port(
+    text: str, network: str, port: int | None
+) -> None:
+    ep = parse_endpoint(text)
+    assert ep.network == ipaddress.IPv4Network(network)
+    assert ep.port == port
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("array.example.com", "not host names"),
+        ("fd00::5", "expected an IPv4 address"),
+        ("10.0.20.300", "is not a storage endpoint"),
+        ("127.0.0.1", "loopback"),
+        ("0.0.0.0/0", "every"),
+        ("10.0.20.5:70000", "not in 1-65535"),
+        ("10.0.20.5:0", "not in 1-65535"),
+    ],
+)
+def test_a_bad_endpoint_says_what_is_valid(text: str, needle: str) -> None:
+    with pytest.raises(ValueError, match=needle):
+        parse_endpoint(text)
+
+
+def test_an_endpoint_reads_back_as_written() -> None:
+    assert [str(parse_endpoint(t)) for t in ("10.0.20.5", "10.0.20.0/24:3260")] == [
+        "10.0.20.5",
+        "10.0.20.0/24:3260",
+    ]
+
+
+INVENTORY = """\
+cluster:
+  kubeconfig: kube.conf
+nodes:
+  - name: w1
+    role: worker
+    power: {driver: kind}
+storage_network:
+  endpoints: [ENDPOINTS]
+"""
+
+
+def test_the_inventory_names_the_storage_endpoints(tmp_path: Path) -> None:
+    path = tmp_path / "inv.yaml"
+    path.write_text(INVENTORY.replace("ENDPOINTS", "'10.0.20.5:3260', 10.0.21.0/24"))
+    inv = load_inventory(path)
+    assert inv.storage_network is not None
+    assert [str(e) for e in inv.storage_network.parsed()] == ["10.0.20.5:3260", "10.0.21.0/24"]
+
+
+def test_a_bad_storage_endpoint_names_the_file_line_field_and_valid_forms(tmp_path: Path) -> None:
+    path = tmp_path / "inv.yaml"
+    path.write_text(INVENTORY.replace("ENDPOINTS", "10.0.20.5, array.example.com"))
+    with pytest.raises(ConfigError) as info:
+        load_inventory(path)
+    message = str(info.value)
+    assert str(path) in message
+    assert "storage_network.endpoints" in message
+    assert "line 8" in message
+    assert "'array.example.com' is not a storage endpoint" in message
+    assert "'10.0.20.5:3260'" in message  # what is valid
+
+
+def test_an_empty_storage_network_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "inv.yaml"
+    path.write_text(textwrap.dedent(INVENTORY.replace("[ENDPOINTS]", "[]")))
+    with pytest.raises(ConfigError, match=r"storage_network\.endpoints"):
+        load_inventory(path)
+
+
+EPS = [parse_endpoint("10.0.20.5:3260"), parse_endpoint("10.0.21.0/24")]
+
+
+def test_the_cut_arms_its_heal_before_it_drops_anything() -> None:
+    command = cut_command(EPS, 90)
+    steps = command.split(" && ")
+    assert steps[0].startswith(
+        f"systemd-run --collect --unit={storage_cut.HEAL_UNIT} --on-active=90 /bin/sh -c '"
+    )
+    # the armed heal removes exactly the chain the cut adds, from every hook
+    for hook in storage_cut.HOOKS:
+        assert f"iptables -w -D {hook} -j {storage_cut.CHAIN}" in steps[0]
+        assert f"iptables -w -I {hook} 1 -j {storage_cut.CHAIN}" in steps
+    assert steps[1] == f"iptables -w -N {storage_cut.CHAIN}"
+    # the chain is hooked in last, once it is complete
+    assert all(s.startswith("iptables -w -I") for s in steps[-3:])
+
+
+def test_the_cut_drops_only_the_storage_endpoints_both_ways() -> None:
+    rules = [s for s in cut_command(EPS, 90).split(" && ") if " -A " in s]
+    chain = storage_cut.CHAIN
+    assert rules == [
+        f"iptables -w -A {chain} -d 10.0.20.5/32 -p tcp --dport 3260 -j DROP",
+        f"iptables -w -A {chain} -s 10.0.20.5/32 -p tcp --sport 3260 -j DROP",
+        f"iptables -w -A {chain} -d 10.0.21.0/24 -j DROP",
+        f"iptables -w -A {chain} -s 10.0.21.0/24 -j DROP",
+    ]
+
+
+def test_a_cut_needs_endpoints_and_a_heal_ahead() -> None:
+    with pytest.raises(ValueError, match="at least one endpoint"):
+        cut_command([], 90)
+    with pytest.raises(ValueError, match="at least 1 s ahead"):
+        cut_command(EPS, 0)
+
+
+def test_the_lab_reads_the_cut_back_and_nothing_else() -> None:
+    command = cut_command(EPS, 42)
+    assert parse_cut_command(command) == (42, EPS)
+    assert parse_cut_command(command.replace("-j DROP", "-j ACCEPT")) is None
+    assert parse_cut_command(command + " && reboot") is None
+    assert parse_cut_command(storage_cut.COMMAND_HEAL) is None
+    assert parse_cut_command("true") is None
+
+
+class _Recording(SshDriver):
+    def __init__(self) -> None:
+        super().__init__("w1", "10.0.1.3", 22, "core", "/nonexistent", known_hosts=None)
+        self.sent: list[str] = []
+
+    def _power_command(self, command: str, deadline: object) -> None:
+        self.sent.append(command)
+
+
+def test_the_ssh_driver_sends_the_cut_rounding_the_heal_up_and_heals() -> None:
+    driver = _Recording()
+    assert isinstance(driver, SupportsStorageCut)
+    driver.cut_storage("w1", EPS, heal_after_s=12.2)
+    driver.heal_storage("w1")
+    assert driver.sent == [cut_command(EPS, 13), storage_cut.COMMAND_HEAL]
+
+
+def test_the_ssh_driver_refuses_another_node_and_a_heal_not_ahead() -> None:
+    driver = _Recording()
+    with pytest.raises(Exception, match="acts on w1, not w2"):
+        driver.cut_storage("w2", EPS, heal_after_s=10)
+    with pytest.raises(Exception, match="> 0 s ahead"):
+        driver.cut_storage("w1", EPS, heal_after_s=0)
+    assert driver.sent == []
+
+
+def test_the_kind_driver_can_cut_storage_too() -> None:
+    assert isinstance(KindDriver("w1"), SupportsStorageCut)
+    assert KindDriver("w1").supports("storage")
+
+
+def test_the_journal_heals_a_storage_cut_through_the_driver_that_cut_it() -> None:
+    spec = UndoSpec.heal_storage("w1", "ssh")
+    assert (spec.action, dict(spec.args)) == ("heal_storage", {"node": "w1", "protocol": "ssh"})
+
+    class Executor:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, str]] = []
+
+        def heal_storage(self, node: str, protocol: str) -> None:
+            self.calls.append((node, protocol))
+
+    ex = Executor()
+    spec.run(ex)  # type: ignore[arg-type]
+    assert ex.calls == [("w1", "ssh")]
+
+
+def test_an_endpoint_value_object_is_hashable_and_compares_by_value() -> None:
+    a = StorageEndpoint(ipaddress.IPv4Network("10.0.20.5/32"), 3260)
+    assert a == parse_endpoint("10.0.20.5:3260")
+    assert len({a, parse_endpoint("10.0.20.5:3260")}) == 1
