@@ -190,6 +190,7 @@ class Lab(NodeMachines):
                 "supervisor_pid": os.getpid(),
                 "power": {n: ("on" if on else "off") for n, on in self.power.items()},
                 "booting": sorted(self._booting),
+                "storage_cut": sorted(self.storage_cut),  # cut off their storage network
                 "components": {p.name: {"pid": p.pid, "state": p.exit_info()} for p in procs},
                 **extra,
             }
