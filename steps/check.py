@@ -29,7 +29,7 @@ from pytest_bdd.steps import StepFunctionContext, step_function_context_registry
 from harness.budgets import Budgets, canonical_budget_name
 from harness.errors import ConfigError, PowercutError
 from harness.inventory import Inventory
-from harness.scenario.select import parse_names
+from harness.scenario.targets.select import parse_names
 from harness.steps.fixtures import NEEDS, inventory_names_of, needs_of, provided_by, providers
 from harness.steps.plugin import pytest_plugins as _STEP_MODULES
 from harness.steps.support.limits import Limit

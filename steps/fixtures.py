@@ -45,12 +45,13 @@ from harness.report.allure_env import (
     prepare_results,
     scenario_environment,
 )
-from harness.scenario import report, steady
-from harness.scenario.apiprobe import API_PROBE, ETCD_PROBE, ApiProber
+from harness.scenario import report
 from harness.scenario.errors import MissingStep, NotApplicable
+from harness.scenario.expectations import steady_state
+from harness.scenario.expectations.apiprobe import API_PROBE, ETCD_PROBE, ApiProber
+from harness.scenario.expectations.steady_state import Baseline
 from harness.scenario.report import Measurements
-from harness.scenario.steady import Baseline
-from harness.scenario.workloads import Workload, resolve_workloads
+from harness.scenario.targets.workloads import Workload, resolve_workloads
 from harness.session import Session
 from harness.steps.plugin import seed_of
 from harness.steps.support import labels
@@ -394,12 +395,14 @@ def baseline(
         allure.step(f"wait up to {budgets.recovery:g}s for the cluster to be healthy"),
         observer.timeline.ledger.part("steady-state check before"),
     ):
-        settled = steady.wait_steady(inventory, observer, workloads, timeout_s=budgets.recovery)
+        settled = steady_state.wait_steady(
+            inventory, observer, workloads, timeout_s=budgets.recovery
+        )
         return Baseline(
-            steady.nodes_found(inventory, observer),
+            steady_state.nodes_found(inventory, observer),
             workloads,
             settled,
-            steady.snapshot(observer),
+            steady_state.snapshot(observer),
             at_mono=time.monotonic(),
         )
 
@@ -431,7 +434,7 @@ def session(
         failed = _failed(request.node)
         if failed:
             report.attach_failure_evidence(
-                kube, namespaces, timeline, baseline.snapshot, steady.snapshot(observer)
+                kube, namespaces, timeline, baseline.snapshot, steady_state.snapshot(observer)
             )
         ledger = timeline.ledger
         try:
@@ -450,7 +453,7 @@ def session(
                     allure.step(f"wait up to {budgets.recovery:g}s for the cluster as found"),
                     ledger.part("steady-state check after"),
                 ):
-                    steady.wait_steady(
+                    steady_state.wait_steady(
                         inventory,
                         observer,
                         baseline.workloads,

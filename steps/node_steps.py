@@ -3,9 +3,10 @@ the Node object gone after its deletion, Ready again after the return, the out-o
 taint gone; and the nodes' DaemonSet pods (NotReady, Ready again, never evicted).
 
 Each step parses its sentence, resolves its limit and calls one phase of
-:mod:`harness.scenario.phases` (or of :mod:`harness.scenario.operated` /
-:mod:`harness.scenario.replacement` where a phase runs per node or per pod), which waits for
-its start event and measures from it.
+:mod:`harness.scenario.expectations.phases` (or of
+:mod:`harness.scenario.expectations.operator_results` /
+:mod:`harness.scenario.expectations.replacements` where a phase runs per node or per pod), which
+waits for its start event and measures from it.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from pytest_bdd import then
 
 from harness.budgets import Budgets
 from harness.kube.timeline import Timeline, Transition
-from harness.scenario import operated, phases, replacement
+from harness.scenario.expectations import operator_results, phases, replacements
 from harness.scenario.report import Measurements, waiting
-from harness.scenario.targets import Outage, PoweredOn, Targets
+from harness.scenario.targets.choice import Outage, PoweredOn, Targets
 from harness.steps.support.limits import Limit
 from harness.steps.support.phrases import phrase, within
 
@@ -60,7 +61,7 @@ def node_object_gone(
     """Each chosen node's Node object disappears, measured from its delete request."""
     what = "Node deleted: " + ", ".join(targets.nodes)
     with within(limit, budgets, what) as seconds:
-        operated.nodes_gone(timeline, targets.nodes, resolution, seconds, measurements)
+        operator_results.nodes_gone(timeline, targets.nodes, resolution, seconds, measurements)
 
 
 @then(phrase("the node is Ready within {limit:Limit}"))
@@ -94,7 +95,9 @@ def out_of_service_taint_gone(
     before), and the Node no longer carries it, measured from the removal request."""
     what = "out-of-service taint gone from " + ", ".join(targets.nodes)
     with within(limit, budgets, what) as seconds:
-        operated.out_of_service_gone(timeline, targets.nodes, powered_on, seconds, measurements)
+        operator_results.out_of_service_gone(
+            timeline, targets.nodes, powered_on, seconds, measurements
+        )
 
 
 @then(phrase("the node's DaemonSet pods are NotReady within {limit:Limit}"))
@@ -104,7 +107,7 @@ def daemon_pods_not_ready(
     """Each DaemonSet pod of the node turns NotReady, measured from the power-off
     acknowledgement."""
     seconds = limit.seconds(budgets)
-    replacement.daemon_pods_not_ready(timeline, outage, seconds, measurements)
+    replacements.daemon_pods_not_ready(timeline, outage, seconds, measurements)
 
 
 @then(phrase("the node's DaemonSet pods are Ready again within {limit:Limit}"))

@@ -5,10 +5,10 @@ drain's evictions (every pod evicted, the DaemonSet pods left, no PodDisruptionB
 broken).
 
 Each step parses its sentence and calls one function: the actions in
-:mod:`harness.scenario.operator`, :mod:`harness.scenario.phases` and
-:mod:`harness.scenario.jobs`, through the session (which journals each undo before it acts
+:mod:`harness.scenario.acts.operator`, :mod:`harness.scenario.expectations.phases` and
+:mod:`harness.scenario.acts.jobs`, through the session (which journals each undo before it acts
 and fences what needs a confirmed power-off); the judgements in
-:mod:`harness.scenario.operated`. The action that freed the stuck pods is the
+:mod:`harness.scenario.expectations.operator_results`. The action that freed the stuck pods is the
 ``resolution`` fixture; ``drained``, ``restarted`` and ``rerun`` are the others.
 """
 
@@ -21,10 +21,11 @@ from harness.kube.actions import DrainResult
 from harness.kube.client import KubeClient
 from harness.kube.observer import Observer
 from harness.kube.timeline import Timeline, Transition
-from harness.scenario import inflict, jobs, operated, operator, phases
+from harness.scenario.acts import disruptions, jobs, operator
+from harness.scenario.expectations import operator_results, phases
+from harness.scenario.expectations.steady_state import Baseline
 from harness.scenario.report import Measurements, waiting
-from harness.scenario.steady import Baseline
-from harness.scenario.targets import Outage, Restarted, Targets
+from harness.scenario.targets.choice import Outage, Restarted, Targets
 from harness.session import Session
 from harness.steps.support.limits import Limit
 from harness.steps.support.phrases import phrase, within
@@ -37,7 +38,7 @@ from harness.steps.support.phrases import phrase, within
 def restart_pods_by_selector(selector: str, namespace: str, session: Session) -> Restarted:
     """Delete the pods the label selector matches so their controllers re-create them (the
     repopulation runbook's "restart pods by selector"). Skips when none matches."""
-    return inflict.restart_pods(session, namespace.strip(), selector.strip().strip('"'))
+    return disruptions.restart_pods(session, namespace.strip(), selector.strip().strip('"'))
 
 
 @then(phrase("the restarted pods are replaced by Ready pods within {limit:Limit}"))
@@ -81,7 +82,7 @@ def job_completes(
     """The re-run Job (the new one, by uid) has its Complete condition, measured from its
     re-creation; a Failed condition fails at once."""
     with within(limit, budgets, f"Job {rerun.ref} complete") as seconds:
-        operated.job_completes(name.strip(), rerun, timeline, kube, seconds, measurements)
+        operator_results.job_completes(name.strip(), rerun, timeline, kube, seconds, measurements)
 
 
 @when("the Node object is deleted", target_fixture="resolution")
@@ -151,14 +152,14 @@ def drain_evicted_all(drained: DrainResult, targets: Targets, timeline: Timeline
     """The drain evicted every non-DaemonSet pod of the inventory's workloads on the chosen
     nodes, and each is gone. Nodes that ran none (a count's random choice can draw them)
     give it nothing to judge: skipped, saying so."""
-    operated.evicted_all(drained, targets, timeline)
+    operator_results.evicted_all(drained, targets, timeline)
 
 
 @then("the node's DaemonSet pods were left running")
 @then("the nodes' DaemonSet pods were left running")
 def drain_left_daemon_pods(drained: DrainResult, targets: Targets, observer: Observer) -> None:
     """The drain skipped the node's DaemonSet pods, and they still run there."""
-    operated.daemon_pods_left(drained, targets, observer)
+    operator_results.daemon_pods_left(drained, targets, observer)
 
 
 @then("no workload went below its PodDisruptionBudget during the drain")
@@ -171,4 +172,4 @@ def drain_respected_pdbs(
 ) -> None:
     """From the drain's start to its end, each workload with a PodDisruptionBudget had at
     least the pods its budget wants healthy Ready (status.desiredHealthy)."""
-    operated.budgets_respected(timeline, targets.nodes, baseline, measurements)
+    operator_results.budgets_respected(timeline, targets.nodes, baseline, measurements)

@@ -5,8 +5,9 @@ majority Ready, it is re-created once its node is back).
 
 Each step parses its sentence (the subject phrase "every lost pod", "the member", "the
 singleton": :mod:`harness.steps.support.phrases`) and calls one function of
-:mod:`harness.scenario.phases`, :mod:`harness.scenario.replacement` (which first waits for
-the event a phase measures from) or :mod:`harness.scenario.members`.
+:mod:`harness.scenario.expectations.phases`, :mod:`harness.scenario.expectations.replacements`
+(which first waits for the event a phase measures from) or
+:mod:`harness.scenario.expectations.statefulset_members`.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from pytest_bdd import then
 
 from harness.budgets import Budgets
 from harness.kube.timeline import Timeline, Transition
-from harness.scenario import members, phases, replacement
+from harness.scenario.expectations import phases, replacements, statefulset_members
+from harness.scenario.expectations.steady_state import Baseline
 from harness.scenario.report import Measurements
-from harness.scenario.steady import Baseline
-from harness.scenario.subjects import replaced_elsewhere
-from harness.scenario.targets import Outage, PoweredOn
-from harness.scenario.workloads import Workload
+from harness.scenario.targets.choice import Outage, PoweredOn
+from harness.scenario.targets.subjects import replaced_elsewhere
+from harness.scenario.targets.workloads import Workload
 from harness.steps.support.limits import Limit, Subject
 from harness.steps.support.phrases import about, members_meant, phrase, subject, within
 
@@ -91,8 +92,8 @@ def lost_pods_rescheduled(
     plural = "Then every lost pod is rescheduled on another node within <limit>"
     lost = about(request, outage, pods, workloads, plural)
     seconds = limit.seconds(budgets)
-    replacement.judge(
-        replacement.RESCHEDULED, timeline, lost, outage, seconds, measurements, budgets.recovery
+    replacements.judge(
+        replacements.RESCHEDULED, timeline, lost, outage, seconds, measurements, budgets.recovery
     )
 
 
@@ -104,8 +105,8 @@ def lost_pods_replaced_ready(
     the lost pod stopped blocking it (Deployment: Terminating; StatefulSet: gone)."""
     lost = replaced_elsewhere(outage)
     seconds = limit.seconds(budgets)
-    replacement.judge(
-        replacement.REPLACED_BY_READY,
+    replacements.judge(
+        replacements.REPLACED_BY_READY,
         timeline,
         lost,
         outage,
@@ -127,8 +128,8 @@ def lost_stateless_pods_replaced_ready(
     pods whose volume the dead node holds must wait). None lost: nothing to judge, skips."""
     lost = replaced_elsewhere(outage, stateless_only=True)
     seconds = limit.seconds(budgets)
-    replacement.judge(
-        replacement.REPLACED_BY_READY,
+    replacements.judge(
+        replacements.REPLACED_BY_READY,
         timeline,
         lost,
         outage,
@@ -156,8 +157,8 @@ def replacements_ready(
     plural = "Then every lost pod's replacement is Ready within <limit>"
     lost = about(request, outage, pods, workloads, plural)
     seconds = limit.seconds(budgets)
-    replacement.judge(
-        replacement.REPLACEMENT_READY,
+    replacements.judge(
+        replacements.REPLACEMENT_READY,
         timeline,
         lost,
         outage,
@@ -183,7 +184,7 @@ def member_stays_terminating(
     its node is away."""
     plural = "Then every lost member stays Terminating for <limit>"
     pods = members_meant(request, outage, workloads, plural)
-    members.stay_terminating(timeline, pods, limit.seconds(budgets), measurements)
+    statefulset_members.stay_terminating(timeline, pods, limit.seconds(budgets), measurements)
 
 
 @then("no second copy of the member was started")
@@ -199,7 +200,7 @@ def no_second_member(
     its StatefulSet never had more pods than replicas."""
     plural = "Then no second copy of any lost member was started"
     pods = members_meant(request, outage, workloads, plural)
-    members.no_second_copy(timeline, outage, pods, baseline)
+    statefulset_members.no_second_copy(timeline, outage, pods, baseline)
 
 
 @then("the StatefulSet kept a majority of its members Ready throughout")
@@ -208,7 +209,7 @@ def statefulset_quorum_kept(
 ) -> None:
     """A majority (replicas // 2 + 1) of the lost member's StatefulSet was Ready from the
     power-off until now (of each StatefulSet that lost a member)."""
-    members.majority_kept(timeline, outage, baseline, measurements)
+    statefulset_members.majority_kept(timeline, outage, baseline, measurements)
 
 
 @then(phrase("the member is re-created and Ready within {limit:Limit}"))
@@ -228,4 +229,4 @@ def member_recreated(
     plural = "Then every lost member is re-created and Ready within <limit>"
     pods = members_meant(request, outage, workloads, plural)
     seconds = limit.seconds(budgets)
-    members.recreated(timeline, outage, pods, powered_on, seconds, measurements)
+    statefulset_members.recreated(timeline, outage, pods, powered_on, seconds, measurements)

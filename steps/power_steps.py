@@ -3,10 +3,10 @@ a named protocol), power on, reboot (a power cycle), network partition and kubel
 with their undo, and the Dell-style step that draws nodes by role and fails them with any
 of these.
 
-Each step parses its sentence and calls the one dispatch of :mod:`harness.scenario.phases`
-(through :mod:`harness.scenario.failures` where a choice comes first). The failure is the
-``outage`` fixture, the return the ``powered_on`` fixture; the later steps measure from
-them.
+Each step parses its sentence and calls the one dispatch of
+:mod:`harness.scenario.acts.disruptions` (through :mod:`harness.scenario.acts.role_failures`
+where a choice comes first). The failure is the ``outage`` fixture, the return the ``powered_on``
+fixture; the later steps measure from them.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from pytest_bdd import when
 from pytest_bdd.parsers import StepParser
 
 from harness.budgets import Budgets
+from harness.failures import FailureKind
 from harness.inventory import Inventory
 from harness.kube.client import KubeClient
 from harness.kube.observer import Observer
-from harness.power.base import FailureKind
-from harness.scenario import failures, inflict
+from harness.scenario.acts import disruptions, role_failures
 from harness.scenario.report import Measurements
-from harness.scenario.select import Amount
-from harness.scenario.targets import Outage, PoweredOn, Targets
-from harness.scenario.workloads import Workload
+from harness.scenario.targets.choice import Outage, PoweredOn, Targets
+from harness.scenario.targets.select import Amount
+from harness.scenario.targets.workloads import Workload
 from harness.session import Session
 from harness.steps.fixtures import also_provides
 from harness.steps.plugin import seed_of
@@ -35,6 +35,7 @@ from harness.steps.support.phrases import phrase, provide
 
 
 @when("the node loses power", target_fixture="outage")
+@when("the node is fenced through its BMC", target_fixture="outage")
 @when("the nodes lose power at once", target_fixture="outage")
 def lose_power(
     session: Session,
@@ -44,8 +45,10 @@ def lose_power(
     measurements: Measurements,
 ) -> Outage:
     """Forced power-off of every chosen node in parallel through its primary power driver;
-    returns once each BMC confirmed the new state (within power-ack + power-state-verify)."""
-    return inflict.power_off(session, targets, observer, budgets, measurements)
+    returns once each BMC confirmed the new state (within power-ack + power-state-verify).
+    Fencing a node that still runs (cut off its storage or the network) is the same cut:
+    its BMC confirms it OFF, so its pods can be moved without a second writer."""
+    return disruptions.power_off(session, targets, observer, budgets, measurements)
 
 
 @when(phrase("the node loses power through {protocol:w}"), target_fixture="outage")
@@ -60,7 +63,7 @@ def lose_power_through(
 ) -> Outage:
     """Forced power-off through ``protocol`` (ipmi, redfish or ssh); skips when the node's
     inventory entry offers no such way."""
-    return failures.power_off_through(
+    return role_failures.power_off_through(
         session, inventory, targets, observer, budgets, measurements, protocol
     )
 
@@ -76,7 +79,7 @@ def shut_down_gracefully(
 ) -> Outage:
     """Graceful shutdown (GracefulShutdown, ACPI soft-off) of every chosen node in parallel
     through its BMC (a rack can be shut down gracefully)."""
-    return inflict.power_off(session, targets, observer, budgets, measurements, graceful=True)
+    return disruptions.power_off(session, targets, observer, budgets, measurements, graceful=True)
 
 
 @when("the node is powered on again", target_fixture="powered_on")
@@ -86,7 +89,7 @@ def power_on_again(
 ) -> PoweredOn:
     """Power the chosen nodes on through their BMC (SSH cannot power on); a Node object
     deleted earlier is re-created if the node did not re-register it."""
-    return inflict.power_on(session, targets, budgets, measurements)
+    return disruptions.power_on(session, targets, budgets, measurements)
 
 
 @when(phrase("the node is cut off from the network for {limit:Limit}"), target_fixture="outage")
@@ -102,8 +105,28 @@ def cut_off_network(
     running and writing) but is cut off from the API server. The heal is armed on the node
     itself before the cut and runs after the limit at the latest (``recover`` heals too);
     skips when the node's drivers cannot partition it (SSH can; IPMI and Redfish cannot)."""
-    return inflict.cut(
+    return disruptions.cut(
         session, targets, observer, FailureKind.PARTITION, undo_after_s=limit.seconds(budgets)
+    )
+
+
+@when(phrase("the node loses its storage network for {limit:Limit}"), target_fixture="outage")
+@when(phrase("the nodes lose their storage network for {limit:Limit}"), target_fixture="outage")
+def lose_storage_network(
+    limit: Limit,
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    budgets: Budgets,
+) -> Outage:
+    """Storage-network cut ("array I/O network failure"): every chosen node keeps running,
+    its kubelet and API connection go on, but its traffic to and from the storage
+    endpoints the inventory names (``storage_network``) is dropped, so its pods' I/O hangs.
+    The heal is armed on the node itself before the cut and runs after the limit at the
+    latest (``recover`` and a power cycle heal too); skips when the node's drivers cannot
+    cut it (SSH and kind can; IPMI and Redfish cannot)."""
+    return disruptions.cut(
+        session, targets, observer, FailureKind.STORAGE_CUT, undo_after_s=limit.seconds(budgets)
     )
 
 
@@ -119,19 +142,21 @@ def stop_kubelets(
     """The kubelet of every chosen node stops (containers keep running); its restart is
     armed on the node first and runs after the limit at the latest. Skips when the node's
     drivers cannot do it."""
-    return inflict.cut(
+    return disruptions.cut(
         session, targets, observer, FailureKind.KUBELET_STOP, undo_after_s=limit.seconds(budgets)
     )
 
 
+@when("the node's storage network is back", target_fixture="powered_on")
+@when("the nodes' storage networks are back", target_fixture="powered_on")
 @when("the node is reconnected", target_fixture="powered_on")
 @when("the nodes are reconnected", target_fixture="powered_on")
 @when("the node's kubelet is started again", target_fixture="powered_on")
 @when("the nodes' kubelets are started again", target_fixture="powered_on")
 def undo_cut(session: Session, outage: Outage) -> PoweredOn:
-    """Heal the partition (or start the kubelets) now, before the armed undo would; the
-    phases that follow (Ready again) measure from this request."""
-    return inflict.uncut(session, outage)
+    """Heal the partition or the storage network (or start the kubelets) now, before the
+    armed undo would; the phases that follow (Ready again) measure from this request."""
+    return disruptions.uncut(session, outage)
 
 
 @when("the node is rebooted", target_fixture="powered_on")
@@ -149,7 +174,7 @@ def reboot_nodes(
     (a BMC reads On while the server boots; its kubelet comes back later). Provides both
     the failure ("NotReady within" measures from the power going off) and the return
     ("Ready within" measures from the power-on request)."""
-    rebooted = inflict.reboot(session, targets, observer, measurements)
+    rebooted = disruptions.reboot(session, targets, observer, measurements)
     provide(request, "outage", rebooted.outage)
     return rebooted.back
 
@@ -197,7 +222,7 @@ def fail_nodes(
     plus its boot, and the step does not wait for that. "NotReady within" measures from
     the power going off, "Ready within" from the power-on request (so it holds the boot;
     the lab's nodes boot in ``lab up --boot-seconds``)."""
-    failed = failures.fail_by_role(
+    failed = role_failures.fail_by_role(
         session,
         inventory,
         observer,

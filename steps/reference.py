@@ -22,8 +22,8 @@ from pytest_bdd.parsers import StepParser
 from pytest_bdd.steps import StepFunctionContext, step_function_context_registry
 
 from harness.budgets import PROFILES, Budgets, budget_names, dashed
-from harness.power.base import FailureKind
-from harness.scenario.select import ALL_WORDS
+from harness.failures import REGISTRY, FailureKind
+from harness.scenario.targets.select import ALL_WORDS
 from harness.steps.fixtures import INVENTORY_NAMES, NEEDS, inventory_names_of, provided_by
 from harness.steps.plugin import pytest_plugins as STEP_MODULES
 from harness.steps.support.limits import AMOUNT_PATTERN, SUBJECT_TYPES, Limit, Subject
@@ -51,33 +51,8 @@ FIELD_TYPES = {
 #: node (``outage``: "NotReady within", "DaemonSet pods NotReady within", the taint after
 #: it) and the one its return records (``powered_on``: "Ready within", "Ready again").
 FAILURE_STARTS: dict[FailureKind, tuple[str, str, str]] = {
-    FailureKind.POWER_OFF: (
-        "`the node loses power`, Dell-style `power`",
-        "the BMC's power-off acknowledgement (power state read back Off)",
-        "the power-on request",
-    ),
-    FailureKind.GRACEFUL: (
-        "`the node is shut down gracefully`, Dell-style `graceful`",
-        "the BMC's acknowledgement of the soft-off (ACPI) request, read back Off",
-        "the power-on request",
-    ),
-    FailureKind.REBOOT: (
-        "`the node is rebooted`, Dell-style `reboot`",
-        "the power-off acknowledgement within the power cycle (a BMC's own reset, which has "
-        "none: the power-cycle request)",
-        "the power-on request within the power cycle (a BMC's own reset: the power-cycle request)",
-    ),
-    FailureKind.PARTITION: (
-        "`the node is cut off from the network for ...`, Dell-style `partition`",
-        "the cut's acknowledgement (the node's own firewall rules in place, over SSH)",
-        "the heal request (`the node is reconnected`, or the Dell-style step's end)",
-    ),
-    FailureKind.KUBELET_STOP: (
-        "`the node's kubelet is stopped for ...`, Dell-style `kubelet`",
-        "the kubelet stop's acknowledgement (the service reads stopped, over SSH)",
-        "the kubelet start request (`the node's kubelet is started again`, or the "
-        "Dell-style step's end)",
-    ),
+    kind: (failure.steps, failure.down_text, failure.back_text)
+    for kind, failure in REGISTRY.items()
 }
 
 #: Steps whose start is one of :data:`FAILURE_STARTS` (``outage`` or ``powered_on``).
@@ -379,21 +354,7 @@ def value_tables() -> list[str]:
         "| word | failure | comes back by |",
         "|---|---|---|",
     ]
-    back = {
-        FailureKind.POWER_OFF: "power-on through the BMC",
-        FailureKind.GRACEFUL: "power-on through the BMC",
-        FailureKind.REBOOT: "itself (a power cycle)",
-        FailureKind.PARTITION: "the heal (armed on the node before the cut)",
-        FailureKind.KUBELET_STOP: "the kubelet's start (armed on the node before the stop)",
-    }
-    what = {
-        FailureKind.POWER_OFF: "forced power-off",
-        FailureKind.GRACEFUL: "graceful shutdown (ACPI soft-off)",
-        FailureKind.REBOOT: "power cycle: off, then on",
-        FailureKind.PARTITION: "cut off from the API server, still running",
-        FailureKind.KUBELET_STOP: "kubelet stopped, containers running",
-    }
-    out += [f"| `{k.value}` | {what[k]} | {back[k]} |" for k in FailureKind]
+    out += [f"| `{k.value}` | {f.what} | {f.comes_back_by} |" for k, f in REGISTRY.items()]
     out += ["", "### Subjects", "", "| field | every lost pod | the member | the singleton |"]
     out.append("|---|---|---|---|")
     for name, t in SUBJECT_TYPES.items():

@@ -5,7 +5,7 @@ readiness check passing after the return (through the cluster endpoint and on a 
 API server), and the cluster back to the steady state it was found in.
 
 Each step parses its sentence, resolves its limit and calls one function of
-:mod:`harness.scenario.availability` or :mod:`harness.scenario.apiprobe`.
+:mod:`harness.scenario.expectations.availability` or :mod:`harness.scenario.expectations.apiprobe`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from harness.inventory import Inventory
 from harness.kube.client import KubeClient
 from harness.kube.observer import Observer
 from harness.kube.timeline import Timeline
-from harness.scenario import availability
-from harness.scenario.apiprobe import (
+from harness.scenario.expectations import availability
+from harness.scenario.expectations.apiprobe import (
     API_PROBE,
     ETCD_PROBE,
     ApiProber,
@@ -26,9 +26,9 @@ from harness.scenario.apiprobe import (
     longest_outage,
     own_api_ready_after,
 )
+from harness.scenario.expectations.steady_state import Baseline
 from harness.scenario.report import Measurements
-from harness.scenario.steady import Baseline
-from harness.scenario.targets import Outage, PoweredOn
+from harness.scenario.targets.choice import Outage, PoweredOn
 from harness.steps.support.limits import Limit
 from harness.steps.support.phrases import phrase
 

@@ -40,7 +40,7 @@ from harness.inventory import Inventory
 from harness.inventory.slo import slo_by_name
 from harness.kube.timeline import ACTION, Timeline
 from harness.report.slo_chart import slo_chart_svg
-from harness.scenario.steady import Baseline
+from harness.scenario.expectations.steady_state import Baseline
 from harness.session import StoppedByCondition
 from harness.slo.client import PrometheusClient
 from harness.slo.evaluate import (

@@ -4,7 +4,7 @@ Targets by reason (the busiest worker running a StatefulSet member with a ReadWr
 volume, the singleton's, a PodDisruptionBudget's and a DaemonSet pod's; the rack running the
 most critical pods; a third of the workers sparing the critical workloads) and by count,
 fraction, range, rack, label selector or name. Each step parses its sentence and calls one
-function of :mod:`harness.scenario.chosen`, which chooses and shows the choice in the
+function of :mod:`harness.scenario.givens`, which chooses and shows the choice in the
 report; the chosen nodes are the ``targets`` fixture every later step acts on.
 """
 
@@ -18,12 +18,12 @@ from pytest_bdd import given
 from harness.inventory import Inventory
 from harness.kube.client import KubeClient
 from harness.kube.observer import Observer
-from harness.scenario import chosen
+from harness.scenario import givens
+from harness.scenario.expectations.steady_state import Baseline
 from harness.scenario.report import Measurements
-from harness.scenario.select import Amount, parse_names
-from harness.scenario.steady import Baseline
-from harness.scenario.targets import Targets
-from harness.scenario.workloads import Workload
+from harness.scenario.targets.choice import Targets
+from harness.scenario.targets.select import Amount, parse_names
+from harness.scenario.targets.workloads import Workload
 from harness.steps.fixtures import inventory_names
 from harness.steps.plugin import seed_of
 from harness.steps.support.phrases import phrase
@@ -50,7 +50,7 @@ def worker_with_statefulset_member(
 ) -> Targets:
     """The busiest worker running a pod of an inventory StatefulSet that mounts a
     ReadWriteOnce volume ("the member")."""
-    return chosen.worker_for(chosen.MEMBER, inventory, observer, kube, workloads)
+    return givens.worker_for(givens.MEMBER, inventory, observer, kube, workloads)
 
 
 @given(
@@ -62,7 +62,7 @@ def worker_with_singleton(
 ) -> Targets:
     """The busiest worker running the pod of an inventory Deployment with one replica and a
     ReadWriteOnce volume ("the singleton")."""
-    return chosen.worker_for(chosen.SINGLETON, inventory, observer, kube, workloads)
+    return givens.worker_for(givens.SINGLETON, inventory, observer, kube, workloads)
 
 
 @given(
@@ -74,7 +74,7 @@ def worker_with_pdb_pods(
 ) -> Targets:
     """The busiest worker running a pod of a workload with a PodDisruptionBudget and a pod of
     an inventory DaemonSet."""
-    return chosen.worker_for(chosen.PDB_PODS, inventory, observer, kube, workloads)
+    return givens.worker_for(givens.PDB_PODS, inventory, observer, kube, workloads)
 
 
 @given("a worker node running a DaemonSet pod", target_fixture="targets")
@@ -82,13 +82,13 @@ def worker_with_daemonset_pod(
     inventory: Inventory, observer: Observer, kube: KubeClient, workloads: tuple[Workload, ...]
 ) -> Targets:
     """The quietest worker (fewest other pods) running a pod of an inventory DaemonSet."""
-    return chosen.worker_for(chosen.DAEMONSET_POD, inventory, observer, kube, workloads)
+    return givens.worker_for(givens.DAEMONSET_POD, inventory, observer, kube, workloads)
 
 
 @given("a control-plane node", target_fixture="targets")
 def control_plane_node(inventory: Inventory, observer: Observer) -> Targets:
     """The first (by name) of at least three Ready control-plane nodes."""
-    return chosen.control_plane_node(inventory, observer)
+    return givens.control_plane_node(inventory, observer)
 
 
 @given("every node of the rack running the most critical pods", target_fixture="targets")
@@ -97,7 +97,7 @@ def busiest_rack(
 ) -> Targets:
     """Every node (control plane included) of the rack running the most pods of critical
     workloads."""
-    return chosen.busiest_rack(inventory, kube, workloads)
+    return givens.busiest_rack(inventory, kube, workloads)
 
 
 @given(
@@ -110,7 +110,7 @@ def third_of_workers(
     """ceil(workers / 3) workers, one per rack in turn, such that every critical workload
     keeps at least max(1, min_available) Ready pods on the other nodes; of those sets, the
     one losing the most pods their controllers replace elsewhere (stateless ones first)."""
-    return chosen.third_of_workers(inventory, observer, kube, workloads)
+    return givens.third_of_workers(inventory, observer, kube, workloads)
 
 
 @given(phrase("{amount:Amount} worker nodes"), target_fixture="targets")
@@ -128,7 +128,7 @@ def some_workers(
     """Ready, schedulable workers: a count (``one``, ``2``), a fraction (``one-third``,
     ``one-half``, ``all``, ``1/3``, rounded up) or a range (``1-2``, drawn from the seed),
     spread over the racks."""
-    return chosen.some(
+    return givens.some(
         inventory, observer, kube, workloads, rng, seed_of(pytestconfig), amount, role="worker"
     )
 
@@ -145,7 +145,7 @@ def some_control_planes(
     pytestconfig: pytest.Config,
 ) -> Targets:
     """Ready control-plane nodes, by count, fraction or range (see the worker form)."""
-    return chosen.some(
+    return givens.some(
         inventory,
         observer,
         kube,
@@ -171,7 +171,7 @@ def some_nodes_of_rack(
     pytestconfig: pytest.Config,
 ) -> Targets:
     """Ready nodes (any role) of the named rack (``every node of rack b``)."""
-    return chosen.some(
+    return givens.some(
         inventory, observer, kube, workloads, rng, seed_of(pytestconfig), amount, rack=rack
     )
 
@@ -190,7 +190,7 @@ def some_labelled_nodes(
 ) -> Targets:
     """Ready inventory nodes that the label selector matches (the API server evaluates it:
     ``disktype=ssd``, ``topology.kubernetes.io/zone in (a,b)``)."""
-    return chosen.some(
+    return givens.some(
         inventory,
         observer,
         kube,
@@ -215,7 +215,7 @@ def named_nodes(
     pytestconfig: pytest.Config,
 ) -> Targets:
     """The inventory nodes named (``the nodes w-a1, w-b1 and w-c1``); each must be Ready."""
-    return chosen.some(
+    return givens.some(
         inventory,
         observer,
         kube,

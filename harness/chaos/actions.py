@@ -4,7 +4,7 @@ Use them as ``{"type": "action", "provider": {"type": "python", "module":
 "harness.chaos.actions", "func": "power_off_nodes", "arguments": {...}}}``.
 
 Every failure goes through the same dispatch as the Gherkin steps and ``powercut longevity``
-(:mod:`harness.scenario.disrupt`), so a reboot here is the BMC's power cycle there too.
+(:mod:`harness.failures`), so a reboot here is the BMC's power cycle there too.
 Every action runs in its own :class:`~harness.session.Session`: it takes the cluster lock
 for the time of the call, checks the inventory's blast-radius limits, and journals each
 disruption with its undo *before* acting, as every powercut run does. The disruption is
@@ -28,6 +28,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from harness import failures
 from harness.chaos._common import (
     Configuration,
     Within,
@@ -46,12 +47,12 @@ from harness.chaos._common import (
 )
 from harness.checks import CheckFailed
 from harness.errors import ConfigError, PowercutError, WaitTimeout
+from harness.failures import FailureKind
 from harness.inventory import Inventory
 from harness.journal import UndoFailed
 from harness.journal import recover as recover_journal
 from harness.kube import waits
-from harness.power.base import FailureKind, PowerState
-from harness.scenario import disrupt
+from harness.power.base import PowerState
 from harness.session import ClusterExecutor, Session, power_protocol_for_restore
 
 __all__ = [
@@ -156,7 +157,7 @@ def power_off_nodes(
         s.down.update(down)
         chosen = _pick(s, nodes, role, rack, count, down)
         kind = FailureKind.GRACEFUL if graceful else FailureKind.POWER_OFF
-        done = disrupt.inflict(s, chosen, kind, undo_after_s=0.0, protocol=protocol or None)
+        done = failures.inflict(s, chosen, kind, undo_after_s=0.0, protocol=protocol or None)
         return {
             "nodes": chosen,
             "graceful": graceful,
@@ -185,7 +186,7 @@ def reboot_nodes(
         down = nodes_of(owed_in(s, DOWN))
         s.down.update(down)
         chosen = _pick(s, nodes, role, rack, count, down)
-        done = disrupt.inflict(
+        done = failures.inflict(
             s, chosen, FailureKind.REBOOT, undo_after_s=0.0, protocol=protocol or None
         )
         took = {n: round(a - done.result.sent[n], 3) for n, a in done.result.acknowledged.items()}
@@ -222,7 +223,7 @@ def power_on_nodes(
             log.info("power_on_nodes: nothing to power on (the journal owes no power-on)")
             return {"nodes": [], "ready_after_s": 0.0}
         try:
-            disrupt.bring_back(s, chosen, FailureKind.POWER_OFF, protocol=protocol or None)
+            failures.bring_back(s, chosen, FailureKind.POWER_OFF, protocol=protocol or None)
         except BaseException:
             mark_undone(s, POWERED_DOWN, [n for n in chosen if _reads_on(s, n, protocol)])
             raise
@@ -310,7 +311,7 @@ def _cut(
     with session(inventory) as s:
         s.down.update(nodes_of(owed_in(s, DOWN)))
         seconds_armed = seconds(inventory, undo_after, HEAL_BUDGETS)
-        disrupt.inflict(s, [node], kind, undo_after_s=seconds_armed)
+        failures.inflict(s, [node], kind, undo_after_s=seconds_armed)
         return seconds_armed, str(s.journal_path)
 
 
@@ -320,7 +321,7 @@ def heal_partition(node: str | None = None, configuration: Configuration = None)
     inventory = load(configuration)
     with session(inventory) as s:
         chosen = names(node) or nodes_of(owed_in(s, ("partition",)))
-        disrupt.bring_back(s, chosen, FailureKind.PARTITION)
+        failures.bring_back(s, chosen, FailureKind.PARTITION)
         mark_undone(s, ("partition",), chosen)  # cut by an earlier session: its entries
         return {"nodes": chosen}
 
@@ -344,7 +345,7 @@ def start_kubelet(node: str | None = None, configuration: Configuration = None) 
     inventory = load(configuration)
     with session(inventory) as s:
         chosen = names(node) or nodes_of(owed_in(s, ("kubelet",)))
-        disrupt.bring_back(s, chosen, FailureKind.KUBELET_STOP)
+        failures.bring_back(s, chosen, FailureKind.KUBELET_STOP)
         mark_undone(s, ("kubelet",), chosen)
         return {"nodes": chosen}
 
@@ -503,7 +504,7 @@ def restart_pods(
     returns their names."""
     inventory = load(configuration)
     with session(inventory) as s:
-        return disrupt.restart_pods(s, namespace, selector, grace_period_s=grace_period_s)
+        return s.restart_pods(namespace, selector, grace_period_s=grace_period_s)
 
 
 # -- everything ------------------------------------------------------------------------------

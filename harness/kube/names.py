@@ -145,12 +145,12 @@ class Act(enum.StrEnum):
     POWER_CYCLE = "power-cycle"
     POWER_CYCLE_OFF = "power-cycle off"  # the off half of a synchronized cycle
     POWER_CYCLE_ON = "power-cycle on"
-    # cuts (the session); the verbs are FailureKind's values
+    # cuts (the session); the verbs are the failure kinds' names (harness.failures)
     PARTITION = "partition"
     KUBELET_STOP = "kubelet"
     HEAL = "heal"
     KUBELET_START = "kubelet-start"
-    STORAGE_CUT = "storage"  # the node's storage network cut (harness.power.storage_cut)
+    STORAGE_CUT = "storage-cut"  # the node's storage network cut (harness.failures)
     STORAGE_HEAL = "storage-heal"
     # the API (harness.kube.actions)
     CORDON = "cordon"
@@ -185,15 +185,15 @@ class Event(enum.StrEnum):
 
 
 #: Where a failure begins on the timeline, per failure verb: the node is down from the
-#: acknowledgement of what took it down. A reboot (a power cycle): from the acknowledgement
-#: of its power-off within the cycle; a BMC's own reset (one node, not held off) has no
-#: power-off of its own, and its acknowledgement comes once the node reads on again, so
-#: from the cycle's request. :func:`downs` applies it: the steps, longevity and the reports
-#: all read where a node went down through it.
+#: acknowledgement of what took it down (a reboot: as :mod:`harness.failures.reboot` says).
+#: Each failure kind declares its own (``down_at``; tests/unit/test_failure_kinds.py keeps
+#: the two equal). :func:`downs` applies it: the steps, longevity and the reports all read
+#: where a node went down through it.
 DOWN_FROM: Final = (
     Act.POWER_OFF.at(Stage.ACKNOWLEDGED),
     Act.PARTITION.at(Stage.ACKNOWLEDGED),
     Act.KUBELET_STOP.at(Stage.ACKNOWLEDGED),
+    Act.STORAGE_CUT.at(Stage.ACKNOWLEDGED),
     Act.POWER_CYCLE_OFF.at(Stage.ACKNOWLEDGED),
     Act.POWER_CYCLE.at(Stage.SENT),
 )
@@ -202,6 +202,7 @@ BACK_AT: Final = (
     Act.POWER_ON.at(Stage.ACKNOWLEDGED),
     Act.HEAL.at(Stage.ACKNOWLEDGED),
     Act.KUBELET_START.at(Stage.ACKNOWLEDGED),
+    Act.STORAGE_HEAL.at(Stage.ACKNOWLEDGED),
     Act.POWER_CYCLE.at(Stage.ACKNOWLEDGED),
 )
 _CYCLE_SENT: Final = Act.POWER_CYCLE.at(Stage.SENT)

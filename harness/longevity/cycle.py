@@ -35,7 +35,7 @@ phases, the steady state) is :mod:`~harness.longevity.waits`; the operator's hel
 :mod:`~harness.longevity.remedy`; what it sees besides the observer (probes, the seeded
 timeline, racks), :mod:`~harness.longevity.observe`; the workloads read from the API,
 :mod:`~harness.longevity.reads`. Failing and restoring the group is the steps' one dispatch
-(:mod:`harness.scenario.disrupt`).
+(:mod:`harness.failures`).
 """
 
 from __future__ import annotations
@@ -48,9 +48,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from harness import failures
 from harness.checks.base import wait_until_time
 from harness.checks.service import PROBE, Prober
 from harness.errors import ConfigError, PermanentError, WaitTimeout
+from harness.failures import FailureKind
 from harness.inventory import Inventory
 from harness.journal import Terminated
 from harness.kube.client import KubeClient
@@ -75,12 +77,10 @@ from harness.longevity.reads import resolve_workloads
 from harness.longevity.records import CycleRecord, PhaseBudgets
 from harness.longevity.remedy import Remedy
 from harness.longevity.waits import SteadyState, wait_outage
-from harness.power.base import FailureKind
 from harness.safety import NO_RACK
-from harness.scenario import disrupt
 from harness.scenario.errors import NoTargets
-from harness.scenario.targets import by_phrase, parse_phrase
-from harness.scenario.workloads import resolve_workloads as resolve_scenario_workloads
+from harness.scenario.targets.choice import by_phrase, parse_phrase
+from harness.scenario.targets.workloads import resolve_workloads as resolve_scenario_workloads
 from harness.session import Session
 from harness.slo.client import PrometheusClient
 from harness.slo.evaluate import window_verdicts
@@ -94,11 +94,8 @@ TIMELINES_DIR: Final = "timelines"
 
 
 #: The failure kinds a longevity cycle can inflict, through the steps' dispatch
-#: (:func:`harness.scenario.disrupt.inflict`). A reboot is the BMC's power cycle of the
-#: group (several nodes: off together, then on together; no minimum outage), measured as
-#: the steps measure it (:func:`harness.kube.names.downs`): from the power-off's
-#: acknowledgement within the cycle (a BMC's own reset: its request) to the cycle's
-#: acknowledgement (the BMC answers once the node reads on).
+#: (:func:`harness.failures.inflict`), each measured as the steps measure it (a reboot:
+#: :mod:`harness.failures.reboot`; no minimum outage).
 LONGEVITY_KINDS = (
     FailureKind.POWER_OFF,
     FailureKind.GRACEFUL,
@@ -217,7 +214,7 @@ class LiveRunner:
 
     def choose_group(self, cycle: int, observer: Observer) -> Group:
         """This cycle's group: the nodes :attr:`target` names now, chosen as the steps do
-        (:func:`harness.scenario.targets.by_phrase`; by default sparing the critical
+        (:func:`harness.scenario.targets.choice.by_phrase`; by default sparing the critical
         workloads, from where their pods run at this cycle). Seeded by the cycle number, so
         a resumed run draws the same way."""
         assert self.target is not None
@@ -396,10 +393,10 @@ class LiveRunner:
             {v.pv for v in observer.volume_attachments() if v.node in nodes and v.attached},
             nodes,
         )
-        # One dispatch with the steps (harness.scenario.disrupt): a reboot is the BMC's
+        # One dispatch with the steps (harness.failures): a reboot is the BMC's
         # power cycle; a cut node undoes the cut by itself if this run dies (after the
         # outage and the cleanup budget at the latest).
-        off = disrupt.inflict(
+        off = failures.inflict(
             session,
             group.nodes,
             self.failure,
@@ -411,7 +408,7 @@ class LiveRunner:
             wait_outage(observer, plan, t0)
             wait_until_time(tl, t0 + self.outage_s, "the minimum outage")
         tl.action(MARK, OUTAGE_END)
-        on = disrupt.restore(session, off, protocol=self.protocol)
+        on = failures.restore(session, off, protocol=self.protocol)
         cleaned, note = self._cleanup(tl, observer, tracker, plan, on.first_ack, remediation)
         if cleaned:
             tl.action(MARK, CLEANUP_DONE)

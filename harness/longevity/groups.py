@@ -38,7 +38,7 @@ import yaml
 from harness.errors import ConfigError
 from harness.inventory import Inventory
 from harness.safety import NO_RACK, plan_disruption
-from harness.scenario.select import Amount
+from harness.scenario.targets.select import Amount
 
 __all__ = [
     "Group",
@@ -97,7 +97,7 @@ def parse_fraction(text: str | float) -> float:
 
 def _fraction_words(text: str) -> float | None:
     """``one-third``, ``two-thirds``, ``all``: the target grammar's fractions (see
-    :mod:`harness.scenario.select`), else None."""
+    :mod:`harness.scenario.targets.select`), else None."""
     try:
         amount = Amount.parse(text)
     except ConfigError:

@@ -94,9 +94,8 @@ POWER_ON_ACK: Final = Act.POWER_ON.at(Stage.ACKNOWLEDGED)
 #: The failure's request when the cycle cut the nodes off the network, stopped their
 #: kubelets or power-cycled them (``powercut longevity --failure partition|kubelet|reboot``)
 #: instead of powering them off. Where each node went down and came back is
-#: :func:`harness.kube.names.downs`, as for the steps and the reports: a power cycle's node
-#: is down from its power-off within the cycle (a BMC's own reset: from its request) and
-#: back at the cycle's acknowledgement (the BMC answers once it reads on again).
+#: :func:`harness.kube.names.downs`, as for the steps and the reports (a reboot's: see
+#: :mod:`harness.failures.reboot`).
 FAILED_SENT: Final = frozenset(
     a.at(Stage.SENT) for a in (Act.POWER_OFF, Act.PARTITION, Act.KUBELET_STOP, Act.POWER_CYCLE)
 )

@@ -25,6 +25,7 @@ from typing import Any
 
 from harness import __version__
 from harness.errors import ConfigError
+from harness.failures import FailureKind
 from harness.inventory import Inventory, load_inventory
 from harness.kube.client import KubeClient
 from harness.kube.lock import ClusterLock
@@ -40,8 +41,7 @@ from harness.longevity.groups import (
 )
 from harness.longevity.records import CYCLES_FILE, CycleLog, PhaseBudgets, RunLog, read_log
 from harness.longevity.report import ReportFiles, write_report
-from harness.power.base import FailureKind
-from harness.scenario.targets import DEFAULT_PHRASE, parse_phrase
+from harness.scenario.targets.choice import DEFAULT_PHRASE, parse_phrase
 from harness.session import Session, journal_path_for
 
 __all__ = ["STOP_FILE", "RunOptions", "RunOutcome", "options_for_resume", "run_longevity"]

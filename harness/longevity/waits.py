@@ -4,8 +4,8 @@ the nodes are back.
 
 The steady state: every inventory node Ready without the
 ``node.kubernetes.io/{unreachable,not-ready,out-of-service}`` taints, the group's nodes
-schedulable (:mod:`harness.scenario.steady`, the scenarios' definition), every inventory
-workload at its baseline Ready count with no pod Terminating and its Ready pods over as
+schedulable (:mod:`harness.scenario.expectations.steady_state`, the scenarios' definition), every
+inventory workload at its baseline Ready count with no pod Terminating and its Ready pods over as
 many racks as at the start of the cycle, no volume released from a failed node left
 unattached, and the last sample of every critical service probe successful. Half-way
 through the cleanup budget, a cluster that has not settled by itself gets an operator's
@@ -30,7 +30,7 @@ from harness.longevity.measure import CyclePlan, ProbeTarget, WorkloadTarget
 from harness.longevity.observe import Tracker, rack_of
 from harness.longevity.records import PhaseBudgets
 from harness.longevity.remedy import Remedy
-from harness.scenario.steady import node_problems, workload_problems
+from harness.scenario.expectations.steady_state import node_problems, workload_problems
 
 __all__ = ["SteadyState", "wait_outage"]
 
@@ -125,7 +125,8 @@ class SteadyState:
         group: Group,
     ) -> list[tuple[str, str]]:
         """What keeps the cluster from its steady state: (category, text), empty if none."""
-        # The nodes and the workloads: the scenarios' definition (harness.scenario.steady).
+        # The nodes and the workloads: the scenarios' definition
+        # (harness.scenario.expectations.steady_state).
         out = node_problems(observer, self.inventory.node_names(), schedulable=group.nodes)
         for w in workloads:
             out.extend(

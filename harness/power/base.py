@@ -1,5 +1,5 @@
 """The power-driver protocol, its enums, and the optional failure-kind capabilities
-(partition, kubelet stop) a driver may offer beyond power."""
+(partition, kubelet stop, storage-network cut) a driver may offer beyond power."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import enum
 from typing import Protocol, runtime_checkable
 
 from harness.errors import PermanentError
+from harness.inventory.storage import StorageEndpoint
 
 
 class PowerState(enum.StrEnum):
@@ -48,34 +49,6 @@ class PowerDriver(Protocol):
     def close(self) -> None: ...
 
 
-class FailureKind(enum.StrEnum):
-    """The ways a scenario can fail a node. The values are what ``--failure`` and the
-    Gherkin ``<failure>`` column accept."""
-
-    POWER_OFF = "power"  # forced power-off at the BMC (or ``poweroff --force``)
-    GRACEFUL = "graceful"  # graceful shutdown: the OS (and the kubelet) shut down in order
-    REBOOT = "reboot"  # power cycle: off, then on again by itself
-    PARTITION = "partition"  # the node keeps running, cut off from the API server
-    KUBELET_STOP = "kubelet"  # the kubelet stops; containers keep running
-
-    @classmethod
-    def parse(cls, text: str) -> FailureKind:
-        """``text`` as a kind (its value or its name, any case); else a ``ValueError`` that
-        lists the valid values."""
-        key = text.strip().lower().replace("_", "-")
-        for kind in cls:
-            if key in (kind.value, kind.name.lower().replace("_", "-")):
-                return kind
-        valid = ", ".join(k.value for k in cls)
-        raise ValueError(f"unknown failure kind {text!r}; valid: {valid}")
-
-
-#: The kinds every power driver can do with ``off`` / ``on`` / ``cycle``.
-POWER_KINDS: frozenset[FailureKind] = frozenset(
-    {FailureKind.POWER_OFF, FailureKind.GRACEFUL, FailureKind.REBOOT}
-)
-
-
 @runtime_checkable
 class SupportsPartition(Protocol):
     """A driver that can cut its node off the network while it keeps running.
@@ -106,51 +79,42 @@ class SupportsKubeletStop(Protocol):
 
 
 @runtime_checkable
-class SupportsFailureKinds(Protocol):
-    """A driver that says which failure kinds it can do (see :func:`supports`)."""
+class SupportsStorageCut(Protocol):
+    """A driver that can cut its node off its storage network while everything else on it
+    goes on (:mod:`harness.power.storage_cut` builds the firewall rules).
 
-    def supports(self, kind: FailureKind) -> bool: ...
-
-
-def supports(driver: object, kind: FailureKind) -> bool:
-    """Whether ``driver`` can fail its node with ``kind``.
-
-    A driver with a ``supports(kind)`` method answers for itself. Otherwise: the power
-    kinds for any :class:`PowerDriver`, a partition for a :class:`SupportsPartition`, a
-    kubelet stop for a :class:`SupportsKubeletStop`.
+    ``cut_storage`` arms the heal first (on the node itself where it can), then drops the
+    node's traffic to and from ``endpoints``: the node heals by itself after
+    ``heal_after_s``. ``heal_storage`` heals now and is idempotent (a node not cut, or
+    off, is left as it is).
     """
-    if isinstance(driver, SupportsFailureKinds):
-        return driver.supports(kind)
-    if kind in POWER_KINDS:
-        return isinstance(driver, PowerDriver)
-    if kind is FailureKind.PARTITION:
-        return isinstance(driver, SupportsPartition)
-    return isinstance(driver, SupportsKubeletStop)
+
+    def cut_storage(
+        self, node: str, endpoints: list[StorageEndpoint], *, heal_after_s: float
+    ) -> None: ...
+
+    def heal_storage(self, node: str) -> None: ...
 
 
-def supported_kinds(driver: object) -> list[FailureKind]:
-    """The failure kinds ``driver`` can do, in declaration order."""
-    return [k for k in FailureKind if supports(driver, k)]
+@runtime_checkable
+class SupportsFailureKinds(Protocol):
+    """A driver that says which failure kinds it can do, by their names (``"partition"``);
+    the failure kinds ask it first (:func:`harness.failures.supports`)."""
+
+    def supports(self, kind: str) -> bool: ...
 
 
 class UnsupportedFailure(PermanentError):
-    """``node``'s driver cannot fail it with ``kind``: a scenario that needs it skips."""
+    """``node``'s driver cannot fail it with ``kind`` (a failure kind's name): a scenario
+    that needs it skips. ``supported``: the kinds that driver can do."""
 
-    def __init__(
-        self, node: str, kind: FailureKind, *, driver: str, supported: list[FailureKind]
-    ) -> None:
+    def __init__(self, node: str, kind: str, *, driver: str, supported: list[str]) -> None:
         self.node = node
         self.kind = kind
         self.driver = driver
         self.supported = supported
-        can = ", ".join(k.value for k in supported) or "none"
-        super().__init__(
-            f"{node}: its {driver} driver cannot do a {kind.value} failure (it can: {can})"
-        )
-
-    @classmethod
-    def of(cls, node: str, kind: FailureKind, driver: object) -> UnsupportedFailure:
-        return cls(node, kind, driver=type(driver).__name__, supported=supported_kinds(driver))
+        can = ", ".join(supported) or "none"
+        super().__init__(f"{node}: its {driver} driver cannot do a {kind} failure (it can: {can})")
 
 
 class PreparedPower(Protocol):

@@ -14,7 +14,7 @@ this driver with a BMC driver to bring nodes back.
 - ``cycle()``: runs ``command_reboot``, waits for the connection to drop, then for SSH to
   answer again.
 
-Failure kinds beyond power (:class:`~harness.power.base.FailureKind`), each with its undo
+Failure kinds beyond power (:mod:`harness.failures`), each with its undo
 armed on the node itself *before* the cut, as a transient systemd timer, so a node never
 stays cut off if powercut dies (``recover`` heals too):
 
@@ -50,7 +50,7 @@ import paramiko
 from harness.errors import PermanentError, TemporaryError, WaitTimeout, not_acted
 from harness.power import storage_cut
 from harness.power._wait import SYSTEM_CLOCK, Clock, Deadline, before_acting, retry, wait_until
-from harness.power.base import FailureKind, PowerState
+from harness.power.base import PowerState
 from harness.power.storage_cut import StorageEndpoint
 
 log = logging.getLogger(__name__)
@@ -261,7 +261,7 @@ class SshDriver:
 
     # -- failure kinds beyond power -----------------------------------------------------
 
-    def supports(self, kind: FailureKind) -> bool:
+    def supports(self, kind: str) -> bool:
         """Power off, graceful shutdown, reboot, partition and kubelet stop: all but
         powering on, which SSH cannot do (pair the driver with a BMC)."""
         return True

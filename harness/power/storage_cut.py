@@ -22,11 +22,12 @@ from __future__ import annotations
 import ipaddress
 import re
 import shlex
-from typing import Final, Protocol, runtime_checkable
+from typing import Final
 
 from harness.inventory.storage import CHAIN, StorageEndpoint, parse_endpoint
+from harness.power.base import SupportsStorageCut
 
-__all__ = ["CHAIN", "StorageEndpoint", "parse_endpoint"]
+__all__ = ["CHAIN", "StorageEndpoint", "SupportsStorageCut", "parse_endpoint"]
 
 #: The failure kind's name (``--failure``, the Gherkin ``<failure>`` column).
 KIND: Final = "storage"
@@ -90,17 +91,3 @@ def parse_cut_command(command: str) -> tuple[int, list[StorageEndpoint]] | None:
     except ValueError:
         return None
     return (int(seconds.group(1)), endpoints) if again == command else None
-
-
-@runtime_checkable
-class SupportsStorageCut(Protocol):
-    """A driver that can cut its node off its storage network while everything else on it
-    goes on. ``cut_storage`` arms the heal first (on the node itself where it can), then
-    cuts: the node heals by itself after ``heal_after_s``. ``heal_storage`` heals now and
-    is idempotent (a node not cut, or off, is left as it is)."""
-
-    def cut_storage(
-        self, node: str, endpoints: list[StorageEndpoint], *, heal_after_s: float
-    ) -> None: ...
-
-    def heal_storage(self, node: str) -> None: ...

@@ -54,7 +54,8 @@ RUNS_DIR = "runs"
 ALLURE_HISTORY_FILE = "allure-history.jsonl"
 STATUSES = ("passed", "failed", "broken", "skipped")
 VERDICTS = ("passed", "failed", "broken")
-#: The phase whose measurement says a scenario's data came back (harness.scenario.data).
+#: The phase whose measurement says a scenario's data came back
+# (harness.scenario.expectations.data).
 DATA_PHASE = "data read back"
 
 _RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")

@@ -28,9 +28,8 @@ BOTTOM = 56
 FONT = "DejaVu Sans, Arial, Helvetica, sans-serif"
 SERIES_COLOURS = ("#2563eb", "#0d9488", "#9333ea", "#ca8a04", "#db2777", "#4b5563")
 #: Actions that start a disruption phase and those that end it, for the shaded bands: a
-#: power-off, partition or kubelet stop until the power-on, heal or kubelet start; a power
-#: cycle from its power-off (a BMC's own reset: its request) to its acknowledgement
-#: (:func:`harness.kube.names.downs`).
+#: power-off, partition or kubelet stop until the power-on, heal or kubelet start; a
+#: reboot as :mod:`harness.failures.reboot` says (:func:`harness.kube.names.downs`).
 PHASE_STARTS = DOWN_FROM
 PHASE_ENDS = BACK_AT
 

@@ -1,7 +1,8 @@
 """The raw API reads a scenario makes beside the observer's timeline: the pods a label
 selector matches now, whether a Node object exists. Each is one request to the API server
-(no watch, no cache); the disruptions (:mod:`~harness.scenario.inflict`) and the
-expectations (:mod:`~harness.scenario.phases`) call them where the timeline cannot answer.
+(no watch, no cache); the disruptions (:mod:`~harness.scenario.acts.disruptions`) and the
+expectations (:mod:`~harness.scenario.expectations.phases`) call them where the timeline cannot
+answer.
 """
 
 from __future__ import annotations

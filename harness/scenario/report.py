@@ -33,7 +33,7 @@ from harness.kube.client import KubeClient
 from harness.kube.ledger import Ledger
 from harness.kube.observer import gaps
 from harness.kube.timeline import Timeline
-from harness.scenario.targets import Targets
+from harness.scenario.targets.choice import Targets
 
 
 def _round(x: float) -> float:

@@ -8,10 +8,9 @@ With ``dry_run`` it only describes what it would do.
 
 One concern a module, top to bottom (the import-linter contract "session" keeps it so):
 
-- ``power.py``, ``cuts.py``, ``storage.py``, ``kubernetes.py``, ``fencing.py``: the
-  disruptions, each a part of :class:`Session` (power off, on and cycle, synchronized; a
-  partition or a stopped kubelet; a node's storage network cut and healed, its kubelet
-  untouched; cordon, drain, delete a Node, re-run a Job; fencing and what needs it);
+- ``power.py``, ``cuts.py``, ``kubernetes.py``, ``fencing.py``: the disruptions, each a
+  part of :class:`Session` (power off, on and cycle, synchronized; a partition or a stopped
+  kubelet; cordon, drain, delete a Node, re-run a Job; fencing and what needs it);
 - ``core.py``: what they share: the lifecycle (enter, ``finish``, exit), the journal's
   bookkeeping, the blast-radius check, the power drivers;
 - ``stop.py`` the stop conditions, ``parallel.py`` acting on many nodes at once,
@@ -37,10 +36,9 @@ from harness.session.restore import (
     restore_power,
 )
 from harness.session.stop import STOP_SIGNAL, StoppedByCondition, Watcher
-from harness.session.storage import StorageCuts, StorageCutUnsupported
 
 
-class Session(PowerActions, Cuts, StorageCuts, KubernetesActions, Fencing, SessionCore):
+class Session(PowerActions, Cuts, KubernetesActions, Fencing, SessionCore):
     """A disruption session (see the module's docstring): use it as a context manager, or
     enter it and end it with :meth:`~SessionCore.finish`, which returns what its undos did."""
 
@@ -52,7 +50,6 @@ __all__ = [
     "Say",
     "Session",
     "StoppedByCondition",
-    "StorageCutUnsupported",
     "Watcher",
     "journal_path_for",
     "node_manifest",

@@ -16,9 +16,13 @@ from harness.inventory import Inventory
 from harness.kube import actions
 from harness.kube.client import KubeClient, NotFound, Unreachable
 from harness.kube.lock import ClusterLock
-from harness.power.base import FailureKind, SupportsKubeletStop, SupportsPartition
+from harness.power.base import (
+    PowerDriver,
+    SupportsKubeletStop,
+    SupportsPartition,
+    SupportsStorageCut,
+)
 from harness.power.factory import driver_for
-from harness.power.storage_cut import SupportsStorageCut
 from harness.session.restore import restore_power
 
 
@@ -105,32 +109,33 @@ class ClusterExecutor:
         return f"Job {namespace}/{name} exists already"
 
     def heal(self, node: str, protocol: str) -> None:
-        self._through(node, protocol, FailureKind.PARTITION)
+        """Heal a partition through the driver that made it (idempotent)."""
+        with self._through(node, protocol) as driver:
+            if not isinstance(driver, SupportsPartition):
+                raise PermanentError(f"{node}: the {protocol} driver cannot heal a partition")
+            driver.heal(node)
 
     def start_kubelet(self, node: str, protocol: str) -> None:
-        self._through(node, protocol, FailureKind.KUBELET_STOP)
+        """Start a stopped kubelet through the driver that stopped it (idempotent)."""
+        with self._through(node, protocol) as driver:
+            if not isinstance(driver, SupportsKubeletStop):
+                raise PermanentError(f"{node}: the {protocol} driver cannot start a kubelet")
+            driver.start_kubelet(node)
 
     def heal_storage(self, node: str, protocol: str) -> None:
         """Give the node its storage network back through the driver that cut it
         (idempotent: a node not cut, or off, is left as it is)."""
-        driver = driver_for(self.inventory.node(node), protocol or None)
-        try:
+        with self._through(node, protocol) as driver:
             if not isinstance(driver, SupportsStorageCut):
                 raise PermanentError(f"{node}: the {protocol} driver cannot heal a storage cut")
             driver.heal_storage(node)
-        finally:
-            driver.close()
 
-    def _through(self, node: str, protocol: str, kind: FailureKind) -> None:
-        """Undo a cut of ``kind`` through the driver that made it (idempotent)."""
+    @contextlib.contextmanager
+    def _through(self, node: str, protocol: str) -> Iterator[PowerDriver]:
+        """The driver that made a cut (``protocol``), closed afterwards."""
         driver = driver_for(self.inventory.node(node), protocol or None)
         try:
-            if kind is FailureKind.PARTITION and isinstance(driver, SupportsPartition):
-                driver.heal(node)
-            elif kind is FailureKind.KUBELET_STOP and isinstance(driver, SupportsKubeletStop):
-                driver.start_kubelet(node)
-            else:
-                raise PermanentError(f"{node}: the {protocol} driver cannot undo a {kind.value}")
+            yield driver
         finally:
             driver.close()
 

@@ -1,4 +1,5 @@
-"""The session's Kubernetes disruptions: cordon, drain, delete a Node, re-run a Job.
+"""The session's Kubernetes disruptions: cordon, drain, delete a Node, re-run a Job, and
+restart pods by label selector (which owes no undo: their controllers put them back).
 
 Each is journaled with its undo before it acts (uncordon, re-create the Node or the Job
 from the manifest kept in the journal) and recorded on the timeline by
@@ -35,6 +36,18 @@ def node_manifest(node: JSON) -> JSON:
 
 class KubernetesActions(SessionCore):
     """Operator actions on Nodes and Jobs, journaled with their undos."""
+
+    def restart_pods(
+        self, namespace: str, selector: str, *, grace_period_s: int | None = None
+    ) -> list[str]:
+        """Delete the pods ``selector`` matches in ``namespace`` so their controllers create
+        them again (nothing to undo); recorded on the timeline. Their names."""
+        if self.dry_run:
+            self.plan.append(f"restart the pods {selector} in {namespace} (delete them)")
+            return []
+        return actions.restart_pods(
+            self.client, namespace, selector, grace_period_s=grace_period_s, timeline=self.timeline
+        )
 
     def cordon(self, node: str) -> None:
         if self.dry_run:

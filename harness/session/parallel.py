@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from harness.errors import PermanentError, PowercutError
 from harness.journal import shield_signals
 from harness.kube.ledger import BMC
-from harness.kube.timeline import Timeline
+from harness.kube.timeline import Timeline, Transition
 
 
 @dataclass
@@ -32,6 +32,18 @@ class PowerResult:
     #: A synchronized power cycle's halves, "off" and "on" (``self`` holds the whole
     #: cycle: sent when its power-off was, acknowledged when it read back on).
     phases: dict[str, PowerResult] = field(default_factory=dict)
+    #: The harness's actions this operation recorded on the timeline, each node's in the
+    #: order it did them (what a failure kind reads its request, acknowledgement, where
+    #: the node went down and came back from; nobody re-reads the timeline by name).
+    transitions: list[Transition] = field(default_factory=list)
+
+    def first(self, transition: str) -> dict[str, Transition]:
+        """Per node, its first recorded ``transition`` (``"power-off sent"``)."""
+        out: dict[str, Transition] = {}
+        for t in self.transitions:
+            if t.transition == transition:
+                out.setdefault(t.name, t)
+        return out
 
     @property
     def skew_s(self) -> float:

@@ -110,8 +110,10 @@ class PowerActions(SessionCore):
             )
             for stage, mono, detail in stamps:
                 if mono is not None:
-                    self.timeline.record(
-                        ACTION, node, Act.POWER_OFF.at(stage), detail=detail, mono=mono
+                    result.transitions.append(
+                        self.timeline.record(
+                            ACTION, node, Act.POWER_OFF.at(stage), detail=detail, mono=mono
+                        )
                     )
             if shot.sent is not None:
                 result.sent[node] = shot.sent
@@ -183,10 +185,12 @@ class PowerActions(SessionCore):
                     return
             driver = self.driver(node, proto)
             result.sent[node] = time.monotonic()
-            self.timeline.action(node, Act.POWER_ON.at(Stage.SENT))
+            result.transitions.append(self.timeline.action(node, Act.POWER_ON.at(Stage.SENT)))
             driver.on()
             result.acknowledged[node] = time.monotonic()
-            self.timeline.action(node, Act.POWER_ON.at(Stage.ACKNOWLEDGED))
+            result.transitions.append(
+                self.timeline.action(node, Act.POWER_ON.at(Stage.ACKNOWLEDGED))
+            )
             self._power_restored(node)
             self._told(result, node, "power-on", PowerState.ON)
 
@@ -248,10 +252,16 @@ class PowerActions(SessionCore):
 
             def act() -> None:
                 result.sent[node] = time.monotonic()
-                self.timeline.action(node, Act.POWER_CYCLE.at(Stage.SENT), protocol=protocol or "")
+                result.transitions.append(
+                    self.timeline.action(
+                        node, Act.POWER_CYCLE.at(Stage.SENT), protocol=protocol or ""
+                    )
+                )
                 driver.cycle()  # returns once the node reads back as on
                 result.acknowledged[node] = time.monotonic()
-                self.timeline.action(node, Act.POWER_CYCLE.at(Stage.ACKNOWLEDGED))
+                result.transitions.append(
+                    self.timeline.action(node, Act.POWER_CYCLE.at(Stage.ACKNOWLEDGED))
+                )
 
             self._journaled("power_cycle", target, UndoSpec.power_on(node), act)
             self._undone("power_cycle", target)
@@ -298,12 +308,16 @@ class PowerActions(SessionCore):
                             )
                         ) from None
                     cycle.sent[node] = time.monotonic()
-                    self.timeline.action(
-                        node, Act.POWER_CYCLE.at(Stage.SENT), protocol=protocol or ""
+                    cycle.transitions.append(
+                        self.timeline.action(
+                            node, Act.POWER_CYCLE.at(Stage.SENT), protocol=protocol or ""
+                        )
                     )
-                    self._fire(node, prepared, off, Act.POWER_CYCLE_OFF, protocol)
+                    self._fire(node, prepared, off, Act.POWER_CYCLE_OFF, protocol, log=cycle)
                     if off_s > 0:
-                        self.timeline.action(node, Event.POWER_CYCLE_HELD_OFF, seconds=off_s)
+                        cycle.transitions.append(
+                            self.timeline.action(node, Event.POWER_CYCLE_HELD_OFF, seconds=off_s)
+                        )
                         time.sleep(max(0.0, off.confirmed[node] + off_s - time.monotonic()))
                 except BaseException:
                     on_barrier.abort()  # the others power on without waiting for this one
@@ -312,9 +326,11 @@ class PowerActions(SessionCore):
                     prepared = released(node, lambda: prepare_on(driver), on_barrier)
                 except threading.BrokenBarrierError:
                     prepared = prepare_on(driver)  # on by itself: never left off
-                self._fire(node, prepared, on, Act.POWER_CYCLE_ON, protocol)
+                self._fire(node, prepared, on, Act.POWER_CYCLE_ON, protocol, log=cycle)
                 cycle.acknowledged[node] = time.monotonic()
-                self.timeline.action(node, Act.POWER_CYCLE.at(Stage.ACKNOWLEDGED))
+                cycle.transitions.append(
+                    self.timeline.action(node, Act.POWER_CYCLE.at(Stage.ACKNOWLEDGED))
+                )
 
             self._journaled("power_cycle", target, UndoSpec.power_on(node), act)
             self._undone("power_cycle", target)
@@ -347,18 +363,24 @@ class PowerActions(SessionCore):
         result: PowerResult,
         what: Act,
         protocol: str | None,
+        *,
+        log: PowerResult | None = None,
         **detail: Any,
     ) -> None:
         """Send a prepared request and read the new state back, each step on the timeline
-        (``detail``: more for the request's)."""
+        and in ``log``'s transitions (``result``'s by default; ``detail``: more for the
+        request's)."""
+        into = (result if log is None else log).transitions
         result.sent[node] = time.monotonic()
-        self.timeline.action(node, what.at(Stage.SENT), **detail, protocol=protocol or "")
+        into.append(
+            self.timeline.action(node, what.at(Stage.SENT), **detail, protocol=protocol or "")
+        )
         prepared.fire()
         result.acknowledged[node] = time.monotonic()
-        self.timeline.action(node, what.at(Stage.ACKNOWLEDGED))
+        into.append(self.timeline.action(node, what.at(Stage.ACKNOWLEDGED)))
         prepared.confirm()
         result.confirmed[node] = time.monotonic()
-        self.timeline.action(node, what.at(Stage.CONFIRMED))
+        into.append(self.timeline.action(node, what.at(Stage.CONFIRMED)))
 
     def _record_skew(
         self, names: list[str], event: str, skews: dict[str, float], *, synchronized: bool

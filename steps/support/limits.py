@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from harness.budgets import Budgets, canonical_budget_name
-from harness.power.base import FailureKind
-from harness.scenario.select import Amount
-from harness.scenario.subjects import SubjectKind
+from harness.failures import FailureKind
+from harness.scenario.targets.select import Amount
+from harness.scenario.targets.subjects import SubjectKind
 
 #: What a limit looks like in a step: ``the <name> budget`` or ``<n> second(s)``.
 LIMIT_PATTERN: Final = r"the [a-z][a-z-]* budget|\d+(?:\.\d+)? seconds?"
@@ -58,7 +58,7 @@ class _LimitType:
 parse_limit: Final = _LimitType()
 
 #: What an amount looks like in a step: a count, a fraction or a range (see
-#: :mod:`harness.scenario.select`).
+#: :mod:`harness.scenario.targets.select`).
 AMOUNT_PATTERN: Final = (
     r"\d+(?:\s*/\s*\d+|\s*-\s*\d+|%)?"
     r"|(?:zero|no|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
@@ -83,7 +83,7 @@ parse_amount: Final = _AmountType()
 
 class Subject(enum.Enum):
     """Which pods a step is about: every lost pod, or the one a subject phrase names (the
-    StatefulSet member, the singleton: see :mod:`harness.scenario.subjects`)."""
+    StatefulSet member, the singleton: see :mod:`harness.scenario.targets.subjects`)."""
 
     LOST = "lost"
     MEMBER = "member"

@@ -5,7 +5,7 @@
 - :func:`within`: a limit resolved to seconds, and the Allure step its wait shows as.
 - :func:`about`, :func:`subject`, :func:`members_meant`: the lost pods a subject phrase
   ("every lost pod", "the member", "the singleton", "every lost member") stands for in this
-  scenario (:mod:`harness.scenario.subjects`), naming the running step in a harness error.
+  scenario (:mod:`harness.scenario.targets.subjects`), naming the running step in a harness error.
 - :func:`provide`: what a step provides besides its ``target_fixture``.
 
 No step is defined here; the step modules import this and never one another.
@@ -22,10 +22,10 @@ from pytest_bdd.compat import inject_fixture
 from pytest_bdd.parsers import StepParser
 
 from harness.budgets import Budgets
-from harness.scenario import subjects
 from harness.scenario.report import waiting
-from harness.scenario.targets import Outage
-from harness.scenario.workloads import PodInfo, Workload
+from harness.scenario.targets import subjects
+from harness.scenario.targets.choice import Outage
+from harness.scenario.targets.workloads import PodInfo, Workload
 from harness.steps.fixtures import PROVIDED, current_step
 from harness.steps.support.limits import TYPES, Limit, Subject
 

@@ -23,6 +23,7 @@ import paramiko
 import pytest
 
 from harness.errors import PermanentError, WaitTimeout
+from harness.failures import FailureKind, strategy, supports
 from harness.lab.bmc.creds import (
     LabCredentials,
     ensure_lab_credentials,
@@ -36,12 +37,10 @@ from harness.lab.bmc.ssh import SshServer
 from harness.lab.bmc.target import MemoryTarget, PowerCall, system_uuid
 from harness.lab.machines import LabError
 from harness.power.base import (
-    FailureKind,
     NothingToDo,
     PowerDriver,
     PowerState,
     prepare_off,
-    supports,
 )
 from harness.power.ipmi import IpmiDriver
 from harness.power.redfish import RedfishDriver
@@ -758,8 +757,8 @@ def test_ssh_partitions_and_stops_the_kubelet_with_the_undo_armed_on_the_node(
                 **FAST,
             )
         )
-        assert supports(driver, FailureKind.PARTITION)
-        assert supports(driver, FailureKind.KUBELET_STOP)
+        assert supports(driver, strategy(FailureKind.PARTITION))
+        assert supports(driver, strategy(FailureKind.KUBELET_STOP))
         driver.partition("node-a", heal_after_s=12.3)
         assert driver.state() is PowerState.ON  # SSH still answers: the node runs
         with pytest.raises(PermanentError, match="already cut"):

@@ -39,7 +39,7 @@ from harness.kube.timeline import Timeline
 from harness.longevity.records import CYCLES_FILE, read_log
 from harness.longevity.run import RunOptions, run_longevity
 from harness.power.base import PowerDriver, PowerState
-from harness.scenario.targets import DEFAULT_PHRASE
+from harness.scenario.targets.choice import DEFAULT_PHRASE
 from harness.session import Session, journal_path_for
 from tests.fakes.api import FakeApiServer, node, pod, set_ready
 

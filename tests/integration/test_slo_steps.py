@@ -52,7 +52,7 @@ from pytest_bdd import given, parsers, scenarios
 
 from harness.kube.timeline import Timeline
 from harness.slo.client import PrometheusClient
-from harness.scenario.steady import Baseline
+from harness.scenario.expectations.steady_state import Baseline
 
 GAUGE = Path(os.environ["GAUGE_FILE"])
 

@@ -173,7 +173,7 @@ def test_three_cycles_statistics_match_the_timelines(
 def test_reboot_cycles_are_the_bmcs_power_cycle_measured_from_its_power_off_to_its_ack(
     lab: LabHandle, env: dict[str, str], tmp_path: Path
 ) -> None:
-    """``--failure reboot`` is the steps' reboot (one dispatch, harness.scenario.disrupt):
+    """``--failure reboot`` is the steps' reboot (one dispatch, harness.failures):
     each group is power-cycled through its BMCs, never powered off and on as two requests,
     with no minimum outage (although --outage asks for 60 s), and measured as the steps
     measure it (``names.downs``): from the power-off's acknowledgement within the cycle (a

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from harness.failures import FailureKind, bring_back, inflict
 from harness.inventory import load_inventory
 from harness.kube.names import Act, Stage
 from harness.session import Session
@@ -75,7 +76,7 @@ def test_the_cut_fails_the_volume_pods_io_and_leaves_the_node_and_other_pods_rea
     lab: LabHandle, victim: str
 ) -> None:
     with Session(lab.inventory) as session:
-        result = session.cut_storage([victim], undo_after_s=300)
+        done = inflict(session, [victim], FailureKind.STORAGE_CUT, undo_after_s=300)
         t_cut = time.monotonic()
         assert _cut_in_lab(lab) == [victim]
         sent = [t for t in session.timeline if t.transition == Act.STORAGE_CUT.at(Stage.SENT)]
@@ -104,14 +105,15 @@ def test_the_cut_fails_the_volume_pods_io_and_leaves_the_node_and_other_pods_rea
         others = [p for p in _pods_on(lab, victim) if not _has_claim(p)]
         assert others and all(_ready(p) for p in others)
         assert all(p["metadata"]["name"] in with_claims for p in unready)
-        session.heal_storage([victim])
+        back = bring_back(session, [victim], FailureKind.STORAGE_CUT)
         assert _cut_in_lab(lab) == []
-        assert result.acknowledged[victim] >= result.sent[victim]
+        assert done.acks[victim].mono >= done.sent[victim].mono
+        assert back.acks[victim].transition == Act.STORAGE_HEAL.at(Stage.ACKNOWLEDGED)
 
 
 def test_the_heal_armed_on_the_node_heals_it_by_itself(lab: LabHandle, victim: str) -> None:
     with Session(lab.inventory) as session:
-        session.cut_storage([victim], undo_after_s=3)
+        inflict(session, [victim], FailureKind.STORAGE_CUT, undo_after_s=3)
         assert _cut_in_lab(lab) == [victim]
         wait_for("the armed heal", lambda: _cut_in_lab(lab) == [], 15)
 
@@ -122,10 +124,11 @@ def test_sigkill_leaves_the_cut_to_recover(
     script = textwrap.dedent(
         f"""
         import sys, time
+        from harness.failures import FailureKind, inflict
         from harness.inventory import load_inventory
         from harness.session import Session
         with Session(load_inventory({str(lab.inventory_path)!r})) as s:
-            s.cut_storage([{victim!r}], undo_after_s=600)
+            inflict(s, [{victim!r}], FailureKind.STORAGE_CUT, undo_after_s=600)
             print("CUT", flush=True)
             time.sleep(600)
         """

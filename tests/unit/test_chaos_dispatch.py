@@ -1,5 +1,5 @@
 """The chaostoolkit extension fails nodes through the steps' dispatch
-(:mod:`harness.scenario.disrupt`): a reboot is the power cycle, a kubelet stop is the cut the
+(:mod:`harness.failures`): a reboot is the power cycle, a kubelet stop is the cut the
 steps and longevity make, each journaled with its undo before it acts."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from harness import failures
 from harness.chaos import actions
 from harness.journal import EntryState
 from harness.kube.names import Act, Stage
 from harness.kube.timeline import ACTION, Timeline
-from harness.scenario import disrupt
 from harness.session import Session
 from tests.fakes.chaos import Cluster, fake_cluster
 
@@ -28,13 +28,13 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster
 def recorded(monkeypatch: pytest.MonkeyPatch) -> list[Timeline]:
     """Every timeline the dispatch acted on (each chaos action has a session of its own)."""
     seen: list[Timeline] = []
-    inflict = disrupt.inflict
+    inflict = failures.inflict
 
-    def spy(session: Session, *args: Any, **kw: Any) -> disrupt.Inflicted:
+    def spy(session: Session, *args: Any, **kw: Any) -> failures.Inflicted:
         seen.append(session.timeline)
         return inflict(session, *args, **kw)
 
-    monkeypatch.setattr(disrupt, "inflict", spy)
+    monkeypatch.setattr(failures, "inflict", spy)
     return seen
 
 

@@ -198,7 +198,7 @@ def test_an_api_outage_judged_right_after_the_failure_waits_for_a_sample_past_it
     is a fraction of a second and holds no sample yet. The judgement waits for the probe's
     next sample (bounded) and ends the window there, instead of failing the product with
     "no probe samples" (seen in the held-out features, issue 24)."""
-    from harness.scenario.apiprobe import API_PROBE, SAMPLE_AFTER_S, longest_outage
+    from harness.scenario.expectations.apiprobe import API_PROBE, SAMPLE_AFTER_S, longest_outage
     from harness.scenario.report import Measurements
 
     clock = FakeClock(start=10.0)

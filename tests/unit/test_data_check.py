@@ -98,7 +98,7 @@ def test_a_workload_without_ready_pods_is_a_harness_error() -> None:
 
 
 def test_a_token_that_moved_is_read_on_the_replacement_node_and_checked_so() -> None:
-    from harness.scenario.data import Tokens, moved_off
+    from harness.scenario.expectations.data import Tokens, moved_off
 
     c = FakeClient(
         [

@@ -1,4 +1,4 @@
-"""The power disruptions as a step inflicts them (harness.scenario.inflict), through a real
+"""The power disruptions as a step inflicts them (harness.scenario.acts.disruptions), through a real
 Session and the fake BMCs: what each records, and what the expectations measure from."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from harness.inventory import Inventory
 from harness.kube.client import KubeClient
 from harness.kube.names import Act, Stage
 from harness.kube.timeline import Timeline
-from harness.scenario import inflict
+from harness.scenario.acts import disruptions
 from harness.scenario.report import Measurements
-from harness.scenario.targets import Targets
-from harness.scenario.workloads import PodInfo
+from harness.scenario.targets.choice import Targets
+from harness.scenario.targets.workloads import PodInfo
 from harness.session import Session
 from tests.fakes.api import FakeApiServer
 
@@ -40,8 +40,8 @@ def test_power_off_then_on_records_each_bmc_confirmation_and_returns_where_to_me
     ms = Measurements()
     budgets = PROFILES["fast"]
     with Session(inventory, client=client, timeline=tl, lock=False) as session:
-        outage = inflict.power_off(session, _targets("w1", "w2"), _NoPods(), budgets, ms)  # type: ignore[arg-type]
-        back = inflict.power_on(session, _targets("w1", "w2"), budgets, ms)
+        outage = disruptions.power_off(session, _targets("w1", "w2"), _NoPods(), budgets, ms)  # type: ignore[arg-type]
+        back = disruptions.power_on(session, _targets("w1", "w2"), budgets, ms)
     names = [m["phase"] for m in ms.items]
     assert names == [
         "w1 power-off confirmed",
@@ -66,11 +66,11 @@ def test_a_bmc_slower_than_its_budget_is_a_budget_overrun_naming_the_node(
     budgets = PROFILES["fast"]
     ms = Measurements()
     with Session(inventory, client=client, timeline=Timeline(), lock=False) as session:
-        inflict.power_off(session, _targets("w1"), _NoPods(), budgets, ms)  # type: ignore[arg-type]
+        disruptions.power_off(session, _targets("w1"), _NoPods(), budgets, ms)  # type: ignore[arg-type]
         result = session.last_power
         assert result is not None
         result.acknowledged["w1"] = result.sent["w1"] + 1000.0  # as if it answered that late
         with pytest.raises(CheckFailed, match=r"power-on: over budget: .*w1 after") as failed:
-            inflict._confirmed(result, ["w1"], "power-on", budgets, ms)
+            disruptions._confirmed(result, ["w1"], "power-on", budgets, ms)
         assert failed.value.late
-        inflict.power_on(session, _targets("w1"), budgets, Measurements())
+        disruptions.power_on(session, _targets("w1"), budgets, Measurements())

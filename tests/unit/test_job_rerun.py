@@ -12,7 +12,7 @@ from harness.checks import CheckFailed
 from harness.inventory import Inventory, load_inventory
 from harness.journal import Journal
 from harness.kube.client import KubeClient
-from harness.scenario import jobs
+from harness.scenario.acts import jobs
 from harness.scenario.errors import NothingToMeasure
 from harness.scenario.report import Measurements
 from harness.session import ClusterExecutor, Session, journal_path_for

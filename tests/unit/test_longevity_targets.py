@@ -19,9 +19,9 @@ from harness.errors import ConfigError
 from harness.inventory import Inventory, parse_inventory
 from harness.longevity.groups import auto_groups
 from harness.longevity.run import RunOptions, target_phrase
-from harness.scenario.select import Amount
-from harness.scenario.targets import DEFAULT_PHRASE, PHRASES, parse_phrase, workers_sparing
-from harness.scenario.workloads import PodInfo, Workload
+from harness.scenario.targets.choice import DEFAULT_PHRASE, PHRASES, parse_phrase, workers_sparing
+from harness.scenario.targets.select import Amount
+from harness.scenario.targets.workloads import PodInfo, Workload
 
 
 def inventory() -> Inventory:

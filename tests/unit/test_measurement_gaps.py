@@ -64,7 +64,7 @@ def test_a_phase_recorded_from_bare_figures_still_carries_the_gap_it_overlaps() 
     """Phases computed from two transitions (a Node deleted after its delete request) were
     recorded without their start, so a gap inside them went unflagged; each now has one."""
     from harness.kube.names import Act, Change, Kind, Stage
-    from harness.scenario import phases
+    from harness.scenario.expectations import phases
 
     tl = _timeline_with_gap(1010.0, 1014.0)
     sent = tl.record(Kind.ACTION, "w1", Act.DELETE_NODE.at(Stage.SENT), mono=1008.0)

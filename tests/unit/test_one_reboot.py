@@ -18,10 +18,10 @@ from harness.longevity.groups import Group
 from harness.longevity.measure import CyclePlan, measure_cycle
 from harness.longevity.records import PhaseBudgets
 from harness.report import slo_chart
-from harness.scenario import inflict
+from harness.scenario.acts import disruptions
 from harness.scenario.report import Measurements
-from harness.scenario.targets import Targets
-from harness.scenario.workloads import PodInfo
+from harness.scenario.targets.choice import Targets
+from harness.scenario.targets.workloads import PodInfo
 from harness.session import Session
 from tests.fakes.api import FakeApiServer
 
@@ -56,7 +56,7 @@ def test_the_steps_longevity_and_the_slo_chart_measure_a_reboot_from_the_same_mo
     with Session(inventory, client=client, timeline=tl, lock=False) as session:
         for n in nodes:  # as a cycle's timeline starts: the nodes seen Ready
             tl.record(NODE, n, "observed", detail={"ready": "True", "taints": []})
-        rebooted = inflict.reboot(
+        rebooted = disruptions.reboot(
             session,
             Targets(nodes, (), racks=dict.fromkeys(nodes, "rack-a")),
             _NoPods(),  # type: ignore[arg-type]

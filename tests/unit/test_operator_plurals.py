@@ -1,4 +1,4 @@
-"""The operator actions' plural forms (harness.scenario.operator): every chosen node in
+"""The operator actions' plural forms (harness.scenario.acts.operator): every chosen node in
 turn, each journaled with its undo before it acts, the fencing rules applied per node."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from harness.inventory import Inventory
 from harness.kube.actions import OUT_OF_SERVICE_KEY, FencingRequired
 from harness.kube.timeline import ACTION
 from harness.power.base import PowerState
-from harness.scenario import operator
+from harness.scenario.acts import operator
 from harness.scenario.report import Measurements
 from harness.session import Session
 from tests.fakes.api import FakeApiServer

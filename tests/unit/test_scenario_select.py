@@ -9,7 +9,7 @@ import pytest
 
 from harness.errors import ConfigError
 from harness.scenario.errors import NoTargets
-from harness.scenario.select import Amount, parse_names, select_nodes
+from harness.scenario.targets.select import Amount, parse_names, select_nodes
 from tests.unit.test_longevity_groups import inventory
 
 

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from harness.kube.observer import PodState
-from harness.scenario.steady import problems
-from harness.scenario.workloads import Workload
+from harness.scenario.expectations.steady_state import problems
+from harness.scenario.targets.workloads import Workload
 
 WEB = Workload(
     namespace="shop",

@@ -19,12 +19,14 @@ from harness.errors import ConfigError
 from harness.kube.actions import DrainResult
 from harness.kube.names import Change, Kind
 from harness.kube.timeline import ACTION, FakeClock, Timeline
-from harness.scenario import availability, failures, members, operated, subjects
-from harness.scenario.apiprobe import own_api_ready_after
+from harness.scenario.acts import role_failures
 from harness.scenario.errors import NothingToMeasure, UnsupportedKind
+from harness.scenario.expectations import availability, operator_results, statefulset_members
+from harness.scenario.expectations.apiprobe import own_api_ready_after
 from harness.scenario.report import Measurements
-from harness.scenario.targets import Outage, Targets
-from harness.scenario.workloads import PodInfo, Workload
+from harness.scenario.targets import subjects
+from harness.scenario.targets.choice import Outage, Targets
+from harness.scenario.targets.workloads import PodInfo, Workload
 
 WEB = PodInfo("lab", "web-1", "uid-web-1", "w1", "Deployment/web", ())
 DB = PodInfo("lab", "quorum-0", "uid-q0", "w1", "StatefulSet/quorum", ("pv-q0",))
@@ -52,10 +54,10 @@ def _outage(tl: Timeline, lost: tuple[PodInfo, ...]) -> Outage:
 def test_a_protocol_the_node_does_not_offer_is_a_skip_before_anything_acts(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(failures, "available_protocols", lambda node: ["redfish", "ssh"])
+    monkeypatch.setattr(role_failures, "available_protocols", lambda node: ["redfish", "ssh"])
     inventory = SimpleNamespace(node=lambda name: SimpleNamespace(name=name))
     with pytest.raises(UnsupportedKind, match=r"w1 has no ipmi power control \(redfish, ssh\)"):
-        failures.power_off_through(
+        role_failures.power_off_through(
             Untouchable(),  # type: ignore[arg-type]
             inventory,  # type: ignore[arg-type]
             Targets(("w1",), ()),
@@ -71,30 +73,30 @@ def test_the_drain_must_have_evicted_every_pod_and_the_observer_seen_each_gone()
     targets = Targets(("w1",), (WEB, DB))
     drained = DrainResult("w1", ("lab/web-1",), {}, 1, 0.5)
     with pytest.raises(CheckFailed, match="not evicted: lab/quorum-0"):
-        operated.evicted_all(drained, targets, tl)
+        operator_results.evicted_all(drained, targets, tl)
     both = DrainResult("w1", ("lab/web-1", "lab/quorum-0"), {}, 2, 0.5)
     tl.record(Kind.POD, "web-1", Change.DELETED, namespace="lab", detail={"uid": WEB.uid})
     # quorum-0 never seen deleted: the fake clock runs out the observer's lag at once
     with pytest.raises(CheckFailed, match="still there: lab/quorum-0"):
-        operated.evicted_all(both, targets, tl)
+        operator_results.evicted_all(both, targets, tl)
     tl.record(Kind.POD, "quorum-0", Change.DELETED, namespace="lab", detail={"uid": DB.uid})
-    operated.evicted_all(both, targets, tl)
+    operator_results.evicted_all(both, targets, tl)
 
 
 def test_daemon_pods_the_drain_did_not_skip_fail_and_none_is_a_skip() -> None:
     observer = SimpleNamespace(pod=lambda ns, name: None)
     drained = DrainResult("w1", (), {}, 0, 0.1)
     with pytest.raises(NothingToMeasure, match="no DaemonSet pod ran on w1"):
-        operated.daemon_pods_left(drained, Targets(("w1",), ()), observer)  # type: ignore[arg-type]
+        operator_results.daemon_pods_left(drained, Targets(("w1",), ()), observer)  # type: ignore[arg-type]
     with pytest.raises(CheckFailed, match="the drain to skip lab/agent-x"):
-        operated.daemon_pods_left(drained, Targets(("w1",), (), (AGENT,)), observer)  # type: ignore[arg-type]
+        operator_results.daemon_pods_left(drained, Targets(("w1",), (), (AGENT,)), observer)  # type: ignore[arg-type]
 
 
 def test_a_member_that_never_went_terminating_fails_at_once() -> None:
     tl = Timeline(FakeClock())
     clock_before = tl.clock.monotonic()
     with pytest.raises(CheckFailed, match="lab/quorum-0 Terminating first"):
-        members.stay_terminating(tl, (DB,), 60.0, Measurements())
+        statefulset_members.stay_terminating(tl, (DB,), 60.0, Measurements())
     assert tl.clock.monotonic() == clock_before  # no wait at all
 
 

@@ -12,11 +12,13 @@ from harness.budgets import PROFILES
 from harness.checks import CheckFailed
 from harness.errors import ConfigError
 from harness.kube.timeline import ACTION, FakeClock, Timeline, Transition
-from harness.scenario import inflict, lost, phases, volumes
+from harness.scenario import lost_pods
+from harness.scenario.acts import disruptions
 from harness.scenario.errors import NothingToMeasure
+from harness.scenario.expectations import phases, volumes
 from harness.scenario.report import Measurements
-from harness.scenario.targets import Outage, PoweredOn, Targets
-from harness.scenario.workloads import PodInfo, selector_matches
+from harness.scenario.targets.choice import Outage, PoweredOn, Targets
+from harness.scenario.targets.workloads import PodInfo, selector_matches
 from harness.steps.support.limits import parse_limit
 
 UNREACHABLE = "node.kubernetes.io/unreachable:NoExecute"
@@ -87,11 +89,11 @@ def test_replacements_follow_the_controllers_rules() -> None:
     _at(tl, 24, "Pod", "web-z", "scheduled", "lab", uid="n2", node="w3", workload="Deployment/web")
     # the StatefulSet member is replaced only once it is gone, by a pod with its name
     _at(tl, 25, "Pod", "db-0", "terminating", "lab", uid="u3", node="w1", workload=member.workload)
-    found = lost.replacements(tl, outage.lost, outage.nodes, outage.sent.mono)
+    found = lost_pods.replacements(tl, outage.lost, outage.nodes, outage.sent.mono)
     assert {u: r.name for u, r in found.items()} == {"u2": "web-y", "u1": "web-z"}
     _at(tl, 60, "Pod", "db-0", "deleted", "lab", uid="u3", node="w1", workload=member.workload)
     _at(tl, 60.1, "Pod", "db-0", "scheduled", "lab", uid="n3", node="w2", workload=member.workload)
-    found = lost.replacements(tl, outage.lost, outage.nodes, outage.sent.mono)
+    found = lost_pods.replacements(tl, outage.lost, outage.nodes, outage.sent.mono)
     assert found["u3"].node == "w2" and found["u3"].ref.transition == "deleted"
 
 
@@ -105,17 +107,17 @@ def test_a_pod_ended_by_a_graceful_node_shutdown_is_replaced_from_its_failed_pha
     for p in (web, member):
         _at(tl, -1, "Pod", p.name, "observed", "lab", uid=p.uid, node="w1", workload=p.workload)
     outage = _outage(tl, ("w1",), (web, member))
-    assert lost.stopped_blocking(tl, web) is None
+    assert lost_pods.stopped_blocking(tl, web) is None
     _at(tl, 2, "Pod", "web-a", "phase", "lab", uid="u1", phase="Running", previous="Pending")
-    assert lost.stopped_blocking(tl, web) is None  # not a terminal phase
+    assert lost_pods.stopped_blocking(tl, web) is None  # not a terminal phase
     _at(tl, 3, "Pod", "web-a", "phase", "lab", uid="u1", phase="Failed", previous="Running")
     _at(tl, 3, "Pod", "db-0", "phase", "lab", uid="u3", phase="Failed", previous="Running")
     _at(tl, 4, "Pod", "web-n", "scheduled", "lab", uid="n1", node="w2", workload="Deployment/web")
     _at(tl, 30, "Pod", "web-a", "terminating", "lab", uid="u1", node="w1", workload=web.workload)
-    ref = lost.stopped_blocking(tl, web)
+    ref = lost_pods.stopped_blocking(tl, web)
     assert ref is not None and ref.mono == 1003.0 and ref.transition == "phase"
-    assert lost.stopped_blocking(tl, member) is None
-    found = lost.replacements(tl, outage.lost, outage.nodes, outage.sent.mono)
+    assert lost_pods.stopped_blocking(tl, member) is None
+    found = lost_pods.replacements(tl, outage.lost, outage.nodes, outage.sent.mono)
     assert {u: r.name for u, r in found.items()} == {"u1": "web-n"}
 
 
@@ -255,8 +257,8 @@ def test_third_of_workers_prefers_a_set_that_loses_replaceable_stateless_pods() 
     "every lost stateless pod is replaced" had nothing to check and failed."""
     from types import SimpleNamespace
 
-    from harness.scenario.targets import third_of_workers
-    from harness.scenario.workloads import Workload
+    from harness.scenario.targets.choice import third_of_workers
+    from harness.scenario.targets.workloads import Workload
 
     workers = [
         SimpleNamespace(name=f"w-{r}{i}", rack=f"rack-{r}", role="worker")
@@ -327,8 +329,8 @@ def test_a_power_on_after_a_power_off_waits_for_ready() -> None:
 
 class _CyclingSession:
     """Stands in for a Session's power cycle: writes the actions a cycle writes, at the
-    times given, on a fake-clock timeline (synchronized: off and on phases; else one
-    reset)."""
+    times given, on a fake-clock timeline, and returns them as the session does
+    (synchronized: off and on phases; else one reset)."""
 
     def __init__(self, tl: Timeline, held: bool) -> None:
         self.timeline = tl
@@ -343,15 +345,19 @@ class _CyclingSession:
         self.off_s.append(off_s)
         result = PowerResult(list(nodes))
         for n in nodes:
-            result.sent[n] = _at(self.timeline, 0.0, ACTION, n, "power-cycle sent").mono
+            at = [(0.0, "power-cycle sent")]
             if self.held:
-                _at(self.timeline, 0.0, ACTION, n, "power-cycle off sent")
-                _at(self.timeline, 0.1, ACTION, n, "power-cycle off acknowledged")
-                _at(self.timeline, 10.2, ACTION, n, "power-cycle on sent")
-                ack = _at(self.timeline, 10.3, ACTION, n, "power-cycle acknowledged")
+                at += [
+                    (0.0, "power-cycle off sent"),
+                    (0.1, "power-cycle off acknowledged"),
+                    (10.2, "power-cycle on sent"),
+                    (10.3, "power-cycle acknowledged"),
+                ]
             else:
-                ack = _at(self.timeline, 0.2, ACTION, n, "power-cycle acknowledged")
-            result.acknowledged[n] = ack.mono
+                at.append((0.2, "power-cycle acknowledged"))
+            result.transitions += [_at(self.timeline, t, ACTION, n, what) for t, what in at]
+            result.sent[n] = result.transitions[-len(at)].mono
+            result.acknowledged[n] = result.transitions[-1].mono
         return result
 
 
@@ -372,7 +378,7 @@ def test_a_reboot_is_measured_from_the_power_going_off_and_the_power_on_request(
     _at(tl, -5, "Node", "w1", "observed", ready="True", unschedulable=False, taints=[])
     session = _CyclingSession(tl, held)
     targets = Targets(("w1",), (), racks={"w1": "rack-a"})
-    rebooted = inflict.reboot(
+    rebooted = disruptions.reboot(
         session,  # type: ignore[arg-type]
         targets,
         _NoPods(),  # type: ignore[arg-type]

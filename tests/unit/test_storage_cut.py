@@ -11,13 +11,20 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigError
-from harness.inventory import load_inventory
+from harness.failures import FailureKind, bring_back, inflict, unsupported
+from harness.inventory import Inventory, load_inventory
+from harness.inventory.models import StorageNetworkSpec
 from harness.inventory.storage import StorageEndpoint, parse_endpoint
 from harness.journal import UndoSpec
+from harness.kube.names import Act, Stage, downs
+from harness.kube.timeline import ACTION
 from harness.power import storage_cut
+from harness.power.base import PowerState
 from harness.power.kind import KindDriver
 from harness.power.ssh import SshDriver
 from harness.power.storage_cut import SupportsStorageCut, cut_command, parse_cut_command
+from harness.session import Session
+from tests.fakes.api import FakeApiServer
 
 
 @pytest.mark.parametrize(
@@ -197,3 +204,89 @@ def test_an_endpoint_value_object_is_hashable_and_compares_by_value() -> None:
     a = StorageEndpoint(ipaddress.IPv4Network("10.0.20.5/32"), 3260)
     assert a == parse_endpoint("10.0.20.5:3260")
     assert len({a, parse_endpoint("10.0.20.5:3260")}) == 1
+
+
+# -- the failure kind (harness/failures/storage_network.py) over a real Session ---------------
+
+
+class _StorageDriver:
+    """A driver that can only cut its node's storage (and read power): what it was asked."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.calls: list[tuple[object, ...]] = []
+
+    def state(self) -> PowerState:
+        return PowerState.ON
+
+    def off(self, *, graceful: bool = False) -> None: ...
+
+    def on(self) -> None: ...
+
+    def cycle(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def cut_storage(
+        self, node: str, endpoints: list[StorageEndpoint], *, heal_after_s: float
+    ) -> None:
+        self.calls.append(("cut", node, tuple(endpoints), heal_after_s))
+
+    def heal_storage(self, node: str) -> None:
+        self.calls.append(("heal", node))
+
+
+def _with_storage(inventory: Inventory) -> Inventory:
+    spec = StorageNetworkSpec(endpoints=["10.0.20.5:3260"])
+    return inventory.model_copy(update={"storage_network": spec})
+
+
+def test_the_storage_kind_cuts_with_the_inventorys_endpoints_journaled_and_heals(
+    inventory: Inventory, api: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = _StorageDriver("w1")
+    inv = _with_storage(inventory)
+    # the session's undos at its end (idempotent: a second heal) go through the executor
+    monkeypatch.setattr("harness.session.executor.driver_for", lambda spec, protocol=None: fake)
+    with Session(inv, client=api.client(), lock=False) as session:
+        monkeypatch.setattr(session, "driver", lambda node, protocol=None: fake)
+        done = inflict(session, ["w1"], FailureKind.STORAGE_CUT, undo_after_s=60)
+        assert fake.calls == [("cut", "w1", (parse_endpoint("10.0.20.5:3260"),), 60)]
+        assert done.acks["w1"].transition == Act.STORAGE_CUT.at(Stage.ACKNOWLEDGED)
+        assert done.sent["w1"].detail["protocol"] == inv.node("w1").power.driver
+        assert session.journal is not None
+        (entry,) = session.journal.pending_undos()
+        assert (entry.action, entry.undo.action) == ("storage", "heal_storage")
+        back = bring_back(session, ["w1"], FailureKind.STORAGE_CUT)
+        assert fake.calls[-1] == ("heal", "w1")
+        assert back.acks["w1"].transition == Act.STORAGE_HEAL.at(Stage.ACKNOWLEDGED)
+        assert session.journal.pending_undos() == []
+        # where the node counts as down and back: the cut's and the heal's acknowledgements
+        spans = downs((t.name, t.transition, t) for t in session.timeline if t.kind == ACTION)
+        assert [(d.node, d.since.transition, d.back and d.back.transition) for d in spans] == [
+            ("w1", Act.STORAGE_CUT.at(Stage.ACKNOWLEDGED), Act.STORAGE_HEAL.at(Stage.ACKNOWLEDGED))
+        ]
+    assert fake.calls[-1] == ("heal", "w1"), "the session's end heals again (idempotent)"
+
+
+def test_without_storage_endpoints_nothing_is_cut_and_the_error_names_the_field(
+    inventory: Inventory, api: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = _StorageDriver("w1")
+    with Session(inventory, client=api.client(), lock=False) as session:
+        monkeypatch.setattr(session, "driver", lambda node, protocol=None: fake)
+        with pytest.raises(ConfigError, match="storage_network"):
+            unsupported(session, ["w1"], FailureKind.STORAGE_CUT)
+        with pytest.raises(ConfigError, match="storage_network"):
+            inflict(session, ["w1"], FailureKind.STORAGE_CUT, undo_after_s=60)
+        assert fake.calls == []
+        assert session.journal is not None and session.journal.pending_undos() == []
+
+
+def test_a_node_without_a_driver_that_can_cut_its_storage_is_unsupported(
+    inventory: Inventory, api: FakeApiServer
+) -> None:
+    # the fake BMCs (ipmi, redfish) cannot: the scenario skips, naming the node
+    with Session(_with_storage(inventory), client=api.client(), lock=False) as session:
+        why = unsupported(session, ["w1"], FailureKind.STORAGE_CUT)
+    assert why is not None and why.startswith("w1: ") and "storage" in why

@@ -28,11 +28,11 @@ from pytest_bdd.steps import StepFunctionContext, step_function_context_registry
 from harness.budgets import PROFILES
 from harness.errors import PowercutError
 from harness.kube.timeline import ACTION, FakeClock, Timeline
-from harness.scenario import subjects
 from harness.scenario.errors import MissingStep, NothingToMeasure
 from harness.scenario.report import Measurements
-from harness.scenario.targets import Outage, PoweredOn, Targets
-from harness.scenario.workloads import PodInfo, Workload
+from harness.scenario.targets import subjects
+from harness.scenario.targets.choice import Outage, PoweredOn, Targets
+from harness.scenario.targets.workloads import PodInfo, Workload
 from harness.steps import fixtures
 from harness.steps.check import check_step
 from harness.steps.support.limits import SUBJECT_TYPES, Subject

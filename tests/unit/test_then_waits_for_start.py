@@ -24,11 +24,11 @@ import harness.steps.plugin  # noqa: F401 - registers every step module
 from harness.budgets import PROFILES
 from harness.checks import CheckFailed
 from harness.kube.timeline import ACTION, FakeClock, Timeline, Transition
-from harness.scenario import phases, starts, volumes
 from harness.scenario.errors import MissingStep
+from harness.scenario.expectations import phases, start_events, volumes
 from harness.scenario.report import Measurements
-from harness.scenario.targets import Outage, Targets
-from harness.scenario.workloads import PodInfo
+from harness.scenario.targets.choice import Outage, Targets
+from harness.scenario.targets.workloads import PodInfo
 from harness.steps import fixtures
 from harness.steps.support.limits import parse_limit
 
@@ -174,7 +174,7 @@ def test_a_then_needing_a_removal_no_step_asked_for_is_a_missing_step() -> None:
     """ "the node no longer has the out-of-service taint" after a power-on but with no
     removal step is a harness error naming it, not a product failure."""
     import harness.steps.node_steps as steps_module
-    from harness.scenario.targets import PoweredOn
+    from harness.scenario.targets.choice import PoweredOn
 
     tl = _tl()
     sent = _at(tl, 0, ACTION, "w1", "power-on sent")
@@ -258,7 +258,7 @@ def test_rescheduling_waits_for_a_late_eviction() -> None:
         tl, 60.0, "Pod", "web-a", "terminating", "lab", uid="u1", node="w1", workload=web.workload
     )
     _later(tl, 62.0, "Pod", "web-b", "scheduled", "lab", uid="n1", node="w2", workload=web.workload)
-    starts.lost_pods_stopped_blocking(tl, [web], 90.0)
+    start_events.lost_pods_stopped_blocking(tl, [web], 90.0)
     ms = Measurements()
     phases.rescheduled(tl, [web], outage, 30.0, ms)
     assert ms.items[0]["seconds"] == pytest.approx(2.0)
@@ -273,7 +273,7 @@ def test_ready_waits_for_a_late_replacement_and_its_volume() -> None:
     _later(tl, 41.0, "Pod", "registry-b", "scheduled", "lab", uid="n1", node="w2", workload=w)
     _later(tl, 50.0, "VolumeAttachment", "va-2", "attached", node="w2", pv="pv-0")
     _later(tl, 52.0, "Pod", "registry-b", "ready", "lab", uid="n1", node="w2", workload=w)
-    starts.replacement_volumes_attached(tl, [pod], outage, 90.0)
+    start_events.replacement_volumes_attached(tl, [pod], outage, 90.0)
     ms = Measurements()
     phases.replacement_ready(tl, [pod], outage, 5.0, ms)
     assert ms.items[0]["seconds"] == pytest.approx(2.0)  # from its volume's attachment
@@ -289,7 +289,7 @@ def test_multi_attach_waits_for_a_late_replacement() -> None:
     _later(
         tl, 43.0, "Pod", "registry-b", "multi-attach", "lab", uid="n1", volume="pv-0", message="x"
     )
-    starts.replacements_scheduled(tl, [pod], outage, 90.0)
+    start_events.replacements_scheduled(tl, [pod], outage, 90.0)
     ms = Measurements()
     volumes.multi_attach(tl, [pod], outage, 5.0, ms)
     assert ms.items[0]["seconds"] == pytest.approx(3.0)
@@ -301,7 +301,7 @@ def test_release_waits_for_a_late_pod_deletion() -> None:
     outage = _outage(tl, (pod,))
     _later(tl, 70.0, "Pod", pod.name, "deleted", "lab", uid="u1", node="w1", workload=pod.workload)
     _later(tl, 72.0, "VolumeAttachment", "va-1", "detached", node="w1", pv="pv-0")
-    starts.held_pods_deleted(tl, [pod], outage, 90.0)
+    start_events.held_pods_deleted(tl, [pod], outage, 90.0)
     ms = Measurements()
     volumes.released(tl, [pod], outage, 5.0, ms)
     assert ms.items[0]["seconds"] == pytest.approx(2.0)
@@ -313,7 +313,7 @@ def test_reattachment_waits_for_a_late_release() -> None:
     outage = _outage(tl, (pod,))
     _later(tl, 70.0, "VolumeAttachment", "va-1", "deleted", node="w1", pv="pv-0")
     _later(tl, 73.0, "VolumeAttachment", "va-2", "attached", node="w2", pv="pv-0")
-    starts.held_volumes_released(tl, [pod], outage, 90.0)
+    start_events.held_volumes_released(tl, [pod], outage, 90.0)
     ms = Measurements()
     volumes.reattached(tl, [pod], outage, 5.0, ms)
     assert ms.items[0]["seconds"] == pytest.approx(3.0)
@@ -322,11 +322,23 @@ def test_reattachment_waits_for_a_late_release() -> None:
 @pytest.mark.parametrize(
     ("start", "call"),
     [
-        ("rescheduling starts", lambda tl, o, p: starts.lost_pods_stopped_blocking(tl, p, 9.0)),
-        ("where its phase starts", lambda tl, o, p: starts.replacements_scheduled(tl, p, o, 9.0)),
-        ("where it can start", lambda tl, o, p: starts.replacement_volumes_attached(tl, p, o, 9)),
-        ("release starts", lambda tl, o, p: starts.held_pods_deleted(tl, p, o, 9.0)),
-        ("re-attachment starts", lambda tl, o, p: starts.held_volumes_released(tl, p, o, 9.0)),
+        (
+            "rescheduling starts",
+            lambda tl, o, p: start_events.lost_pods_stopped_blocking(tl, p, 9.0),
+        ),
+        (
+            "where its phase starts",
+            lambda tl, o, p: start_events.replacements_scheduled(tl, p, o, 9.0),
+        ),
+        (
+            "where it can start",
+            lambda tl, o, p: start_events.replacement_volumes_attached(tl, p, o, 9),
+        ),
+        ("release starts", lambda tl, o, p: start_events.held_pods_deleted(tl, p, o, 9.0)),
+        (
+            "re-attachment starts",
+            lambda tl, o, p: start_events.held_volumes_released(tl, p, o, 9.0),
+        ),
     ],
 )
 def test_a_start_that_never_comes_fails_naming_it(start: str, call: Any) -> None:

@@ -16,8 +16,8 @@ from harness.checks.data import VolumeToken, tokens_to_json, verify_tokens, writ
 from harness.errors import ConfigError
 from harness.kube.client import KubeClient
 from harness.scenario.report import Measurements
-from harness.scenario.targets import Outage
-from harness.scenario.workloads import Workload
+from harness.scenario.targets.choice import Outage
+from harness.scenario.targets.workloads import Workload
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from harness.checks import CheckFailed
 from harness.kube.actions import DrainResult
 from harness.kube.names import Act, Stage
 from harness.kube.timeline import Timeline, Transition
-from harness.scenario import lost as L
+from harness.scenario import lost_pods as L
 from harness.scenario.report import Measurements
-from harness.scenario.targets import Outage
+from harness.scenario.targets.choice import Outage
 from harness.session import Session
 
 

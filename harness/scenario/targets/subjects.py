@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from harness.errors import PermanentError
 from harness.scenario.errors import MissingStep, NothingToMeasure
-from harness.scenario.targets import Outage
-from harness.scenario.workloads import PodInfo, Workload
+from harness.scenario.targets.choice import Outage
+from harness.scenario.targets.workloads import PodInfo, Workload
 
 
 class SubjectKind(enum.Enum):

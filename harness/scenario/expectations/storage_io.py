@@ -3,7 +3,8 @@
 its API connection (it never goes NotReady while cut).
 
 Both measure from the cut (``outage.acks``: each node's cut acknowledged), wait on the
-timeline and record what they measured; the cut itself is :mod:`harness.scenario.inflict`'s.
+timeline and record what they measured; the cut itself is
+:mod:`harness.scenario.acts.disruptions`'s (the ``storage`` failure kind).
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from harness.errors import WaitTimeout
 from harness.kube.names import Change
 from harness.kube.observer import NODE
 from harness.kube.timeline import Timeline, Transition
-from harness.scenario import lost as L
+from harness.scenario import lost_pods as L
 from harness.scenario.errors import NothingToMeasure
 from harness.scenario.report import Measurements
-from harness.scenario.targets import Outage
+from harness.scenario.targets.choice import Outage
 
 
 def io_lost(tl: Timeline, outage: Outage, seconds: float, ms: Measurements) -> None:

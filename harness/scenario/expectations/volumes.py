@@ -2,7 +2,7 @@
 limit) and records what it measured in :class:`~harness.scenario.report.Measurements`.
 
 The volumes judged are those the lost pods held: a ReadWriteOnce volume attached to a lost
-node at the failure (:func:`harness.scenario.lost.held_volumes`). A Multi-Attach error on
+node at the failure (:func:`harness.scenario.lost_pods.held_volumes`). A Multi-Attach error on
 each replacement, the volume still held while its pod has not gone, its release once the
 pod is deleted (or the out-of-service taint is set), and its attachment to the
 replacement's node. None held is nothing to measure
@@ -23,11 +23,11 @@ from harness.checks.replay import RELEASED
 from harness.errors import WaitTimeout
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
 from harness.kube.timeline import Timeline, Transition, match
-from harness.scenario import lost as L
+from harness.scenario import lost_pods as L
 from harness.scenario.errors import NothingToMeasure
 from harness.scenario.report import Measurements
-from harness.scenario.targets import Outage
-from harness.scenario.workloads import PodInfo
+from harness.scenario.targets.choice import Outage
+from harness.scenario.targets.workloads import PodInfo
 
 __all__ = ["multi_attach", "reattached", "released", "still_held"]
 

@@ -1,7 +1,7 @@
 """The failure steps that choose before they act: a power-off through a named protocol, and
 the Dell-style step that draws its nodes by role and fails them with any failure kind.
 
-Both go through the one dispatch of :mod:`harness.scenario.phases` (``power_off``,
+Both go through the one dispatch of :mod:`harness.scenario.expectations.phases` (``power_off``,
 ``fail``); what is here is what comes before it: whether the node offers the protocol at
 all (a skip, never a product failure), and the draw by role, timed as the harness's own
 "target choice" part of the scenario.
@@ -13,18 +13,18 @@ import random
 from dataclasses import dataclass
 
 from harness.budgets import Budgets
+from harness.failures import FailureKind
 from harness.inventory import Inventory
 from harness.kube.client import KubeClient
 from harness.kube.observer import Observer
-from harness.power.base import FailureKind
 from harness.power.factory import available_protocols
-from harness.scenario import inflict
-from harness.scenario import targets as choose
+from harness.scenario.acts import disruptions
 from harness.scenario.errors import UnsupportedKind
 from harness.scenario.report import Measurements, shown
-from harness.scenario.select import Amount
-from harness.scenario.targets import Outage, PoweredOn, Targets
-from harness.scenario.workloads import Workload
+from harness.scenario.targets import choice as choose
+from harness.scenario.targets.choice import Outage, PoweredOn, Targets
+from harness.scenario.targets.select import Amount
+from harness.scenario.targets.workloads import Workload
 from harness.session import Session
 
 
@@ -44,7 +44,9 @@ def power_off_through(
         raise UnsupportedKind(
             f"node {targets.node} has no {protocol} power control ({', '.join(offered)})"
         )
-    return inflict.power_off(session, targets, observer, budgets, measurements, protocol=protocol)
+    return disruptions.power_off(
+        session, targets, observer, budgets, measurements, protocol=protocol
+    )
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ def fail_by_role(
 ) -> Failed:
     """Draw ``workers`` workers and ``primary`` control-plane nodes (from ``seed``), fail
     them all at once with ``kind``, hold the failure ``hold_s``, bring them back
-    (:func:`~harness.scenario.inflict.fail`)."""
+    (:func:`~harness.scenario.acts.disruptions.fail`)."""
     ledger = session.timeline.ledger
     with ledger.part("target choice"):
         targets = shown(
@@ -90,7 +92,7 @@ def fail_by_role(
             )
         )
     with ledger.part(f"{kind.value} failure and return"):
-        outage, back = inflict.fail(
+        outage, back = disruptions.fail(
             session, targets, observer, budgets, measurements, kind, hold_s=hold_s
         )
     return Failed(targets, outage, back)

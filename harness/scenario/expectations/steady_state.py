@@ -22,7 +22,7 @@ from harness.inventory import Inventory
 from harness.kube.names import NODE_DOWN_TAINTS, Change, Kind
 from harness.kube.observer import Observer
 from harness.kube.waits import wait_state
-from harness.scenario.workloads import Workload
+from harness.scenario.targets.workloads import Workload
 
 FAILURE_TAINT_KEYS = frozenset(NODE_DOWN_TAINTS)
 

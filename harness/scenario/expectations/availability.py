@@ -3,7 +3,7 @@ found afterwards: the critical workloads spread over racks before the failure, t
 services answering and their replicas Ready throughout, and the return to steady state.
 
 The API's own availability (the probes through the cluster endpoint, a control-plane
-node's API server) is :mod:`harness.scenario.apiprobe`.
+node's API server) is :mod:`harness.scenario.expectations.apiprobe`.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from harness.checks import available_throughout, probe_health, spread_over_racks
 from harness.inventory import Inventory
 from harness.kube.observer import Observer
 from harness.kube.timeline import ACTION, Timeline, Transition
-from harness.scenario import steady
 from harness.scenario.errors import NothingToMeasure
+from harness.scenario.expectations import steady_state
+from harness.scenario.expectations.steady_state import Baseline
 from harness.scenario.report import Measurements, waiting
-from harness.scenario.steady import Baseline
 
 
 def spread(inventory: Inventory, tl: Timeline, baseline: Baseline, min_racks: int) -> None:
@@ -77,13 +77,14 @@ def back_to_steady(
     seconds: float,
     ms: Measurements,
 ) -> None:
-    """The cluster as the scenario found it (:func:`~harness.scenario.steady.wait_steady`
-    against the nodes found) within ``seconds`` of the harness's last recorded action, or
-    of the steady state found at the start when there was none; recorded as "recovery"."""
+    """The cluster as the scenario found it
+    (:func:`~harness.scenario.expectations.steady_state.wait_steady` against the nodes found)
+    within ``seconds`` of the harness's last recorded action, or of the steady state found at the
+    start when there was none; recorded as "recovery"."""
     last = tl.last(ACTION)
     start = last.mono if last is not None else baseline.at_mono
     with waiting("the cluster as the scenario found it", seconds):
-        steady.wait_steady(
+        steady_state.wait_steady(
             inventory,
             observer,
             baseline.workloads,

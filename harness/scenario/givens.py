@@ -5,7 +5,7 @@ worker running a StatefulSet member with a ReadWriteOnce volume, the singleton's
 PodDisruptionBudget's, a DaemonSet pod's; the rack running the most critical pods; a third
 of the workers sparing the critical workloads), and the nodes drawn by count, fraction or
 range from a filter (role, rack, names, a label selector). Each chooses through
-:mod:`harness.scenario.targets` and shows the nodes and why in the Allure result
+:mod:`harness.scenario.targets.choice` and shows the nodes and why in the Allure result
 (:func:`harness.scenario.report.shown`).
 """
 
@@ -19,11 +19,11 @@ from typing import Any
 from harness.inventory import Inventory
 from harness.kube.client import KubeClient
 from harness.kube.observer import Observer
-from harness.scenario import targets as choose
 from harness.scenario.report import shown
-from harness.scenario.select import Amount
-from harness.scenario.targets import PodFilter, Targets
-from harness.scenario.workloads import Workload, workload_pods
+from harness.scenario.targets import choice as choose
+from harness.scenario.targets.choice import PodFilter, Targets
+from harness.scenario.targets.select import Amount
+from harness.scenario.targets.workloads import Workload, workload_pods
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def worker_for(
     kube: KubeClient,
     workloads: tuple[Workload, ...],
 ) -> Targets:
-    """The worker :func:`~harness.scenario.targets.worker_running` picks for ``reason``."""
+    """The worker :func:`~harness.scenario.targets.choice.worker_running` picks for ``reason``."""
     return shown(
         choose.worker_running(
             inventory,
@@ -123,7 +123,8 @@ def some(
     **filters: Any,
 ) -> Targets:
     """``amount`` of the usable nodes that match ``filters`` (role, rack, names,
-    label_selector: :func:`~harness.scenario.targets.select_targets`), drawn from ``seed``."""
+    label_selector: :func:`~harness.scenario.targets.choice.select_targets`), drawn from
+    ``seed``."""
     return shown(
         choose.select_targets(
             inventory, observer, kube, workloads, rng=rng, seed=seed, amount=amount, **filters

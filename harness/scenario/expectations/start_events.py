@@ -1,8 +1,8 @@
 """The start events of the expectations that measure from something the cluster does (not
 from the harness's own action): each waits for its start, up to a horizon, before the phase
-in :mod:`harness.scenario.phases` or :mod:`harness.scenario.volumes` measures from it. So
-an expectation placed right after the failure (with no step between that already waited)
-waits rather than failing, and one whose start never comes fails naming the start it
+in :mod:`harness.scenario.expectations.phases` or :mod:`harness.scenario.expectations.volumes`
+measures from it. So an expectation placed right after the failure (with no step between that
+already waited) waits rather than failing, and one whose start never comes fails naming the start it
 waited for.
 
 - a replacement of every lost pod scheduled on another node (where "Ready", "Multi-Attach
@@ -20,9 +20,9 @@ from harness.checks import CheckFailed
 from harness.checks.replay import RELEASED
 from harness.errors import WaitTimeout
 from harness.kube.timeline import Timeline
-from harness.scenario import lost as L
-from harness.scenario.targets import Outage
-from harness.scenario.workloads import PodInfo
+from harness.scenario import lost_pods as L
+from harness.scenario.targets.choice import Outage
+from harness.scenario.targets.workloads import PodInfo
 
 
 def _wait(

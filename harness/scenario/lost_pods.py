@@ -2,7 +2,7 @@
 
 Everything here reads the scenario timeline (the observer's watch transitions and the
 harness's own actions); waits block on the timeline until a deadline, never poll. Each
-function takes the lost pods it is about (:class:`~harness.scenario.workloads.PodInfo`, from
+function takes the lost pods it is about (:class:`~harness.scenario.targets.workloads.PodInfo`, from
 the ``Given`` step) and returns per-pod measurements, raising
 :class:`~harness.checks.CheckFailed` naming every pod that missed its limit.
 
@@ -32,7 +32,7 @@ from harness.kube.names import OUT_OF_SERVICE_NO_EXECUTE, Change
 from harness.kube.observer import NODE, POD, VOLUME_ATTACHMENT
 from harness.kube.timeline import ACTION, Timeline, Transition
 from harness.scenario.errors import NothingToMeasure
-from harness.scenario.workloads import PodInfo
+from harness.scenario.targets.workloads import PodInfo
 
 OUT_OF_SERVICE = OUT_OF_SERVICE_NO_EXECUTE
 

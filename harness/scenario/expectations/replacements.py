@@ -3,7 +3,7 @@
 Every expectation here first waits, within the recovery budget, for the event it measures
 from (the lost pod no longer blocking its replacement, the replacement scheduled with its
 volume attached, the pod holding a volume deleted, the volume released by the lost node),
-then measures its phase within the step's limit (:mod:`harness.scenario.phases`). So an
+then measures its phase within the step's limit (:mod:`harness.scenario.expectations.phases`). So an
 expectation placed right after the failure waits for the eviction and does not rely on an
 earlier step having waited. Both waits show in the report as Allure steps. Each
 expectation is data (:class:`AfterStart`: its start and its phase), judged by
@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 from harness.kube.names import Change
 from harness.kube.timeline import Timeline
-from harness.scenario import lost as L
-from harness.scenario import phases, starts, volumes
+from harness.scenario import lost_pods as L
+from harness.scenario.expectations import phases, start_events, volumes
 from harness.scenario.report import Measurements, waiting
-from harness.scenario.targets import Outage
-from harness.scenario.workloads import PodInfo
+from harness.scenario.targets.choice import Outage
+from harness.scenario.targets.workloads import PodInfo
 
 Start = Callable[[Timeline, Sequence[PodInfo], Outage, float], None]
 Phase = Callable[[Timeline, Sequence[PodInfo], Outage, float, Measurements], object]
@@ -45,13 +45,13 @@ class AfterStart:
 
 def _stopped_blocking(tl: Timeline, pods: Sequence[PodInfo], outage: Outage, s: float) -> None:
     """Where rescheduling starts: every lost pod Terminating or gone."""
-    starts.lost_pods_stopped_blocking(tl, pods, s)
+    start_events.lost_pods_stopped_blocking(tl, pods, s)
 
 
 def _holders_rescheduled(tl: Timeline, pods: Sequence[PodInfo], outage: Outage, s: float) -> None:
     """The replacements of the pods that held a volume on the lost node scheduled."""
     held = [p for p, _ in L.held_volumes(tl, pods, outage.sent.mono)]
-    starts.replacements_scheduled(tl, held, outage, s)
+    start_events.replacements_scheduled(tl, held, outage, s)
 
 
 #: A replacement of each pod scheduled on a node that is not lost, from when the lost pod
@@ -73,7 +73,7 @@ REPLACED_BY_READY = AfterStart(
 #: ReadWriteOnce volume, that volume attached to its node.
 REPLACEMENT_READY = AfterStart(
     starting="replacements scheduled, their volumes attached",
-    start=starts.replacement_volumes_attached,
+    start=start_events.replacement_volumes_attached,
     what="replacements Ready",
     phase=phases.replacement_ready,
 )
@@ -89,14 +89,14 @@ MULTI_ATTACH = AfterStart(
 #: it (the attach/detach controller cannot let go before).
 RELEASED = AfterStart(
     starting="the pods holding a volume deleted",
-    start=starts.held_pods_deleted,
+    start=start_events.held_pods_deleted,
     what="volumes released by {nodes}",
     phase=volumes.released,
 )
 #: Each held volume attached to its replacement's node, from its release by the lost node.
 REATTACHED = AfterStart(
     starting="the held volumes released by the lost nodes",
-    start=starts.held_volumes_released,
+    start=start_events.held_volumes_released,
     what="volumes re-attached",
     phase=volumes.reattached,
 )

@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.errors import ConfigError
+from harness.failures import FailureKind
 from harness.inventory import Inventory, NodeSpec
 from harness.kube.client import KubeClient
 from harness.kube.observer import Observer
 from harness.kube.timeline import Transition
-from harness.power.base import FailureKind
 from harness.scenario.errors import NoTargets
-from harness.scenario.select import Amount, Selection, select_nodes
-from harness.scenario.workloads import PodInfo, Workload, workload_pods
+from harness.scenario.targets.select import Amount, Selection, select_nodes
+from harness.scenario.targets.workloads import PodInfo, Workload, workload_pods
 
 PodFilter = Callable[[PodInfo], bool]
 
@@ -320,7 +320,7 @@ def by_phrase(
 
 
 def from_selection(inventory: Inventory, selection: Selection, pods: Sequence[PodInfo]) -> Targets:
-    """Targets for the nodes a :class:`~harness.scenario.select.Selection` chose, with the
+    """Targets for the nodes a :class:`~harness.scenario.targets.select.Selection` chose, with the
     inventory workloads' pods that run on them now."""
     nodes = selection.nodes
     regular = [p for p in pods if p.node in nodes and p.kind != "DaemonSet"]
@@ -416,7 +416,7 @@ def select_targets(
 ) -> Targets:
     """``amount`` usable nodes drawn (with ``rng``, replayable by ``seed``) from the inventory's
     nodes that match ``filters`` (role, rack, names, label_selector, exclude: as
-    :func:`~harness.scenario.select.select_nodes`), with the workload pods they run."""
+    :func:`~harness.scenario.targets.select.select_nodes`), with the workload pods they run."""
     chosen = select_nodes(
         inventory,
         amount=amount,

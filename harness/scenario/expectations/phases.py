@@ -1,8 +1,8 @@
 """The expectations about nodes and pods after a failure: each waits on the timeline (up to
 a deadline), records what it measured in :class:`~harness.scenario.report.Measurements`
 and raises :class:`~harness.checks.CheckFailed` naming every node or pod that missed its
-limit. The volumes' are in :mod:`harness.scenario.volumes`; the disruptions they measure
-from in :mod:`harness.scenario.inflict`.
+limit. The volumes' are in :mod:`harness.scenario.expectations.volumes`; the disruptions they
+measure from in :mod:`harness.scenario.acts.disruptions`.
 
 Each expectation waits, within its budget, for its own start event (the unreachable taint
 before eviction, NotReady before the taint) and then for its end event: none relies on an
@@ -38,12 +38,12 @@ from harness.kube.client import KubeClient
 from harness.kube.names import Act, Stage
 from harness.kube.observer import NODE
 from harness.kube.timeline import Timeline, Transition, match
-from harness.scenario import lost as L
+from harness.scenario import lost_pods as L
 from harness.scenario import reads
 from harness.scenario.errors import NothingToMeasure
 from harness.scenario.report import Measurements
-from harness.scenario.targets import Outage, PoweredOn, Restarted
-from harness.scenario.workloads import PodInfo, Workload
+from harness.scenario.targets.choice import Outage, PoweredOn, Restarted
+from harness.scenario.targets.workloads import PodInfo, Workload
 
 
 def _not_ready_within(budgets: Budgets) -> float:

@@ -1,9 +1,11 @@
 """The disruptions as a scenario's steps inflict them, and their return: each calls the one
-dispatch (:mod:`harness.scenario.disrupt`) inside ``allure.step``, records what the BMCs
+dispatch (:mod:`harness.failures`) inside ``allure.step``, records what the BMCs
 took to acknowledge it in :class:`~harness.scenario.report.Measurements`, and returns the
-:class:`~harness.scenario.targets.Outage` and :class:`~harness.scenario.targets.PoweredOn`
-(or :class:`~harness.scenario.targets.Restarted`) that the expectations
-(:mod:`harness.scenario.phases`, :mod:`harness.scenario.volumes`) measure from.
+:class:`~harness.scenario.targets.choice.Outage` and
+:class:`~harness.scenario.targets.choice.PoweredOn` (or
+:class:`~harness.scenario.targets.choice.Restarted`) that the expectations
+(:mod:`harness.scenario.expectations.phases`, :mod:`harness.scenario.expectations.volumes`) measure
+from.
 
 Power off (forced or graceful) and on, a reboot (the BMC's power cycle), a partition or a
 kubelet stop and their undo, a failure held for a while and brought back (the failure
@@ -19,17 +21,18 @@ from dataclasses import dataclass
 
 import allure
 
+from harness import failures
 from harness.budgets import Budgets
 from harness.checks.base import fail_if
 from harness.errors import PermanentError
+from harness.failures import FailureKind
 from harness.kube.ledger import HOLD
 from harness.kube.observer import Observer
 from harness.kube.timeline import ACTION
-from harness.power.base import FailureKind
-from harness.scenario import disrupt, reads
+from harness.scenario import reads
 from harness.scenario.errors import NothingToMeasure, UnsupportedKind
 from harness.scenario.report import Measurements
-from harness.scenario.targets import Outage, PoweredOn, Restarted, Targets
+from harness.scenario.targets.choice import Outage, PoweredOn, Restarted, Targets
 from harness.session import PowerResult, Session
 
 __all__ = [
@@ -66,7 +69,7 @@ def _confirmed(
     fail_if(late, f"every BMC to confirm the {what} within {limit:g}s", limit, what, late=True)
 
 
-def _outage(targets: Targets, alive: set[str], done: disrupt.Inflicted, skew_s: float) -> Outage:
+def _outage(targets: Targets, alive: set[str], done: failures.Inflicted, skew_s: float) -> Outage:
     """The failure the expectations measure from: the targets' pods that were alive when
     it began (uids in ``alive``), its first request and where each node went down."""
     return Outage(
@@ -99,7 +102,7 @@ def power_off(
     )
     kind = FailureKind.GRACEFUL if graceful else FailureKind.POWER_OFF
     with allure.step(f"{how}: {', '.join(targets.nodes)}"):
-        done = disrupt.inflict(session, targets.nodes, kind, undo_after_s=0.0, protocol=protocol)
+        done = failures.inflict(session, targets.nodes, kind, undo_after_s=0.0, protocol=protocol)
     result = done.result
     _confirmed(result, targets.nodes, "power-off", budgets, measurements)
     if len(targets.nodes) > 1:
@@ -115,7 +118,7 @@ def power_on(
     """Power the targets on; re-create a Node object deleted earlier if it is still absent
     (a real kubelet re-registers by itself; the lab's simulated one does not)."""
     with allure.step(f"power on: {', '.join(targets.nodes)}"):
-        back = disrupt.bring_back(session, targets.nodes, FailureKind.POWER_OFF)
+        back = failures.bring_back(session, targets.nodes, FailureKind.POWER_OFF)
     restored = []
     for node in targets.nodes:
         if not reads.node_exists(session.client, node):
@@ -141,19 +144,18 @@ def fail(
     """Fail the targets with ``kind``, hold the failure ``hold_s``, then bring them back:
     the outage and the return, which the later phases measure from. A reboot holds the
     power off ``hold_s`` within one power cycle (the node then boots by itself). The one
-    dispatch of a failure step (:mod:`harness.scenario.disrupt`)."""
-    if kind in (FailureKind.POWER_OFF, FailureKind.GRACEFUL):
-        outage = power_off(
-            session, targets, observer, budgets, measurements, graceful=kind is FailureKind.GRACEFUL
-        )
-        _hold(kind, targets.nodes, hold_s, session)
-        return outage, power_on(session, targets, budgets, measurements)
-    if kind is FailureKind.REBOOT:
+    dispatch of a failure step (:mod:`harness.failures`)."""
+    failure = failures.strategy(kind)
+    if failure.back_by_itself:
         rebooted = reboot(session, targets, observer, measurements, off_s=hold_s)
         return rebooted.outage, rebooted.back
-    outage = cut(session, targets, observer, kind, undo_after_s=hold_s + budgets.recovery)
+    if failure.undone_on_node:
+        outage = cut(session, targets, observer, kind, undo_after_s=hold_s + budgets.recovery)
+        _hold(kind, targets.nodes, hold_s, session)
+        return outage, uncut(session, outage)
+    outage = power_off(session, targets, observer, budgets, measurements, graceful=failure.graceful)
     _hold(kind, targets.nodes, hold_s, session)
-    return outage, uncut(session, outage)
+    return outage, power_on(session, targets, budgets, measurements)
 
 
 def _hold(kind: FailureKind, nodes: Sequence[str], seconds: float, session: Session) -> None:
@@ -175,20 +177,20 @@ def cut(
     """Cut the targets off the network or stop their kubelets; they stay powered on and
     their pods keep running. The undo is armed on each node first (back by itself after
     ``undo_after_s``). A node whose drivers cannot do ``kind`` skips the scenario."""
-    why = disrupt.unsupported(session, targets.nodes, kind)
+    why = failures.unsupported(session, targets.nodes, kind)
     if why is not None:
         raise UnsupportedKind(why)
     alive = {p.uid for p in observer.pods()}
     with allure.step(f"{kind.value}: {', '.join(targets.nodes)} (undone after {undo_after_s:g}s)"):
-        done = disrupt.inflict(session, targets.nodes, kind, undo_after_s=undo_after_s)
+        done = failures.inflict(session, targets.nodes, kind, undo_after_s=undo_after_s)
     return _outage(targets, alive, done, done.result.skew_s)
 
 
 def uncut(session: Session, outage: Outage) -> PoweredOn:
     """Undo a partition or a kubelet stop now; later phases measure from the request."""
-    verb = disrupt.VERBS[outage.kind][1]
+    verb = failures.strategy(outage.kind).undo_verb
     with allure.step(f"{verb.value}: {', '.join(outage.nodes)}"):
-        back = disrupt.bring_back(session, outage.nodes, outage.kind)
+        back = failures.bring_back(session, outage.nodes, outage.kind)
     return PoweredOn(outage.nodes, back.sent, back.acks, ())
 
 
@@ -209,20 +211,13 @@ def reboot(
     *,
     off_s: float = 0.0,
 ) -> Rebooted:
-    """Power-cycle the targets through their power drivers (:func:`disrupt.inflict`);
-    returns once each reads back as on (a BMC reads On while the server POSTs and boots:
-    its kubelet comes later).
-
-    ``off_s`` = 0: one cycle as the driver does it (for one node the BMC's own reset, for
-    several the synchronized off and on); > 0: the power stays off ``off_s`` seconds
-    between the two. The failure is measured from each node's power-off acknowledgement
-    (a BMC reset, which has none: the cycle's request; :func:`harness.kube.names.downs`,
-    as longevity and the reports), the return from its power-on request (the cycle's
-    request for a BMC reset)."""
+    """Power-cycle the targets (:func:`harness.failures.inflict`), the power held off
+    ``off_s`` within the cycle; returns once each reads back as on. Where the failure and
+    the return are measured from: :mod:`harness.failures.reboot`."""
     alive = {p.uid for p in observer.pods()}
     held = f", off for {off_s:g}s" if off_s > 0 else ""
     with allure.step(f"reboot (power cycle{held}): {', '.join(targets.nodes)}"):
-        done = disrupt.inflict(
+        done = failures.inflict(
             session, targets.nodes, FailureKind.REBOOT, undo_after_s=0.0, off_s=off_s
         )
     result = done.result
@@ -233,7 +228,7 @@ def reboot(
             None,
             started_mono=result.sent[node],
         )
-    back = disrupt.restore(session, done)
+    back = failures.restore(session, done)
     return Rebooted(
         _outage(targets, alive, done, 0.0), PoweredOn(targets.nodes, back.sent, back.acks, ())
     )
@@ -255,7 +250,7 @@ def restart_pods(session: Session, namespace: str, selector: str) -> Restarted:
     timeline = session.timeline
     before = len(timeline)
     with allure.step(f"restart the pods {selector} in {namespace}: {', '.join(sorted(old))}"):
-        disrupt.restart_pods(session, namespace, selector)
+        session.restart_pods(namespace, selector)
     sent = next((t for t in timeline.read_from(before) if t.kind == ACTION), None)
     if sent is None:
         raise PermanentError(f"the restart of {selector} in {namespace} recorded no action")

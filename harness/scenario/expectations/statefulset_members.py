@@ -3,7 +3,7 @@ away (nothing may give up on it), no second copy of it starts, its StatefulSet k
 majority Ready, and once its node is back it is re-created and Ready.
 
 Each function takes the members a step is about (the one "the member" stands for, or every
-lost one: :func:`harness.scenario.subjects.member_or_members`) and judges each in turn.
+lost one: :func:`harness.scenario.targets.subjects.member_or_members`) and judges each in turn.
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from collections.abc import Sequence
 from harness.checks import CheckFailed, quorum_kept, still_terminating
 from harness.kube.names import Change
 from harness.kube.timeline import Timeline
-from harness.scenario import lost as L
-from harness.scenario import phases, subjects
+from harness.scenario import lost_pods as L
+from harness.scenario.expectations import phases
+from harness.scenario.expectations.steady_state import Baseline
 from harness.scenario.report import Measurements, waiting
-from harness.scenario.steady import Baseline
-from harness.scenario.targets import Outage, PoweredOn
-from harness.scenario.workloads import PodInfo, Workload
+from harness.scenario.targets import subjects
+from harness.scenario.targets.choice import Outage, PoweredOn
+from harness.scenario.targets.workloads import PodInfo, Workload
 
 
 def workload_of(baseline: Baseline, pod: PodInfo) -> Workload:

@@ -3,10 +3,11 @@ their deletion, the out-of-service taint gone after the return, the drain's evic
 pod evicted and gone, the DaemonSet pods left, no PodDisruptionBudget broken), and a re-run
 Job complete.
 
-The actions themselves are :mod:`harness.scenario.operator` and :mod:`harness.scenario.jobs`;
-each function here is what one Then-step of the grammar judges, with its loops and its
-"nothing to judge" cases (a skip, :class:`~harness.scenario.errors.NothingToMeasure`) and
-the step order it relies on (:class:`~harness.scenario.errors.MissingStep`).
+The actions themselves are :mod:`harness.scenario.acts.operator` and
+:mod:`harness.scenario.acts.jobs`; each function here is what one Then-step of the grammar judges,
+with its loops and its "nothing to judge" cases (a skip,
+:class:`~harness.scenario.errors.NothingToMeasure`) and the step order it relies on
+(:class:`~harness.scenario.errors.MissingStep`).
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from harness.kube.client import KubeClient
 from harness.kube.names import Act, Change, Stage
 from harness.kube.observer import Observer
 from harness.kube.timeline import Timeline, Transition
-from harness.scenario import jobs, operator, phases
-from harness.scenario import lost as L
+from harness.scenario import lost_pods as L
+from harness.scenario.acts import jobs, operator
 from harness.scenario.errors import MissingStep, NothingToMeasure
+from harness.scenario.expectations import phases
+from harness.scenario.expectations.steady_state import Baseline
 from harness.scenario.report import Measurements
-from harness.scenario.steady import Baseline
-from harness.scenario.targets import PoweredOn, Targets
+from harness.scenario.targets.choice import PoweredOn, Targets
 
 #: How long after the API showed a change its watch event may still be on its way.
 OBSERVER_LAG_S = 5.0
@@ -133,7 +135,7 @@ def job_completes(
     ms: Measurements,
 ) -> None:
     """The Job named is the one re-run in this scenario (else a harness error), and it
-    completes (:func:`~harness.scenario.jobs.completes`)."""
+    completes (:func:`~harness.scenario.acts.jobs.completes`)."""
     if name != rerun.name:
         raise ConfigError(
             f"the Job {name!r} was not re-run in this scenario (re-run: {rerun.ref})",

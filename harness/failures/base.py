@@ -1,0 +1,152 @@
+"""What a failure kind is: the :class:`Failure` strategy every kind's module implements, the
+kinds registered (by :mod:`harness.failures.registry`), and how a kind finds the driver of
+a node that can do it.
+
+A strategy says how its kind is inflicted and undone (through the plain primitives of the
+:class:`~harness.session.Session`, which return the transitions they recorded), what the
+journal holds for it (the session journals each node before acting), when the node counts
+as down and as back (the timeline transitions :func:`harness.kube.names.downs` reads:
+:data:`~harness.kube.names.DOWN_FROM`, :data:`~harness.kube.names.BACK_AT`), and whether
+the node comes back by itself.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from harness.errors import PowercutError
+from harness.kube.names import Act
+from harness.kube.timeline import Transition
+from harness.power.base import PowerDriver, SupportsFailureKinds, UnsupportedFailure
+from harness.session import PowerResult, Session
+
+__all__ = [
+    "Failure",
+    "driver_for",
+    "register",
+    "registered",
+    "supported_kinds",
+    "supports",
+]
+
+
+class Failure(abc.ABC):
+    """One failure kind: how it fails nodes and brings them back (see the module)."""
+
+    #: The kind's name: its ``FailureKind`` value, what ``--failure`` and the Gherkin
+    #: ``<failure>`` column accept, and what the drivers' ``supports`` is asked.
+    name: ClassVar[str]
+    #: What fails the node (``<verb> sent`` / ``acknowledged`` on the timeline) and what
+    #: brings it back.
+    verb: ClassVar[Act]
+    undo_verb: ClassVar[Act]
+    #: The transitions the node counts as down from and as back at (each in
+    #: :data:`~harness.kube.names.DOWN_FROM` / :data:`~harness.kube.names.BACK_AT`).
+    down_at: ClassVar[tuple[str, ...]]
+    back_at: ClassVar[tuple[str, ...]]
+    #: The journal's action for each node (its undo: :attr:`undo_text`).
+    journaled: ClassVar[str]
+    undo_text: ClassVar[str]
+    #: The node comes back with nothing done (a reboot): no undo to call.
+    back_by_itself: ClassVar[bool] = False
+    #: The node stays on; its undo is armed on the node itself before the failure (back by
+    #: itself after ``undo_after_s``), the journal holds it too.
+    undone_on_node: ClassVar[bool] = False
+    #: The OS shuts down in order (a graceful shutdown).
+    graceful: ClassVar[bool] = False
+    #: What the step reference (docs/steps.md) says of it: what it is, what brings the
+    #: node back, the steps that inflict it, and in words where the node is down from and
+    #: back from (:attr:`down_at`, the return's request).
+    what: ClassVar[str]
+    comes_back_by: ClassVar[str]
+    steps: ClassVar[str]
+    down_text: ClassVar[str]
+    back_text: ClassVar[str]
+
+    @abc.abstractmethod
+    def capable(self, driver: object) -> bool:
+        """Whether ``driver`` can do this kind (when it does not say so itself)."""
+
+    def unsupported(self, session: Session, nodes: Sequence[str]) -> str | None:
+        """Why one of ``nodes`` cannot be failed so (None: each can)."""
+        del session, nodes
+        return None
+
+    @abc.abstractmethod
+    def inflict(
+        self,
+        session: Session,
+        nodes: list[str],
+        *,
+        undo_after_s: float,
+        protocol: str | None,
+        off_s: float,
+    ) -> PowerResult:
+        """Fail ``nodes`` together; the result holds the transitions recorded."""
+
+    @abc.abstractmethod
+    def bring_back(
+        self, session: Session, nodes: list[str], *, protocol: str | None
+    ) -> PowerResult:
+        """Undo the failure on ``nodes`` now (failed by this process or an earlier one);
+        the result holds the transitions recorded (none when nothing is owed)."""
+
+    def returned(
+        self, result: PowerResult, sent: Mapping[str, Transition]
+    ) -> tuple[dict[str, Transition], dict[str, Transition]]:
+        """For a kind that comes back by itself: per node where its return was requested
+        and acknowledged within ``result`` (the failure's own); ``sent``: its requests."""
+        del result, sent
+        return {}, {}
+
+
+_REGISTERED: dict[str, Failure] = {}
+
+
+def register(failure: Failure) -> Failure:
+    """Make ``failure`` known by its name (:mod:`harness.failures.registry` does it)."""
+    _REGISTERED[failure.name] = failure
+    return failure
+
+
+def registered() -> Mapping[str, Failure]:
+    """Every failure kind, by name, in registration order."""
+    return dict(_REGISTERED)
+
+
+def supports(driver: object, failure: Failure) -> bool:
+    """Whether ``driver`` can fail its node with ``failure``: a driver with a
+    ``supports(name)`` method answers for itself, else the kind judges
+    (:meth:`Failure.capable`)."""
+    if isinstance(driver, SupportsFailureKinds):
+        return driver.supports(failure.name)
+    return failure.capable(driver)
+
+
+def supported_kinds(driver: object) -> list[str]:
+    """The names of the failure kinds ``driver`` can do, in registration order."""
+    return [name for name, f in _REGISTERED.items() if supports(driver, f)]
+
+
+def driver_for(session: Session, node: str, failure: Failure) -> tuple[PowerDriver, str]:
+    """The node's first driver (primary, then alternatives, SSH last) that can do
+    ``failure``, and its protocol; :class:`UnsupportedFailure` when none can."""
+    spec = session.inventory.node(node)
+    protocols = [spec.power.driver, *(p.driver for p in spec.power_alternatives)]
+    if spec.ssh is not None and "ssh" not in protocols:
+        protocols.append("ssh")
+    first: PowerDriver | None = None
+    for protocol in dict.fromkeys(protocols):
+        try:
+            driver = session.driver(node, protocol)
+        except PowercutError:
+            continue
+        first = first or driver
+        if supports(driver, failure):
+            return driver, protocol
+    which: object = first if first is not None else object()
+    raise UnsupportedFailure(
+        node, failure.name, driver=type(which).__name__, supported=supported_kinds(which)
+    )
