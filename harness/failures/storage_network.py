@@ -103,8 +103,13 @@ class StorageNetworkCut(RunningNodeFailure):
         protocol: str | None,
         off_s: float,
     ) -> PowerResult:
-        """Check the inventory names the storage endpoints before anything is cut."""
+        """Check the inventory names the storage endpoints before anything is cut. The
+        cut nodes are not down to the blast-radius rules afterwards: they stay Ready and
+        keep running, and fencing them (powering them off: the remedy) must stay possible;
+        the journal still owes their heal."""
         endpoints(session)
-        return super().inflict(
+        result = super().inflict(
             session, nodes, undo_after_s=undo_after_s, protocol=protocol, off_s=off_s
         )
+        session.down.difference_update(nodes)
+        return result

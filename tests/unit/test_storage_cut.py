@@ -257,6 +257,7 @@ def test_the_storage_kind_cuts_with_the_inventorys_endpoints_journaled_and_heals
         assert session.journal is not None
         (entry,) = session.journal.pending_undos()
         assert (entry.action, entry.undo.action) == ("storage", "heal_storage")
+        assert session.down == set(), "running and Ready: not down to the blast radius"
         back = bring_back(session, ["w1"], FailureKind.STORAGE_CUT)
         assert fake.calls[-1] == ("heal", "w1")
         assert back.acks["w1"].transition == Act.STORAGE_HEAL.at(Stage.ACKNOWLEDGED)
@@ -290,3 +291,19 @@ def test_a_node_without_a_driver_that_can_cut_its_storage_is_unsupported(
     with Session(_with_storage(inventory), client=api.client(), lock=False) as session:
         why = unsupported(session, ["w1"], FailureKind.STORAGE_CUT)
     assert why is not None and why.startswith("w1: ") and "storage" in why
+
+
+def test_a_node_cut_off_its_storage_can_still_be_fenced(
+    inventory: Inventory, api: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The remedy: powering the cut node off is not refused as "already down"."""
+    fake = _StorageDriver("w1")
+    monkeypatch.setattr("harness.session.executor.driver_for", lambda spec, protocol=None: fake)
+    with Session(_with_storage(inventory), client=api.client(), lock=False) as session:
+        monkeypatch.setattr(session, "driver", lambda node, protocol=None: fake)
+        inflict(session, ["w1"], FailureKind.STORAGE_CUT, undo_after_s=60)
+        session.power_off(["w1"])
+        assert session.down == {"w1"}
+        assert session.journal is not None
+        owed = sorted(e.undo.action for e in session.journal.pending_undos())
+        assert owed == ["heal_storage", "power_on"]
