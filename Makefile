@@ -70,9 +70,10 @@ kind-test: kind-image kind-host
 ## mgmt-test: the chart for real: a kind management cluster (one node, the kind stage's node
 ## image) on a Docker network of its own runs the runner image against a lab served on that
 ## network's gateway only: two scheduled runs land in the store with their history and the
-## page lists them; a second runner is refused by the lock; a runner SIGKILLed mid-scenario
-## is recovered by the next Job's init container, nothing left off, cordoned or tainted; the
-## runner and its init container hold only a ServiceAccount token bound to the target role
+## page lists them; a second runner is refused by the lock; a runner SIGKILLed mid-cut is
+## recovered by the target's recover CronJob within 5 minutes and the chart's dead-holder
+## alert fires in a Prometheus scraping the page; the image holds the wheel's files and its
+## SBOM; the runner holds only a ServiceAccount token bound to the target role
 mgmt-test: kind-image kind-host lab-bin report-tools chart
 	$(PY) -m pytest tests/mgmt -m mgmt -v -s $(PYTEST_FLAGS)
 

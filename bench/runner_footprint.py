@@ -2,7 +2,8 @@
 10001, /tmp and the state volume writable) through a feature run and through a longevity
 cycle, against a lab exposed on a Docker network's gateway (``lab up --expose``).
 
-    python bench/runner_footprint.py --lab-dir DIR --lab-inventory lab.yaml --network NET
+    python bench/runner_footprint.py --lab-inventory lab.yaml --network NET --gateway IP \
+        --image "$(powercut image build --json | jq -r .image)"
 
 The container's peak memory and CPU time come from its cgroup (v1: memory.max_usage_in_bytes,
 cpuacct.usage; v2: memory.peak, cpu.stat), read after it exits and before it is removed.
@@ -64,12 +65,14 @@ def _sample(mem: Path, cpu: Path) -> tuple[int, float]:
     return peak, int(stat["usage_usec"]) / 1e6
 
 
-def run_one(name: str, args: list[str], mounts: list[str], network: str) -> dict[str, object]:
+def run_one(
+    name: str, image: str, args: list[str], mounts: list[str], network: str
+) -> dict[str, object]:
     """Run the image; sample its cgroup every 0.5 s (it goes away with the container)."""
     t0 = time.monotonic()
     cid = docker(
         "run", "-d", "--network", network, "--read-only", "--tmpfs", "/tmp:exec",
-        *mounts, runner_image.ref(), *args,
+        *mounts, image, *args,
     ).strip()  # fmt: skip
     peak, cpu = 0, 0.0
     try:
@@ -111,6 +114,11 @@ def main() -> int:
     ap.add_argument("--network", required=True, help="the Docker network the lab is exposed on")
     ap.add_argument("--gateway", required=True, help="its gateway (the lab's --expose address)")
     ap.add_argument("--scenario", default="controlplane_node_loses_power")
+    ap.add_argument(
+        "--image",
+        required=True,
+        help="the runner image: the tag `powercut image build` printed (<version>-<key>)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="footprint-") as d:
         tmp = Path(d)
@@ -136,7 +144,7 @@ def main() -> int:
              ["longevity", "--inventory", inv_path, "--cycles", "1", "--fraction", "1/3",
               "--outage", "5s", "--out", "/var/lib/powercut/longevity", "--progress", "plain"]),
         ):  # fmt: skip
-            print(json.dumps(run_one(name, cmd, mounts, args.network)), flush=True)
+            print(json.dumps(run_one(name, args.image, cmd, mounts, args.network)), flush=True)
     return 0
 
 

@@ -17,6 +17,7 @@ from harness.session import StoppedByCondition
 
 if TYPE_CHECKING:
     from harness.longevity.report import ReportFiles
+    from harness.report.history import TargetStore
 
 # Exit codes, as for `powercut run`.
 EXIT_PASSED = 0
@@ -180,6 +181,37 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="how long to wait for the steady state before a cycle and after power-on before "
         "stopping the run (default 3x the cleanup budget)",
     )
+    p.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a results store (as `powercut run --store`): the run goes to "
+        "DIR/<target>/runs/<run id>/ (instead of --out) and its record, one scenario per "
+        "cycle, with its exit status, is appended to DIR/<target>/history.jsonl, so the "
+        "store's page lists longevity nights beside feature runs",
+    )
+    p.add_argument(
+        "--store-target",
+        default=None,
+        metavar="NAME",
+        help="the target cluster's name in the store (default: the inventory's name)",
+    )
+    p.add_argument(
+        "--keep-runs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --store: after the run, keep the target's newest N runs (0: no limit)",
+    )
+    p.add_argument(
+        "--keep-days",
+        type=float,
+        default=0,
+        metavar="DAYS",
+        help="with --store: after the run, remove the target's runs started more than DAYS "
+        "days ago (0: no limit); the run just made is always kept",
+    )
     p.add_argument("--stop-file", type=Path, default=None, help="stop file (default DIR/STOP)")
     p.add_argument("--no-report", action="store_true", help="do not write the report at the end")
     p.set_defaults(func=cmd_longevity)
@@ -233,13 +265,14 @@ def _print_report(files: ReportFiles, out: Path) -> None:
 
 def cmd_longevity(args: argparse.Namespace) -> int:
     from harness.longevity.report import write_report
-    from harness.longevity.run import RunOptions, options_for_resume, run_longevity
+    from harness.longevity.run import RunOptions, options_for_resume
 
     if args.report is not None:
         files = write_report(args.report)
         _print_report(files, args.report)
         return EXIT_PASSED
     given = _given(args)
+    record: _StoreRecord | None = None
     if args.resume is not None:
         if args.out is not None and args.out.resolve() != args.resume.resolve():
             raise ConfigError("give either --resume DIR or --out DIR, not both", field="--out")
@@ -250,6 +283,11 @@ def cmd_longevity(args: argparse.Namespace) -> int:
             raise ConfigError("--inventory is required (or --resume DIR / --report DIR)")
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         out = (args.out or Path("reports") / f"longevity-{stamp}").resolve()
+        if args.store is not None:
+            if args.out is not None:
+                raise ConfigError("give either --store DIR or --out DIR, not both", field="--out")
+            record = _store_record(args)
+            out = record.out
         opts = RunOptions(
             inventory=args.inventory,
             out=out,
@@ -262,6 +300,60 @@ def cmd_longevity(args: argparse.Namespace) -> int:
         opts = dataclasses.replace(opts, protocol=protocol)
     if args.no_report:
         opts = dataclasses.replace(opts, report=False)
+    code = _run(args, opts, resume, previous)
+    if record is not None:
+        record.append(code)
+        from harness.report import history as hist
+
+        gone = hist.prune(record.store, keep_runs=args.keep_runs, keep_days=args.keep_days)
+        if gone:
+            print(f"retention: {len(gone)} older run(s) of {record.store.target} removed")
+    return code
+
+
+@dataclasses.dataclass(frozen=True)
+class _StoreRecord:
+    """Where a longevity night goes in a results store, and its history line at the end."""
+
+    store: TargetStore
+    run_id: str
+    started: str
+    inventory: str
+
+    @property
+    def out(self) -> Path:
+        return self.store.run_dir(self.run_id).resolve()
+
+    def append(self, code: int) -> None:
+        from harness import __version__
+        from harness.report import history as hist
+
+        results = self.out / "allure-results"
+        run = hist.from_allure_results(
+            results,
+            run_id=self.run_id,
+            target=self.store.target,
+            started=self.started,
+            finished=hist.utc_iso(),
+            powercut_version=__version__,
+            inventory=self.inventory,
+            verdict=None if results.is_dir() else "broken",
+        )
+        hist.append_run(self.store.history, dataclasses.replace(run, exit_code=code))
+        print(f"history: {self.store.history} (run {self.run_id})")
+
+
+def _store_record(args: argparse.Namespace) -> _StoreRecord:
+    from harness.inventory import load_inventory
+    from harness.report import history as hist
+
+    name = args.store_target or load_inventory(args.inventory).name or ""
+    store = hist.target_store(args.store, hist.check_target(name))
+    return _StoreRecord(store, hist.new_run_id(), hist.utc_iso(), str(args.inventory))
+
+
+def _run(args: argparse.Namespace, opts: Any, resume: bool, previous: Any) -> int:
+    from harness.longevity.run import run_longevity
     from harness.progress.display import showing
 
     try:

@@ -15,7 +15,7 @@ from harness.errors import PowercutError, TemporaryError
 from harness.inventory import Inventory, load_inventory
 from harness.journal import Journal, UndoResult, recover, run_alive
 from harness.kube.client import KubeClient
-from harness.kube.lock import ClusterLock, ClusterLocked
+from harness.kube.lock import ClusterLock, ClusterLocked, lease_state, write_status
 from harness.power.factory import driver_for
 from harness.preflight import PreflightFailed, preflight
 from harness.session import ClusterExecutor, Session, journal_path_for, recent_power_actions
@@ -101,6 +101,22 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "for the lock, such as a killed runner's lease running out. If the API server does "
         "not answer, the power undos go ahead without the lock; if the lock is refused "
         "otherwise (a bad kubeconfig, a missing permission), nothing is undone (exit 2)",
+    )
+    rec.add_argument(
+        "--when-owed",
+        action="store_true",
+        help="act only when the journal owes undos and the lock has no live holder (the "
+        "chart's recover CronJob, every few minutes): with nothing owed, or with the lock "
+        "held by a live run (whose undos are its own), exit 0 touching nothing",
+    )
+    rec.add_argument(
+        "--status",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write what was found (the target's lock: held, by whom, renewed or not; the "
+        "undos owed) and the exit status to FILE as JSON (the chart's recover CronJob: "
+        "STORE/<target>/recover.json, read by the page's /metrics)",
     )
     rec.set_defaults(func=cmd_recover)
 
@@ -250,18 +266,48 @@ def cmd_recover(args: argparse.Namespace) -> int:
     """Power undos first and without the API; then the Kubernetes undos and the stale lock.
 
     Whatever cannot be done (the API server is down, a BMC does not answer) is reported as
-    FAILED with its reason, stays owed in the journal, and makes the exit status 4.
+    FAILED with its reason, stays owed in the journal, and makes the exit status 4. With
+    ``--status FILE`` what was found (the lock, the undos owed) and the exit status are
+    written there as JSON (the page's /metrics reads it).
     """
     inv = load_inventory(args.inventory)
     path = args.journal or journal_path_for(inv)
+    status_file: Path | None = getattr(args, "status", None)
+    if status_file is None:
+        return _cmd_recover(args, inv, path)
+    c = inv.cluster
+    found = {
+        "checked": time.time(),
+        "owed": sum(1 for e in Journal.read(path) if e.owes_undo) if path.exists() else 0,
+        "lock": lease_state(lambda: KubeClient.from_kubeconfig(c.kubeconfig, c.context)),
+    }
+    code = 2
+    try:
+        code = _cmd_recover(args, inv, path)
+        return code
+    finally:
+        write_status(status_file, {**found, "exit_code": code, "finished": time.time()})
+
+
+def _cmd_recover(args: argparse.Namespace, inv: Inventory, path: Path) -> int:
     c = inv.cluster
     held: ClusterLock | None = None
+    when_owed = bool(getattr(args, "when_owed", False))
+    if when_owed and not _owes(path):
+        print(f"nothing owed in {path}: nothing to do")
+        return 0
     if getattr(args, "lock", None) is not None:
         try:
             held = _take_lock(
                 lambda: KubeClient.from_kubeconfig(c.kubeconfig, c.context), args.lock
             )
         except ClusterLocked as exc:
+            if when_owed:
+                print(
+                    "not now: the lock is held (by a live run, or by a killed one until its "
+                    f"lease runs out): {exc}"
+                )
+                return 0
             print(f"not recovering: {exc}", file=sys.stderr)
             return 5
     try:
@@ -270,6 +316,12 @@ def cmd_recover(args: argparse.Namespace) -> int:
         if held is not None:
             held.release()
             held.client.close()
+
+
+def _owes(path: Path) -> bool:
+    """Whether the journal at ``path`` owes an undo (read without its lock: a live run
+    holds that)."""
+    return path.exists() and any(e.owes_undo for e in Journal.read(path))
 
 
 def _without_lock(exc: PowercutError) -> None:

@@ -5,19 +5,23 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import dataclasses
 import datetime as dt
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from harness import __version__
 from harness.errors import ConfigError, PowercutError
 from harness.inventory import load_inventory
 from harness.journal import Journal
 from harness.session import journal_path_for
+
+if TYPE_CHECKING:
+    from harness.report.history import TargetStore
 
 # Exit codes of `powercut run`, documented in --help and the README.
 EXIT_PASSED = 0
@@ -172,6 +176,22 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default=None,
         metavar="NAME",
         help="the target cluster's name in the store (default: the inventory's name)",
+    )
+    run.add_argument(
+        "--keep-runs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --store: after the run, keep the target's newest N runs (history lines "
+        "and run directories), remove older ones (default 0: no limit)",
+    )
+    run.add_argument(
+        "--keep-days",
+        type=float,
+        default=0,
+        metavar="DAYS",
+        help="with --store: after the run, remove the target's runs started more than DAYS "
+        "days ago (default 0: no limit); the run just made is always kept",
     )
     run.add_argument(
         "--signoff",
@@ -622,8 +642,6 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
         seed=args.seed,
         previous=previous,
     )
-    if store is not None:
-        hist.append_run(store.history, signed.run)
     html: Path | None = None
     if not args.no_html:
         from harness.report.html import render_report
@@ -643,7 +661,6 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     from harness.report.summary import summarize
 
     print(summarize(results))
-    counts = _verdicts(results)
     if html:
         print(f"report: {html}")
     print(f"junit:  {out_dir / 'junit.xml'}")
@@ -652,11 +669,31 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     if store is not None:
         print(f"history: {store.history} (run {run_id})")
     failed_gates = describe_failed_gates(signed.evaluation)
+    code = _exit_status(args, rc, interrupted, results, out_dir, failed_gates, len(owed))
+    if store is not None:
+        # the exit status with the record: the page and /metrics tell 4 from 1
+        hist.append_run(
+            store.history, dataclasses.replace(signed.run, exit_code=code, restores_owed=len(owed))
+        )
+        _apply_retention(store, args.keep_runs, args.keep_days)
+    return code
+
+
+def _exit_status(
+    args: argparse.Namespace,
+    rc: int,
+    interrupted: bool,
+    results: Path,
+    out_dir: Path,
+    failed_gates: list[str],
+    owed: int,
+) -> int:
+    """The run's exit status (the EXIT_* codes), saying why on stderr."""
     for line in failed_gates:
         print(f"powercut: {line}", file=sys.stderr)
     if owed:
         print(
-            f"powercut: {len(owed)} disruption(s) still in place; run: powercut recover -i "
+            f"powercut: {owed} disruption(s) still in place; run: powercut recover -i "
             f"{args.inventory}",
             file=sys.stderr,
         )
@@ -665,6 +702,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     if stopped:
         print(f"powercut: {stopped}", file=sys.stderr)
         return EXIT_STOPPED
+    counts = _verdicts(results)
     if rc == 2 or interrupted:  # pytest: interrupted
         return EXIT_INTERRUPTED
     if rc in (3, 4, 5) or counts.get("broken"):
@@ -678,3 +716,13 @@ def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
             print(f"  {name}: {why}")
         return EXIT_FAILED
     return EXIT_PASSED
+
+
+def _apply_retention(store: TargetStore, keep_runs: int, keep_days: float) -> None:
+    """The target's retention (--keep-runs, --keep-days): older runs leave the history and
+    their directories are removed; what was pruned is said."""
+    from harness.report import history as hist
+
+    pruned = hist.prune(store, keep_runs=keep_runs, keep_days=keep_days)
+    if pruned:
+        print(f"retention: {len(pruned)} older run(s) of {store.target} removed")

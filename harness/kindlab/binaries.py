@@ -123,6 +123,16 @@ def helm_tool() -> Tool:
     return Tool(Group("helm", v.HELM, ("helm",)), "helm.sh/helm/v3", ("helm.sh/helm/v3/cmd/helm",))
 
 
+def kubeconform_tool() -> Tool:
+    """kubeconform, the schema check of the chart's rendered manifests (with the schemas of
+    :mod:`harness.kindlab.kubeschemas`)."""
+    return Tool(
+        Group("kubeconform", v.KUBECONFORM, ("kubeconform",)),
+        "github.com/yannh/kubeconform",
+        ("github.com/yannh/kubeconform/cmd/kubeconform",),
+    )
+
+
 def _build_tool(tool: Tool, say: Say) -> dict[str, Path]:
     group = tool.group
     if tool.module:
@@ -216,6 +226,12 @@ def obtain_helm(say: Say) -> Path:
     """helm's binary, built from the Go module proxy if the cache lacks it
     (``~/.cache/powercut/bin/helm-<version>/helm``)."""
     return _obtain_tool(helm_tool(), say)["helm"]
+
+
+def obtain_kubeconform(say: Say) -> Path:
+    """kubeconform's binary, built from the Go module proxy if the cache lacks it
+    (``~/.cache/powercut/bin/kubeconform-<version>/kubeconform``)."""
+    return _obtain_tool(kubeconform_tool(), say)["kubeconform"]
 
 
 def _obtain_tool(tool: Tool, say: Say) -> dict[str, Path]:

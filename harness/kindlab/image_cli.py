@@ -67,6 +67,7 @@ def cmd_build(args: argparse.Namespace) -> int:
                     "cached": built.cached,
                     "seconds": round(built.seconds, 1),
                     "size_bytes": built.size_bytes,
+                    "sbom": str(built.sbom),
                     "kind_clusters": args.kind_cluster,
                     "saved": str(args.save) if args.save else None,
                 }
@@ -74,5 +75,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         )
     else:
         how = "cached" if built.cached else f"built in {built.seconds:.0f}s"
-        print(f"runner image {built.ref} {how}, {built.size_bytes / 1e6:.0f} MB (key {built.key})")
+        print(
+            f"runner image {built.ref} {how}, {built.size_bytes / 1e6:.0f} MB (key {built.key}); "
+            f"SBOM {built.sbom}"
+        )
     return 0

@@ -14,8 +14,9 @@ image is (``images.py``):
    base with Node.js (this machine's, >= 20) and Allure Report 3 (``make report-tools``'s
    cache) for the HTML report, adds the non-root user 10001 and the volumes' mount
    points. Tagged
-   ``powercut.local/powercut:<version>``, labelled with the key of its inputs, so that a
-   warm build reuses it.
+   ``powercut.local/powercut:<version>-<key>``, the key a digest of everything that went in
+   (sources, lock file, base, Node.js and Allure, this Dockerfile), and labelled with it, so
+   that a warm build reuses it and a rebuilt one never hides behind an old tag.
 
 The image runs with a read-only root filesystem: everything it writes goes to ``/tmp``
 (an emptyDir: HOME, matplotlib's cache) and ``/var/lib/powercut`` (the state volume:
@@ -75,7 +76,8 @@ COPY allure/ /opt/allure/
 RUN echo "powercut:x:{uid}:{uid}:powercut:/tmp:/usr/sbin/nologin" >> /etc/passwd \\
  && echo "powercut:x:{uid}:" >> /etc/group \\
  && mkdir -p /var/lib/powercut && chown {uid}:{uid} /var/lib/powercut \\
- && /opt/powercut/venv/bin/powercut --version
+ && /opt/powercut/venv/bin/powercut --version \\
+ && /opt/powercut/venv/bin/python -m harness.kindlab.sbom {sbom}
 ENV PATH=/opt/powercut/venv/bin:/usr/local/bin:/usr/bin:/bin \\
     PYTHONDONTWRITEBYTECODE=1 \\
     PYTHONUNBUFFERED=1 \\
@@ -92,6 +94,10 @@ CMD ["--help"]
 """
 
 
+#: The SBOM inside the image (harness/kindlab/sbom.py); a copy is written beside it.
+SBOM_PATH = "/opt/powercut/sbom.json"
+
+
 @dataclass(frozen=True)
 class Built:
     ref: str
@@ -99,11 +105,26 @@ class Built:
     cached: bool
     seconds: float
     size_bytes: int
+    sbom: Path  # the copy of the image's SBOM beside it (in the kind cache)
 
 
-def ref(version: str = __version__) -> str:
-    """The image reference: tagged by powercut's version."""
-    return f"{REPO}:{version}"
+def sbom_beside(image: str, key: str) -> Path:
+    """The image's SBOM copied out of it to ``~/.cache/powercut/kind/runner-sbom-<key>.json``
+    (once per image)."""
+    out = v.kind_cache() / f"runner-sbom-{key}.json"
+    if not out.is_file():
+        text = engine.run(["run", "--rm", "--entrypoint", "cat", image, SBOM_PATH])
+        tmp = out.with_name(f".{out.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out)
+    return out
+
+
+def ref(key: str, version: str = __version__) -> str:
+    """The image reference: powercut's version and the key of everything that went in
+    (:func:`inputs_key`), so an image rebuilt from changed sources gets a tag of its own
+    and a node's ``IfNotPresent`` can never keep running a stale one."""
+    return f"{REPO}:{version}-{key}"
 
 
 def checkout() -> Path:
@@ -277,7 +298,6 @@ def build(say: Say, *, rebuild: bool = False) -> Built:
     root = checkout()
     files = source_files(root)
     base_tar = images.rootfs_tar(say, RUNNER_PACKAGES)
-    target = ref()
     v.kind_cache().mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="runner-", dir=v.kind_cache()) as d:
         work = Path(d)
@@ -285,8 +305,10 @@ def build(say: Say, *, rebuild: bool = False) -> Built:
         copy_sources(root, files, src)
         node, allure, tools_key = report_tools(root, say)
         key = inputs_key(src, files, base_tar.name + tools_key)
+        target = ref(key)
         if not rebuild and images.image_key(target) == key:
-            return Built(target, key, True, time.monotonic() - t0, size(target))
+            sbom = sbom_beside(target, key)
+            return Built(target, key, True, time.monotonic() - t0, size(target), sbom)
         say(f"building the runner image {target} (key {key}) with no registry")
         base = images.base_image(say, BASE, RUNNER_PACKAGES)
         house = wheelhouse(say)
@@ -299,11 +321,12 @@ def build(say: Say, *, rebuild: bool = False) -> Built:
         shutil.copy2(root / "requirements" / "lock.txt", ctx / "lock.txt")
         shutil.copy2(node, ctx / "node")
         shutil.copytree(allure / "node_modules", ctx / "allure" / "node_modules", symlinks=True)
-        dockerfile = DOCKERFILE.format(base=base, wheel=wheel.name, uid=UID)
+        dockerfile = DOCKERFILE.format(base=base, wheel=wheel.name, uid=UID, sbom=SBOM_PATH)
         images._docker_build(target, ctx, dockerfile, key)
+    sbom = sbom_beside(target, key)
     seconds = time.monotonic() - t0
-    say(f"runner image {target} built in {seconds:.0f}s")
-    return Built(target, key, False, seconds, size(target))
+    say(f"runner image {target} built in {seconds:.0f}s (SBOM: {sbom})")
+    return Built(target, key, False, seconds, size(target), sbom)
 
 
 def save(image: str, out: Path) -> None:

@@ -20,6 +20,7 @@ CSI_ATTACHER = "v4.13.0"
 CSI_PROVISIONER = "v6.4.0"
 DEBIAN_SUITE = "bookworm"
 HELM = "v3.22.0"  # the chart's linter and installer (deploy/chart), from the Go module proxy
+KUBECONFORM = "v0.8.0"  # the schema check of the chart's rendered manifests (make chart)
 
 # Debian packages of the node (and of the images that need a userland: kube-proxy, the CNI
 # agent, the storage helper): kind's base image list, minus what a registry-free build

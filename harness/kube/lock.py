@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 import socket
@@ -10,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from harness.errors import PermanentError, PowercutError, TemporaryError
 from harness.journal.liveness import process_alive
@@ -37,6 +39,39 @@ def holder_pid(holder: str) -> int | None:
     host, _, rest = holder.partition("/pid-")
     text = rest.split("/", 1)[0]
     return int(text) if host == socket.gethostname() and text.isdigit() else None
+
+
+def lease_state(client_of: Callable[[], KubeClient]) -> dict[str, object]:
+    """The lock as seen now, for a status report: ``held`` (a Lease with a holder),
+    ``holder``, ``holder_alive`` (renewed within its duration: a killed holder's lease runs
+    out) and ``expires_in_s``; ``error`` instead when the API server cannot be asked."""
+    try:
+        client = client_of()
+    except PowercutError as exc:
+        return {"error": str(exc)}
+    try:
+        lease = client.get_or_none(
+            f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{LEASE_NAME}"
+        )
+    except PowercutError as exc:
+        return {"error": str(exc)}
+    finally:
+        client.close()
+    spec = (lease or {}).get("spec") or {}
+    holder = str(spec.get("holderIdentity") or "")
+    if not holder:
+        return {"held": False, "holder": "", "holder_alive": False, "expires_in_s": 0.0}
+    expires = _parse(spec.get("renewTime")) + float(spec.get("leaseDurationSeconds") or 0)
+    left = expires - time.time()
+    return {"held": True, "holder": holder, "holder_alive": left > 0, "expires_in_s": left}
+
+
+def write_status(path: Path, status: Mapping[str, object]) -> None:
+    """``status`` as JSON to ``path``, whole or not at all (written aside, then renamed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(status, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
 
 
 class ClusterLocked(PermanentError):

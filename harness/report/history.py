@@ -16,7 +16,12 @@ One history line::
         "status": "passed|failed|broken|skipped", "duration_s": 12.3,
         "phases": {"<phase>": {"value_s": 1.2, "budget_s": 30.0, "complete": true,
                                "gap": false}},
-        "slos": {"<slo name>": {"ok": true, "worst": 0.99}}, "data_ok": true}]}
+        "slos": {"<slo name>": {"ok": true, "worst": 0.99}}, "data_ok": true}],
+     "exit_code": 0, "restores_owed": 0}
+
+``exit_code`` (``powercut run``'s exit status: 4 is "restore failed", never "a gate failed")
+and ``restores_owed`` (disruptions still in place at the end) are optional: older lines lack
+them.
 
 Readers ignore keys they do not know (a later writer may add some); a line of a newer
 ``schema_version`` is skipped (and counted), a line that is not a JSON object of this shape
@@ -41,6 +46,7 @@ import math
 import os
 import re
 import secrets
+import shutil
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,8 +161,20 @@ class Run:
     seed: int | None = None
     gates: tuple[Gate, ...] = ()
     scenarios: tuple[Scenario, ...] = ()
+    #: ``powercut run``'s exit status (4: restore failed), None where not recorded.
+    exit_code: int | None = None
+    #: Disruptions still in place when the run ended (its journal's owed undos).
+    restores_owed: int | None = None
 
     def to_json(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if self.exit_code is not None:
+            extra["exit_code"] = self.exit_code
+        if self.restores_owed is not None:
+            extra["restores_owed"] = self.restores_owed
+        return {**self._core_json(), **extra}
+
+    def _core_json(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "run_id": self.run_id,
@@ -321,6 +339,14 @@ def scenario_from_json(doc: Any, where: str) -> Scenario:
     )
 
 
+def _opt_int(value: Any, name: str, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise HistoryError(f"{where}: {name} must be an integer or null, got {value!r}")
+    return value
+
+
 def run_from_json(doc: Any, where: str = "<history line>") -> Run:
     """A :class:`Run` from one parsed history line (schema_version 1; unknown keys ignored)."""
     d = _obj(doc, "a history line", where)
@@ -363,6 +389,8 @@ def run_from_json(doc: Any, where: str = "<history line>") -> Run:
         seed=seed,
         gates=tuple(gates),
         scenarios=tuple(scenario_from_json(s, where) for s in scen_raw),
+        exit_code=_opt_int(d.get("exit_code"), "exit_code", where),
+        restores_owed=_opt_int(d.get("restores_owed"), "restores_owed", where),
     )
 
 
@@ -451,6 +479,72 @@ def append_run(path: Path, run: Run) -> None:
             written = os.write(fd, view)
             view = view[written:]
         os.fsync(fd)
+
+
+def _pruned_ids(lines: list[str], keep_runs: int, keep_days: float, now: dt.datetime) -> set[str]:
+    """The run ids that retention removes: beyond the newest ``keep_runs``, or started more
+    than ``keep_days`` before ``now``; never the newest run, never a line that cannot be read
+    (it stays, to be seen)."""
+    runs: list[tuple[str, float | None]] = []
+    for line in lines:
+        try:
+            doc = json.loads(line)
+            run_id = str(doc["run_id"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        try:
+            when = dt.datetime.fromisoformat(str(doc.get("started")).replace("Z", "+00:00"))
+            runs.append((run_id, when.timestamp()))
+        except ValueError:
+            runs.append((run_id, None))
+    runs.sort(reverse=True)
+    cutoff = now.timestamp() - keep_days * 86400
+    out: set[str] = set()
+    for n, (run_id, started_s) in enumerate(runs):
+        if n == 0:
+            continue
+        if (keep_runs > 0 and n >= keep_runs) or (
+            keep_days > 0 and started_s is not None and started_s < cutoff
+        ):
+            out.add(run_id)
+    return out
+
+
+def prune(
+    store: TargetStore,
+    *,
+    keep_runs: int = 0,
+    keep_days: float = 0,
+    now: dt.datetime | None = None,
+) -> list[str]:
+    """Apply a target's retention: remove the runs :func:`_pruned_ids` picks from its history
+    (rewritten whole, then renamed over the old file, under the append lock: only the
+    target's own runner writes it) and their run directories. Returns the ids removed."""
+    if (keep_runs <= 0 and keep_days <= 0) or not store.history.is_file():
+        return []
+    with _locked_append(store.history):
+        lines = [ln for ln in store.history.read_text("utf-8").splitlines() if ln.strip()]
+        gone = _pruned_ids(lines, keep_runs, keep_days, now or dt.datetime.now(dt.UTC))
+        if not gone:
+            return []
+        kept = [ln for ln in lines if _line_run_id(ln) not in gone]
+        tmp = store.history.with_name(store.history.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write("".join(f"{ln}\n" for ln in kept))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, store.history)
+    for run_id in sorted(gone):
+        with contextlib.suppress(ValueError):
+            shutil.rmtree(store.run_dir(run_id), ignore_errors=True)
+    return sorted(gone)
+
+
+def _line_run_id(line: str) -> str | None:
+    try:
+        return str(json.loads(line)["run_id"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 # -- from allure-results -------------------------------------------------------------------

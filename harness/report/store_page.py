@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from harness.report.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from harness.report.metrics import render_metrics
+
 log = logging.getLogger(__name__)
 
 HISTORY_FILE = "history.jsonl"
@@ -37,6 +40,24 @@ class RunRow:
     verdict: str
     counts: dict[str, int]
     report: str | None  # path of the run's report, relative to the store
+    exit_code: int | None = None  # powercut run's exit status, where recorded
+
+
+#: What each exit status of ``powercut run`` means, as the page shows it.
+EXIT_MEANINGS = {
+    0: "passed",
+    1: "gate or scenario failed",
+    2: "harness error",
+    3: "interrupted, restored",
+    4: "RESTORE FAILED: nodes may be off",
+    5: "stop condition, restored",
+}
+
+
+def exit_text(code: int | None) -> str:
+    if code is None:
+        return "-"
+    return f"{code} ({EXIT_MEANINGS.get(code, 'unknown')})"
 
 
 @dataclass
@@ -68,7 +89,12 @@ def _row(store: Path, target: str, doc: dict[str, Any]) -> RunRow:
         verdict=str(doc.get("verdict", "?")),
         counts=counts,
         report=_report_of(store, target, run_id) if "/" not in run_id else None,
+        exit_code=_int_or_none(doc.get("exit_code")),
     )
+
+
+def _int_or_none(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def read_target(store: Path, target: str) -> TargetRows:
@@ -114,6 +140,7 @@ table{border-collapse:collapse;margin-bottom:2em}
 td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left}
 .passed{color:#1a7f37;font-weight:600}.failed{color:#cf222e;font-weight:600}
 .broken{color:#9a6700;font-weight:600}.problem{color:#cf222e}
+.restore{color:#fff;background:#cf222e;font-weight:700}
 """
 
 
@@ -141,14 +168,16 @@ def render_index(store: Path, *, now: dt.datetime | None = None) -> str:
             parts.append(f"<p>{t.newer} line(s) of a newer schema_version skipped.</p>")
         parts.append(
             "<table><tr><th>run</th><th>started</th><th>finished</th><th>verdict</th>"
-            "<th>scenarios</th><th>report</th></tr>"
+            "<th>exit</th><th>scenarios</th><th>report</th></tr>"
         )
         for r in t.runs:
             counts = ", ".join(f"{n} {s}" for s, n in sorted(r.counts.items())) or "none"
             link = f"<a href='{quote(r.report)}'>report</a>" if r.report else "-"
             parts.append(
                 f"<tr><td>{e(r.run_id)}</td><td>{e(r.started)}</td><td>{e(r.finished)}</td>"
-                f"<td class='{e(r.verdict)}'>{e(r.verdict)}</td><td>{e(counts)}</td>"
+                f"<td class='{e(r.verdict)}'>{e(r.verdict)}</td>"
+                f"<td class='{'restore' if r.exit_code == 4 else ''}'>{e(exit_text(r.exit_code))}"
+                f"</td><td>{e(counts)}</td>"
                 f"<td>{link}</td></tr>"
             )
         parts.append("</table>")
@@ -157,7 +186,8 @@ def render_index(store: Path, *, now: dt.datetime | None = None) -> str:
 
 
 def make_server(store: Path, host: str, port: int) -> ThreadingHTTPServer:
-    """A server of the store (GET and HEAD only: read-only) with the index at ``/``."""
+    """A server of the store (GET and HEAD only: read-only) with the index at ``/`` and
+    Prometheus metrics at ``/metrics`` (:mod:`harness.report.metrics`)."""
     root = store.resolve()
 
     class Handler(SimpleHTTPRequestHandler):
@@ -171,6 +201,14 @@ def make_server(store: Path, host: str, port: int) -> ThreadingHTTPServer:
                 self.send_header("Content-Type", "text/html; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))
                 self.send_header("Cache-Control", "no-store")
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            if self.path.split("?", 1)[0] == "/metrics":
+                body = render_metrics(root).encode()
+                self.send_response(HTTPStatus.OK)
+                self.send_header("Content-Type", METRICS_CONTENT_TYPE)
+                self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
                 return

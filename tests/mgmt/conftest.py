@@ -10,7 +10,8 @@ ValidatingAdmissionPolicy on the lab lets only that ServiceAccount write the clu
 (Lease ``kube-system/powercut-lock``): a runner or ``recover --lock`` that holds the lock
 did so as that identity, in the API server's own judgement.
 
-Ports: the kind API server at POWERCUT_TEST_MGMT_PORT (default 27000), the lab from
+Ports: the kind API server at POWERCUT_TEST_MGMT_PORT (default 27000), a Prometheus at that
++ 100 (scraping the page's /metrics on its NodePort with the chart's alerts), the lab from
 POWERCUT_TEST_MGMT_LAB_PORT (default that + 200; below the kernel's ephemeral range).
 Everything is removed at the end: the chart's cluster, the network, the lab.
 """
@@ -31,6 +32,7 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.kindlab.versions import KUBERNETES
 from harness.kube.client import ApiError, KubeClient
 from harness.kube.lock import LEASE_NAME, LEASE_NAMESPACE
 from tests.polling import poll_until
@@ -39,6 +41,8 @@ from tests.role_bound import grant, service_account_user, target_role, token_kub
 ROOT = Path(__file__).resolve().parents[2]
 BASE_PORT = int(os.environ.get("POWERCUT_TEST_MGMT_PORT", "27000"))
 LAB_PORT = int(os.environ.get("POWERCUT_TEST_MGMT_LAB_PORT", str(BASE_PORT + 200)))
+#: The test's Prometheus (scraping the page's /metrics with the chart's alerts).
+PROMETHEUS_PORT = BASE_PORT + 100
 NAME = os.environ.get("POWERCUT_TEST_MGMT_NAME", "pcmgmt")
 NETWORK = f"{NAME}-net"
 NAMESPACE = "powercut"
@@ -215,6 +219,7 @@ class Mgmt:
     lab_client: KubeClient
     runner_client: KubeClient
     timings: dict[str, float]
+    image: str = ""  # the runner image's reference, as `powercut image build` printed it
 
     def k(self, *args: str, timeout: float = 120, check: bool = True) -> str:
         p = run([self.kubectl, "--kubeconfig", str(self.kubeconfig), "-n", NAMESPACE, *args],
@@ -266,16 +271,31 @@ class Mgmt:
                     left.append(f"{name} tainted {t['key']}")
         return left
 
+    def page_target(self) -> str:
+        """``host:port`` of the page's NodePort on the kind node (on the cluster's network)."""
+        port = self.kj("get", "service", f"{RELEASE}-page")["spec"]["ports"][0]["nodePort"]
+        node = run(["docker", "inspect", "--format",
+                    f'{{{{(index .NetworkSettings.Networks "{NETWORK}").IPAddress}}}}',
+                    f"{NAME}-control-plane"]).stdout.strip()  # fmt: skip
+        return f"{node}:{port}"
+
     def lease(self) -> dict[str, Any] | None:
         return self.lab_client.get_or_none(
             "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/powercut-lock"
         )
 
 
-def _values(tmp: Path) -> Path:
+def _values(tmp: Path, image: str) -> Path:
+    """The chart's values: the image by the tag `powercut image build` printed (its inputs'
+    digest), never a plain version tag."""
+    repository, _, tag = image.rpartition(":")
     v = {
-        "image": {"pullPolicy": "Never"},
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
         "store": {"size": "1Gi"},
+        # the page on a NodePort: the test's Prometheus (on the host, on the cluster's
+        # network) scrapes its /metrics with the chart's alerts
+        "page": {"service": {"type": "NodePort"}},
+        "metrics": {"prometheusRule": {"enabled": False}},
         "targets": [
             {
                 "name": TARGET,
@@ -285,6 +305,8 @@ def _values(tmp: Path) -> Path:
                 "kubeconfigSecret": "lab-target",
                 "features": {"select": SCENARIO},
                 "recoverLockWait": "5s",
+                # the recover CronJob: suspended with the target; test_mgmt resumes it
+                "recover": {"enabled": True, "schedule": "*/2 * * * *"},
                 "activeDeadlineSeconds": 1800,
                 "terminationGracePeriodSeconds": 120,
                 "state": {"size": "100Mi"},
@@ -322,7 +344,8 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
         timings["kind up"] = time.monotonic() - t
         gateway = _network_gateway()
         t = time.monotonic()
-        powercut("image", "build", "--kind-cluster", NAME)
+        built = run([*POWERCUT, "image", "build", "--kind-cluster", NAME, "--json"], timeout=1800)
+        image = str(json.loads(built.stdout.strip().splitlines()[-1])["image"])
         timings["runner image (build or reuse) and load"] = time.monotonic() - t
         t = time.monotonic()
         powercut(
@@ -348,14 +371,14 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
         (tmp / "inventory.yaml").write_text(yaml.safe_dump(inv))
         m = Mgmt(
             kind_dir, lab_dir, gateway, kind_dir / "kubeconfig", kubectl, helm,
-            admin, runner, timings,
+            admin, runner, timings, image,
         )  # fmt: skip
         run([kubectl, "--kubeconfig", str(m.kubeconfig), "create", "namespace", NAMESPACE])
         m.k("create", "secret", "generic", "lab-target", f"--from-file={files}")
         m.k("create", "configmap", "lab-inventory", f"--from-file={tmp / 'inventory.yaml'}")
         t = time.monotonic()
         run([helm, "install", RELEASE, str(ROOT / "deploy" / "chart"), "--kubeconfig",
-             str(m.kubeconfig), "-n", NAMESPACE, "-f", str(_values(tmp))])  # fmt: skip
+             str(m.kubeconfig), "-n", NAMESPACE, "-f", str(_values(tmp, image))])  # fmt: skip
         # (not helm --wait: a target's state volume binds only when its first Job runs)
         m.k("rollout", "status", f"deploy/{RELEASE}-page", "--timeout", "300s", timeout=320)
         timings["helm install (page Ready)"] = time.monotonic() - t
@@ -369,3 +392,28 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
             down = run([*POWERCUT, "kind", "down", "--state-dir", str(kind_dir)], check=False,
                        timeout=600)  # fmt: skip
             SAY(f"kind down: {down.stdout.strip()} {down.stderr.strip()[-500:]}")
+
+
+def chart_alerts(helm: str) -> list[dict[str, Any]]:
+    """The chart's alerting rules as helm renders them (metrics.prometheusRule.enabled)."""
+    out = run([helm, "template", RELEASE, str(ROOT / "deploy" / "chart"), "--set",
+               "metrics.prometheusRule.enabled=true", "--kube-version", KUBERNETES.lstrip("v"),
+               "--show-only",
+               "templates/monitoring.yaml"]).stdout  # fmt: skip
+    (rule,) = [d for d in yaml.safe_load_all(out) if d]
+    return [r for g in rule["spec"]["groups"] for r in g["rules"]]
+
+
+@pytest.fixture(scope="session")
+def alerts(mgmt: Mgmt, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A Prometheus on the host scraping the page's /metrics every second, evaluating the
+    chart's alerts; yields its client."""
+    from harness.inventory.slo import PrometheusSpec
+    from harness.lab.prometheus import PrometheusServer, ScrapeJob
+    from harness.slo.client import PrometheusClient
+
+    job = ScrapeJob("powercut-page", [mgmt.page_target()])
+    server = PrometheusServer(tmp_path_factory.mktemp("prometheus"), PROMETHEUS_PORT, [job],
+                              rules=chart_alerts(mgmt.helm))  # fmt: skip
+    with server, PrometheusClient(PrometheusSpec(url=server.url)) as client:
+        yield client

@@ -295,3 +295,60 @@ def test_the_journal_is_found_through_a_configmap_mounts_links(tmp_path: Path) -
         inv: Inventory = load_inventory(link)
         paths.append(journal_path_for(inv))
     assert paths[0] == paths[1]
+
+
+def test_when_owed_with_nothing_owed_the_lock_is_not_touched(
+    inventory_path: Path,
+    api: FakeApiServer,
+    bmcs: FakeBmcs,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The chart's recover CronJob every few minutes: with nothing owed it takes no lock
+    (a runner starting at that moment must not find it held)."""
+    import datetime as dt
+
+    write_kubeconfig(inventory_path.parent / "kubeconfig", api.url)
+    Journal(journal_path_for(load_inventory(inventory_path))).close()
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    _lease(api, "runner-pod-1/pid-7/abcd", now)
+    assert main(["recover", "-i", str(inventory_path), "--lock", "--when-owed"]) == 0
+    out, _ = capsys.readouterr()
+    assert "nothing owed" in out
+    lease = api.get("leases", "kube-system", "powercut-lock")
+    assert lease is not None and lease["spec"]["holderIdentity"] == "runner-pod-1/pid-7/abcd"
+
+
+def test_when_owed_a_live_holder_keeps_its_disruptions_and_the_job_succeeds(
+    inventory_path: Path,
+    journal_path: Path,
+    api: FakeApiServer,
+    bmcs: FakeBmcs,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import datetime as dt
+
+    write_kubeconfig(inventory_path.parent / "kubeconfig", api.url)
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    _lease(api, "runner-pod-1/pid-7/abcd", now)
+    assert main(["recover", "-i", str(inventory_path), "--lock", "--when-owed"]) == 0
+    out, _ = capsys.readouterr()
+    assert "not now: the lock is held" in out
+    assert bmcs.power["w1"] is PowerState.OFF and bmcs.power["w2"] is PowerState.OFF
+    assert len(owed(journal_path)) == 4
+
+
+def test_when_owed_a_dead_holders_work_is_undone(
+    inventory_path: Path,
+    journal_path: Path,
+    api: FakeApiServer,
+    bmcs: FakeBmcs,
+) -> None:
+    write_kubeconfig(inventory_path.parent / "kubeconfig", api.url)
+    w1 = node("w1", taints=[TAINT])
+    w1["spec"]["unschedulable"] = True
+    api.add("nodes", w1)
+    api.add("nodes", node("w2"))
+    _lease(api, "runner-pod-1/pid-7/abcd", "2020-01-01T00:00:00.000000Z")
+    assert main(["recover", "-i", str(inventory_path), "--lock", "--when-owed"]) == 0
+    assert bmcs.power["w1"] is PowerState.ON and bmcs.power["w2"] is PowerState.ON
+    assert owed(journal_path) == []

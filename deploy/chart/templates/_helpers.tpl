@@ -1,6 +1,41 @@
-{{/* The image reference: repository:tag (tag defaults to the chart's appVersion). */}}
+{{/* The image reference: repository@digest when a digest is given, else repository:tag
+(tag defaults to the chart's appVersion). */}}
 {{- define "powercut.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end -}}
+
+{{/* Pod-level fields every pod of the chart shares: pull secrets and security context. */}}
+{{- define "powercut.podCommon" -}}
+{{- with .Values.image.pullSecrets }}
+imagePullSecrets:
+{{- range . }}
+  - name: {{ . }}
+{{- end }}
+{{- end }}
+{{- with .Values.podSecurityContext }}
+securityContext: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* Scheduling fields of a pod from a dict with nodeSelector, tolerations, affinity and
+priorityClassName. */}}
+{{- define "powercut.scheduling" -}}
+{{- with .priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .nodeSelector }}
+nodeSelector: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .tolerations }}
+tolerations: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .affinity }}
+affinity: {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{- define "powercut.labels" -}}
@@ -38,6 +73,10 @@ Every error names the target (by index) and the field, with what is allowed.
 {{- if not $t.kubeconfigSecret -}}
 {{- fail (printf "%s.kubeconfigSecret: required (a Secret with key kubeconfig: the target cluster's kubeconfig)" $where) -}}
 {{- end -}}
+{{- $longest := printf "%s-%s%s" $root.Release.Name $t.name (ternary "-recover" "" (and $t.recover $t.recover.enabled | default false)) -}}
+{{- if gt (len $longest) 52 -}}
+{{- fail (printf "%s.name %q: the CronJob name %q is %d characters; Kubernetes allows 52 (shorten the release name or the target's name)" $where (toString $t.name) $longest (len $longest)) -}}
+{{- end -}}
 {{- if and (eq $t.mode "features") (not $t.features.builtin) (not $t.features.configMaps) -}}
 {{- fail (printf "%s.features: builtin is false and no configMaps are given: nothing to run" $where) -}}
 {{- end -}}
@@ -65,8 +104,7 @@ volumeMounts:
   - {name: features-{{ . }}, mountPath: /etc/powercut/features/{{ . }}, readOnly: true}
 {{- end }}
   - {name: tmp, mountPath: /tmp}
-securityContext:
-  allowPrivilegeEscalation: false
-  readOnlyRootFilesystem: true
-  capabilities: {drop: [ALL]}
+{{- with $root.Values.containerSecurityContext }}
+securityContext: {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
