@@ -106,6 +106,12 @@ class Budgets:
         60.0,
         "old VolumeAttachment gone -> volume attached to the replacement pod's node",
     )
+    pod_io_lost: float = _budget(
+        150.0,
+        "storage network cut -> the node's pods with volumes unready (their I/O hangs: the "
+        "readiness probe times out, then the storage client gives up; an iSCSI session's "
+        "replacement timeout is 120 s)",
+    )
     node_ready_after_power_on: float = _budget(
         600.0, "power-on acknowledged -> Node Ready True (server POST, boot, kubelet start)"
     )
@@ -188,6 +194,7 @@ PROFILES: Final[Mapping[str, Budgets]] = {
         volume_detach=420.0,
         volume_detach_out_of_service=30.0,  # PodGC runs every 20 s
         volume_reattach=20.0,
+        pod_io_lost=20.0,
         node_ready_after_power_on=30.0,
         drain=60.0,
         node_delete=30.0,

@@ -18,6 +18,11 @@ need=()
 command -v haproxy >/dev/null || need+=(haproxy)
 command -v ipmitool >/dev/null || need+=(ipmitool)
 command -v prometheus >/dev/null || need+=(prometheus)
+# the storage-network cut's integration test (a real sshfs mount from a real sshd) and the
+# hardened IPMI's (OpenIPMI's ipmi_sim, a BMC powercut did not write)
+command -v sshfs >/dev/null || need+=(sshfs)
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)
+command -v ipmi_sim >/dev/null || need+=(openipmi)
 if [ "${POWERCUT_NO_CHROMIUM:-}" != 1 ] && ! command -v chromium >/dev/null; then
   need+=(chromium)
 fi

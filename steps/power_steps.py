@@ -35,6 +35,7 @@ from harness.steps.support.phrases import phrase, provide
 
 
 @when("the node loses power", target_fixture="outage")
+@when("the node is fenced through its BMC", target_fixture="outage")
 @when("the nodes lose power at once", target_fixture="outage")
 def lose_power(
     session: Session,
@@ -44,7 +45,9 @@ def lose_power(
     measurements: Measurements,
 ) -> Outage:
     """Forced power-off of every chosen node in parallel through its primary power driver;
-    returns once each BMC confirmed the new state (within power-ack + power-state-verify)."""
+    returns once each BMC confirmed the new state (within power-ack + power-state-verify).
+    Fencing a node that still runs (cut off its storage or the network) is the same cut:
+    its BMC confirms it OFF, so its pods can be moved without a second writer."""
     return disruptions.power_off(session, targets, observer, budgets, measurements)
 
 
@@ -107,6 +110,26 @@ def cut_off_network(
     )
 
 
+@when(phrase("the node loses its storage network for {limit:Limit}"), target_fixture="outage")
+@when(phrase("the nodes lose their storage network for {limit:Limit}"), target_fixture="outage")
+def lose_storage_network(
+    limit: Limit,
+    session: Session,
+    targets: Targets,
+    observer: Observer,
+    budgets: Budgets,
+) -> Outage:
+    """Storage-network cut ("array I/O network failure"): every chosen node keeps running,
+    its kubelet and API connection go on, but its traffic to and from the storage
+    endpoints the inventory names (``storage_network``) is dropped, so its pods' I/O hangs.
+    The heal is armed on the node itself before the cut and runs after the limit at the
+    latest (``recover`` and a power cycle heal too); skips when the node's drivers cannot
+    cut it (SSH and kind can; IPMI and Redfish cannot)."""
+    return disruptions.cut(
+        session, targets, observer, FailureKind.STORAGE_CUT, undo_after_s=limit.seconds(budgets)
+    )
+
+
 @when(phrase("the node's kubelet is stopped for {limit:Limit}"), target_fixture="outage")
 @when(phrase("the nodes' kubelets are stopped for {limit:Limit}"), target_fixture="outage")
 def stop_kubelets(
@@ -124,13 +147,15 @@ def stop_kubelets(
     )
 
 
+@when("the node's storage network is back", target_fixture="powered_on")
+@when("the nodes' storage networks are back", target_fixture="powered_on")
 @when("the node is reconnected", target_fixture="powered_on")
 @when("the nodes are reconnected", target_fixture="powered_on")
 @when("the node's kubelet is started again", target_fixture="powered_on")
 @when("the nodes' kubelets are started again", target_fixture="powered_on")
 def undo_cut(session: Session, outage: Outage) -> PoweredOn:
-    """Heal the partition (or start the kubelets) now, before the armed undo would; the
-    phases that follow (Ready again) measure from this request."""
+    """Heal the partition or the storage network (or start the kubelets) now, before the
+    armed undo would; the phases that follow (Ready again) measure from this request."""
     return disruptions.uncut(session, outage)
 
 

@@ -1,12 +1,14 @@
-"""The volumes the lost nodes held and the data on them: the Multi-Attach error of a
-replacement, the volume still held by the lost node, released by it, attached to the
-replacement's node; and the data check (a token written to each volume before the failure,
-read back after it from whichever pod holds the volume, moved with it off the lost node).
+"""The volumes the lost nodes held and the data on them: their I/O lost to a storage-network
+cut (the node itself staying Ready), the Multi-Attach error of a replacement, the volume
+still held by the lost node, released by it, attached to the replacement's node; and the
+data check (a token written to each volume before the failure, read back after it from
+whichever pod holds the volume, moved with it off the lost node).
 
 Each step parses its sentence (the subject phrase: every lost pod's volumes, the member's,
-the singleton's) and calls one function of :mod:`harness.scenario.expectations.replacements` (which
-first waits for the event the phase measures from), :mod:`harness.scenario.expectations.phases` or
-:mod:`harness.scenario.expectations.data`.
+the singleton's) and calls one function of :mod:`harness.scenario.expectations.replacements`
+(which first waits for the event the phase measures from),
+:mod:`harness.scenario.expectations.phases`, :mod:`harness.scenario.expectations.data` or
+:mod:`harness.scenario.expectations.storage_io`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pytest_bdd import given, then
 from harness.budgets import Budgets
 from harness.kube.client import KubeClient
 from harness.kube.timeline import Timeline
-from harness.scenario.expectations import replacements, volumes
+from harness.scenario.expectations import replacements, storage_io, volumes
 from harness.scenario.expectations.data import (
     Tokens,
     moved_with_data,
@@ -42,6 +44,28 @@ def tokens_written(
     """The data check's first half: a fresh token on each data volume of every ready pod of
     the inventory workloads named (``of quorum and singleton``), read back at once."""
     return write_tokens_of(kube, baseline.workloads, parse_names(names), measurements)
+
+
+@then(phrase("the node's pods with volumes lose their I/O within {limit:Limit}"))
+@then(phrase("the nodes' pods with volumes lose their I/O within {limit:Limit}"))
+def pods_lose_io(
+    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+) -> None:
+    """After a storage-network cut: every pod with a ReadWriteOnce volume on the cut nodes
+    turns unready within the limit of its node's cut (its I/O hangs, so its readiness
+    fails) while it keeps running; nothing to measure without such a pod."""
+    storage_io.io_lost(timeline, outage, limit.seconds(budgets), measurements)
+
+
+@then(phrase("the node stays Ready for {limit:Limit}"))
+@then(phrase("the nodes stay Ready for {limit:Limit}"))
+def node_stays_ready(
+    limit: Limit, outage: Outage, timeline: Timeline, budgets: Budgets, measurements: Measurements
+) -> None:
+    """Each failed node keeps its kubelet and its API connection: no NotReady for the
+    limit from its failure (waited out), Ready at its end; what a storage-network cut must
+    leave alone."""
+    storage_io.node_kept_ready(timeline, outage, limit.seconds(budgets), measurements)
 
 
 @then(phrase("{pods:Volumes} reports a Multi-Attach error within {limit:Limit}"))

@@ -4,8 +4,8 @@ what the journal holds, when the node counts as down and as back, and whether it
 by itself.
 
 - ``base.py``: what a kind is, and how it finds a node's driver that can do it;
-- ``power_loss.py``, ``graceful.py``, ``reboot.py``, ``partition.py``, ``kubelet_stop.py``:
-  the kinds (``running.py``: what the kinds that leave the node on share);
+- ``power_loss.py``, ``graceful.py``, ``reboot.py``, ``partition.py``, ``kubelet_stop.py``,
+  ``storage_network.py``: the kinds (``running.py``: what the kinds that leave the node on share);
 - ``registry.py``: :class:`FailureKind` and each kind's strategy;
 - ``dispatch.py``: :func:`inflict`, :func:`restore`, :func:`bring_back`, what the steps,
   longevity and the chaostoolkit extension call.

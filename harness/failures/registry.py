@@ -17,6 +17,7 @@ from harness.failures.kubelet_stop import KubeletStop
 from harness.failures.partition import Partition
 from harness.failures.power_loss import PowerLoss
 from harness.failures.reboot import Reboot
+from harness.failures.storage_network import StorageNetworkCut
 
 
 class FailureKind(enum.StrEnum):
@@ -27,6 +28,7 @@ class FailureKind(enum.StrEnum):
     REBOOT = "reboot"  # power cycle: off, then on again by itself
     PARTITION = "partition"  # the node keeps running, cut off from the API server
     KUBELET_STOP = "kubelet"  # the kubelet stops; containers keep running
+    STORAGE_CUT = "storage"  # the node keeps running, cut off its storage network only
 
     @classmethod
     def parse(cls, text: str) -> FailureKind:
@@ -47,6 +49,7 @@ REGISTRY: Final[Mapping[FailureKind, Failure]] = {
     FailureKind.REBOOT: register(Reboot()),
     FailureKind.PARTITION: register(Partition()),
     FailureKind.KUBELET_STOP: register(KubeletStop()),
+    FailureKind.STORAGE_CUT: register(StorageNetworkCut()),
 }
 
 

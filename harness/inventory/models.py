@@ -45,6 +45,7 @@ from harness.inventory.fields import (
     walk_data,
 )
 from harness.inventory.secrets import InlinePasswordWarning, Secret
+from harness.inventory.storage import StorageEndpoint, parse_endpoint
 
 
 class NodeRole(enum.StrEnum):
@@ -351,6 +352,27 @@ class NodeSpec(_Model):
         return NodeRole(self.role)
 
 
+class StorageNetworkSpec(_Model):
+    """The storage network's endpoints (array ports, NFS servers): what a storage-network
+    cut drops on a node, and nothing else (:mod:`harness.power.storage_cut`)."""
+
+    endpoints: list[str] = Field(
+        min_length=1,
+        description="IPv4 addresses or networks with an optional TCP port: '10.0.20.5', "
+        "'10.0.20.0/24', '10.0.20.5:3260'",
+    )
+
+    @field_validator("endpoints")
+    @classmethod
+    def _endpoints(cls, value: list[str]) -> list[str]:
+        for text in value:
+            parse_endpoint(text)  # a ValueError names the entry and what is valid
+        return value
+
+    def parsed(self) -> list[StorageEndpoint]:
+        return [parse_endpoint(text) for text in self.endpoints]
+
+
 class RackSpec(_Model):
     """A rack (failure domain). ``zone`` is its ``topology.kubernetes.io/zone`` label."""
 
@@ -495,6 +517,10 @@ class Inventory(_Model):
     alerts: list[_slo.AlertSpec] = Field(default_factory=list, description="must not fire")
     stop_conditions: list[_slo.StopConditionSpec] = Field(
         default_factory=list, description="SLOs or alerts that abort a scenario on breach"
+    )
+    storage_network: StorageNetworkSpec | None = Field(
+        default=None,
+        description="the storage endpoints a storage-network cut drops (the 'storage' failure)",
     )
 
     _source: Path | None = PrivateAttr(default=None)

@@ -48,12 +48,22 @@ class UndoExecutor(Protocol):
     # Optional, for the failure kinds beyond power (an executor without them reports the
     # undo as failed, naming it): ``heal(node, protocol)`` reconnects a partitioned node,
     # ``start_kubelet(node, protocol)`` starts a stopped kubelet, through that driver;
+    # ``heal_storage(node, protocol)`` gives a node its storage network back;
     # ``restore_job(namespace, name, manifest)`` creates a re-run Job again from the manifest
     # stored before it was deleted, unless it exists.
 
 
 UNDO_ACTIONS: Final[frozenset[str]] = frozenset(
-    ("power_on", "uncordon", "remove_taint", "restore_node", "heal", "start_kubelet", "restore_job")
+    (
+        "power_on",
+        "uncordon",
+        "remove_taint",
+        "restore_node",
+        "heal",
+        "start_kubelet",
+        "heal_storage",
+        "restore_job",
+    )
 )
 
 
@@ -102,6 +112,11 @@ class UndoSpec:
     def start_kubelet(cls, node: str, protocol: str) -> UndoSpec:
         """Start a stopped kubelet through the driver that stopped it."""
         return cls("start_kubelet", {"node": node, "protocol": protocol})
+
+    @classmethod
+    def heal_storage(cls, node: str, protocol: str) -> UndoSpec:
+        """Give a node its storage network back through the driver that cut it."""
+        return cls("heal_storage", {"node": node, "protocol": protocol})
 
     def run(self, executor: UndoExecutor) -> str | None:
         """Carry the undo out; returns the executor's note when the target already read

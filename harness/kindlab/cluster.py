@@ -302,6 +302,9 @@ def down(root: Path, say: Say, *, keep_state: bool = False) -> list[str]:
         left = containers(name)
         if left:  # kind leaves nothing; be sure
             engine.run(["rm", "-f", "-v", *left])
+        from harness.kindlab import netstorage
+
+        removed += netstorage.remove(name)
         with contextlib.suppress(engine.EngineError):
             users = engine.run(["network", "inspect", network, "--format", "{{len .Containers}}"])
             if users.strip() == "0":

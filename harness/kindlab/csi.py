@@ -13,6 +13,11 @@ power cannot have its volume on another node until Kubernetes detaches it (the
 out-of-service taint, or the attach/detach controller's 6-minute forced detach), and then
 its data is there.
 
+The data travels over the kind network: the node plugin mounts each volume with sshfs from
+the storage server container (:mod:`harness.kindlab.netstorage`), in the node's own network
+namespace (``hostNetwork``), so a node cut off its storage network loses its pods' I/O while
+its kubelet goes on.
+
 The node plugin registers itself with each kubelet (the plugin registration API of
 node-driver-registrar, which the Go module proxy here does not serve).
 """
@@ -29,7 +34,7 @@ from typing import Any
 
 from harness.clock import SYSTEM_CLOCK
 from harness.errors import PowercutError
-from harness.kindlab import binaries, engine, images
+from harness.kindlab import binaries, engine, images, netstorage
 from harness.kindlab import versions as v
 from harness.kindlab.spec import SHARED_STORAGE_PATH, KindSpec
 from harness.kube.names import LABEL_CONTROL_PLANE, NO_SCHEDULE, TAINT_CONTROL_PLANE
@@ -115,28 +120,27 @@ def _host(name: str, path: str, kind: str) -> JSON:
 
 
 def ensure_image(say: Say) -> str:
-    """The storage's image (the three static binaries, from ``scratch``), built when its
-    binaries changed; returns its reference."""
+    """The storage's image (the three static binaries on the storage's Debian userland,
+    which has sshfs: :mod:`harness.kindlab.netstorage`), built when its binaries or its
+    base changed; returns its reference."""
     bins = binaries.obtain_csi(say)
-    key = hashlib.sha256("".join(f"{n}={p}" for n, p in sorted(bins.items())).encode()).hexdigest()[
-        :16
-    ]
+    base = netstorage.ensure_base_image(say)
+    inputs = (
+        "".join(f"{n}={p}" for n, p in sorted(bins.items())) + f"{base}={images.image_key(base)}"
+    )
+    key = hashlib.sha256(inputs.encode()).hexdigest()[:16]
     ref = images.CSI_IMAGE
     if images.image_key(ref) == key:
         return ref
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="img-", dir=v.kind_cache()) as d:
         ctx = Path(d)
-        (ctx / "tmp").mkdir(mode=0o1777)
-        (ctx / "passwd").write_text("root:x:0:0:root:/root:/sbin/nologin\n")
-        (ctx / "group").write_text("root:x:0:\n")
         for name in ("pcsi", "csi-attacher", "csi-provisioner"):
             shutil.copy2(bins[name], ctx / name)
         images._docker_build(
             ref,
             ctx,
-            "FROM scratch\nCOPY tmp /tmp\nCOPY passwd group /etc/\n"
-            "COPY pcsi csi-attacher csi-provisioner /usr/local/bin/\n",
+            f"FROM {base}\nCOPY pcsi csi-attacher csi-provisioner /usr/local/bin/\n",
             key,
         )
     say(f"  image {ref} in {time.monotonic() - t0:.1f}s")
@@ -174,8 +178,11 @@ def _container(name: str, binary: str, args: list[str], mounts: list[JSON]) -> J
     }
 
 
-def manifests() -> list[tuple[str, JSON]]:
-    """(API path, object) of every object of the storage, in the order to apply them."""
+def manifests(sshfs: str | None = None) -> list[tuple[str, JSON]]:
+    """(API path, object) of every object of the storage, in the order to apply them.
+    ``sshfs``: where the node plugin mounts each volume from over the network
+    (:func:`harness.kindlab.netstorage.sshfs_source`); None: a bind mount of the shared
+    directory."""
     sa = "pcsi-controller"
     ns_path = f"/api/v1/namespaces/{NAMESPACE}"
     sock = "unix:///csi/csi.sock"
@@ -346,6 +353,11 @@ def _node_plugin(sock: str, shared: JSON, socket_dir: JSON) -> JSON:
             },
         ],
     )
+    if sshfs is not None:
+        node_container["args"] += [f"--sshfs={sshfs}", f"--ssh-dir={netstorage.SSH_DIR}"]
+        node_container["volumeMounts"].append(
+            {"name": "ssh", "mountPath": netstorage.SSH_DIR, "readOnly": True}
+        )
     node_container["securityContext"] = {"privileged": True}
     node_container["env"] = [
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
@@ -361,12 +373,28 @@ def _node_plugin(sock: str, shared: JSON, socket_dir: JSON) -> JSON:
                 "spec": {
                     "priorityClassName": "system-node-critical",
                     "tolerations": [{"operator": "Exists"}],
+                    # The node's own network namespace, as an iSCSI or NFS client's: a cut
+                    # of the node's storage network cuts its mounts.
+                    "hostNetwork": True,
                     "containers": [node_container],
                     "volumes": [
                         _host("socket-dir", PLUGIN_DIR, "DirectoryOrCreate"),
                         _host("registration", f"{KUBELET_DIR}/plugins_registry", "Directory"),
                         _host("kubelet-dir", KUBELET_DIR, "Directory"),
                         _host("shared", SHARED_STORAGE_PATH, "Directory"),
+                        *(
+                            []
+                            if sshfs is None
+                            else [
+                                {
+                                    "name": "ssh",
+                                    "secret": {
+                                        "secretName": netstorage.PLUGIN_KEYS,
+                                        "defaultMode": 0o400,
+                                    },
+                                }
+                            ]
+                        ),
                     ],
                 },
             },
@@ -382,9 +410,15 @@ def install(spec: KindSpec, say: Say, *, timeout_s: float = 240) -> float:
 
     t0 = time.monotonic()
     load_image(spec, say)
+    addr = netstorage.start(spec, say)
     c = KubeClient.from_kubeconfig(spec.kubeconfig, timeout_s=10)
     try:
-        for path, obj in manifests():
+        objects = manifests(netstorage.sshfs_source(addr))
+        secret = netstorage.secret(spec, NAMESPACE)
+        objects.insert(
+            1, (f"/api/v1/namespaces/{NAMESPACE}/secrets/{netstorage.PLUGIN_KEYS}", secret)
+        )
+        for path, obj in objects:
             c.apply(path, obj)
         want = {n.name for n in spec.nodes()}
         pending = "nothing seen yet"

@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 
+from harness.kindlab.netstorage import PORT, recorded_address
 from harness.kindlab.spec import KindSpec
 from harness.kindlab.workloads import NAMESPACE
 
@@ -42,7 +43,8 @@ def inventory_doc(spec: KindSpec) -> dict[str, Any]:
             {"namespace": NAMESPACE, "kind": "DaemonSet", "name": "node-agent", "min_available": 0}
         )
     racks = sorted({n.rack for n in spec.nodes()})
-    return {
+    storage = recorded_address(spec) if spec.storage == "csi" else None
+    doc: dict[str, Any] = {
         "name": f"kind-{spec.name}",
         "timings": spec.timings,
         "cluster": {"kubeconfig": str(spec.kubeconfig), "context": f"kind-{spec.name}"},
@@ -64,6 +66,9 @@ def inventory_doc(spec: KindSpec) -> dict[str, Any]:
         },
         "safety": {"max_nodes_down": max(1, len(nodes) // 2)},
     }
+    if storage is not None:  # the storage server on the kind network (sshfs over SSH)
+        doc["storage_network"] = {"endpoints": [f"{storage}:{PORT}"]}
+    return doc
 
 
 def write_inventory(spec: KindSpec, path: Path) -> None:

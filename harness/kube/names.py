@@ -150,6 +150,8 @@ class Act(enum.StrEnum):
     KUBELET_STOP = "kubelet"
     HEAL = "heal"
     KUBELET_START = "kubelet-start"
+    STORAGE_CUT = "storage-cut"  # the node's storage network cut (harness.failures)
+    STORAGE_HEAL = "storage-heal"
     # the API (harness.kube.actions)
     CORDON = "cordon"
     UNCORDON = "uncordon"
@@ -191,6 +193,7 @@ DOWN_FROM: Final = (
     Act.POWER_OFF.at(Stage.ACKNOWLEDGED),
     Act.PARTITION.at(Stage.ACKNOWLEDGED),
     Act.KUBELET_STOP.at(Stage.ACKNOWLEDGED),
+    Act.STORAGE_CUT.at(Stage.ACKNOWLEDGED),
     Act.POWER_CYCLE_OFF.at(Stage.ACKNOWLEDGED),
     Act.POWER_CYCLE.at(Stage.SENT),
 )
@@ -199,6 +202,7 @@ BACK_AT: Final = (
     Act.POWER_ON.at(Stage.ACKNOWLEDGED),
     Act.HEAL.at(Stage.ACKNOWLEDGED),
     Act.KUBELET_START.at(Stage.ACKNOWLEDGED),
+    Act.STORAGE_HEAL.at(Stage.ACKNOWLEDGED),
     Act.POWER_CYCLE.at(Stage.ACKNOWLEDGED),
 )
 _CYCLE_SENT: Final = Act.POWER_CYCLE.at(Stage.SENT)

@@ -51,6 +51,12 @@ class NodeTarget:
     def start_kubelet(self) -> None:
         self.lab.reconnect(self.name, "kubelet")
 
+    def cut_storage(self, *, heal_after_s: float) -> None:
+        self.lab.cut_storage(self.name, undo_after_s=heal_after_s)
+
+    def heal_storage(self) -> None:
+        self.lab.heal_storage(self.name)
+
 
 class NodeOs(NodeTarget):
     """The node as its own OS (its SSH server) sees it: up once booted, so the SSH server

@@ -67,6 +67,10 @@ def node_entry(spec: LabSpec, n: NodeSpec) -> dict[str, Any]:
     return entry
 
 
+#: What the lab's inventory names as its storage network.
+LAB_STORAGE_ENDPOINT = "198.51.100.10:3260"
+
+
 def inventory_doc(spec: LabSpec) -> dict[str, Any]:
     p = spec.ports
     workloads: list[dict[str, Any]] = []
@@ -107,6 +111,10 @@ def inventory_doc(spec: LabSpec) -> dict[str, Any]:
             )
         },
     }
+    # The lab's simulated array (its CSI volumes): a documentation address (TEST-NET-2,
+    # RFC 5737) no packet goes to; the node's SSH server records a cut of it and the lab's
+    # storage controller fails that node's volume I/O (harness/lab/storage.py).
+    doc["storage_network"] = {"endpoints": [LAB_STORAGE_ENDPOINT]}
     if spec.prometheus:
         doc.update(lab_slo_sections(spec))
     return doc

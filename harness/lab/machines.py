@@ -18,6 +18,7 @@ from harness.lab.boot import Cancel, Schedule
 from harness.lab.procs import Proc
 from harness.lab.resync import Resync
 from harness.lab.spec import LabSpec
+from harness.lab.storage import StorageController
 from harness.power.base import PowerState
 
 log = logging.getLogger("powercut.lab")
@@ -53,6 +54,7 @@ class NodeMachines:
     cp_procs: dict[str, list[Proc]]
     power: dict[str, bool]
     cut: dict[str, tuple[str, threading.Timer]]
+    storage_cut: dict[str, threading.Timer]
     power_lock: threading.RLock
     _node_locks: dict[str, threading.RLock]
     _stopping: set[str]
@@ -61,6 +63,7 @@ class NodeMachines:
     _pending: dict[str, Future[None]]
     _schedule: Schedule
     resync: Resync | None
+    storage: StorageController | None
 
     def progress(self, msg: str) -> None:
         raise NotImplementedError  # the Lab's
@@ -117,6 +120,7 @@ class NodeMachines:
                 if not self.power[node]:
                     return
                 self._forget_cut(node)
+                self._forget_storage_cut(node)  # the firewall rules die with the kernel
                 # Not to run from here on (keep_alive, which holds power_lock for its whole
                 # pass, no longer restarts what is stopped next).
                 self.power[node] = False
@@ -161,6 +165,7 @@ class NodeMachines:
                 if self.power[node]:
                     return
                 self._forget_cut(node)
+                self._forget_storage_cut(node)
                 if boot_s > 0:
                     # On (its BMCs read On, as a server's during POST), booting: keep_alive
                     # leaves it alone, its kubelet reports nothing.
@@ -249,6 +254,50 @@ class NodeMachines:
         found = self.cut.pop(node, None)
         if found is not None:
             found[1].cancel()
+
+    # -- storage-network cut (harness/power/storage_cut.py over the node's SSH server) ------
+
+    def storage_reachable(self, node: str) -> bool:
+        """Whether the node reaches its storage (not cut off it by a storage cut)."""
+        with self.power_lock:
+            return node not in self.storage_cut
+
+    def cut_storage(self, node: str, *, undo_after_s: float) -> None:
+        """The node stays on and its kubelet (kwok) keeps reporting, but its path to the
+        storage is gone: the lab's storage controller marks its pods' volumes failed
+        (their I/O hangs, so their readiness drops, as a kubelet's probes would see) and
+        mounts nothing new there. The heal is armed first: after ``undo_after_s`` the node
+        reaches its storage again by itself."""
+        with self._node_locks[node]:
+            with self.power_lock:
+                if not self.power[node] or node in self._booting:
+                    raise LabError(f"{node} is not running: nothing to cut")
+                self._forget_storage_cut(node)  # iptables -N fails on a second cut: re-arm
+                timer = threading.Timer(undo_after_s, self.heal_storage, args=(node,))
+                timer.daemon = True
+                self.storage_cut[node] = timer
+                timer.start()
+            self.progress(f"storage cut {node} (healed in {undo_after_s:g}s at the latest)")
+        if self.storage is not None:
+            self.storage.nudge()
+        self.write_state("ready")
+
+    def heal_storage(self, node: str) -> None:
+        """Give the node its storage network back (idempotent)."""
+        with self._node_locks[node]:
+            with self.power_lock:
+                if node not in self.storage_cut:
+                    return
+                self._forget_storage_cut(node)
+            self.progress(f"storage cut of {node} healed")
+        if self.storage is not None:
+            self.storage.nudge()
+        self.write_state("ready")
+
+    def _forget_storage_cut(self, node: str) -> None:
+        timer = self.storage_cut.pop(node, None)
+        if timer is not None:
+            timer.cancel()
 
     def reset(self, node: str) -> None:
         with self._node_locks[node]:

@@ -15,6 +15,13 @@ back from Ready by the lab's kwok stages until this controller sees every claim'
 attached to the pod's live node and sets the annotation to ``attached``. So a replacement
 blocked by a Multi-Attach error stays unready, and its Service stays down, as on a real
 cluster.
+
+A node cut off its storage network (``storage_reachable`` false: the SSH server's storage
+cut, :mod:`harness.power.storage_cut`) keeps its kubelet, but its volumes' I/O hangs: the
+controller sets the annotation of every pod with claims there to ``failed``, which the
+lab's kwok stages turn into Ready=False (VolumeIOFailed) while the pod keeps running, as a
+kubelet's readiness probe would see; it mounts nothing new there. Healed, the pods go back
+to ``attached`` (or ``waiting``) and Ready again.
 """
 
 from __future__ import annotations
@@ -68,10 +75,21 @@ class Volumes:
         ]
 
 
+#: The annotation's values: held back until attached; attached; I/O failing.
+WAITING, ATTACHED, FAILED = "waiting", "attached", "failed"
+
+
 class StorageController:
-    def __init__(self, client: KubeClient, is_on: Callable[[str], bool]) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        is_on: Callable[[str], bool],
+        storage_reachable: Callable[[str], bool] = lambda _node: True,
+    ) -> None:
         self.client = client
         self.is_on = is_on
+        self.storage_reachable = storage_reachable
+        self._wake = threading.Event()
         self.vas = Informer(client, "/apis/storage.k8s.io/v1/volumeattachments", self._on_va)
         self.pods = Informer(client, "/api/v1/pods", project=claims_of)
         self.pvcs = Informer(client, "/api/v1/persistentvolumeclaims")
@@ -87,6 +105,7 @@ class StorageController:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         for inf in (self.vas, self.pods, self.pvcs, self.pvs, self.nodes):
             inf.stop()
 
@@ -132,14 +151,39 @@ class StorageController:
         for pod in self.pods.snapshot():
             md, spec = pod["metadata"], pod.get("spec") or {}
             node = spec.get("nodeName")
-            if (md.get("annotations") or {}).get(VOLUME_GATE) != "waiting" or not node:
+            if (md.get("annotations") or {}).get(VOLUME_GATE) != WAITING or not node:
                 continue
-            if not self.is_on(node):
-                continue  # a dead kubelet mounts nothing
+            if not self.is_on(node) or not self.storage_reachable(node):
+                continue  # a dead kubelet mounts nothing, nor one that cannot reach storage
             pvs = vols.pvs_of(pod)
             if pvs and all(pv and (pv, node) in vols.attached for pv in pvs):
                 out.append((md["namespace"], md["name"]))
         return out
+
+    def io_changes(self, vols: Volumes | None = None) -> list[tuple[str, str, str]]:
+        """(namespace, name, new annotation) of the pods with claims whose I/O state
+        changed: ``failed`` on a node cut off its storage; back to ``attached`` (every
+        claim attached to its node) or ``waiting`` once the node reaches it again."""
+        vols = vols or self.volumes()
+        out = []
+        for pod in self.pods.snapshot():
+            md, spec = pod["metadata"], pod.get("spec") or {}
+            node = spec.get("nodeName")
+            if not node:
+                continue
+            gate = (md.get("annotations") or {}).get(VOLUME_GATE)
+            if not self.storage_reachable(node):
+                if gate != FAILED:
+                    out.append((md["namespace"], md["name"], FAILED))
+            elif gate == FAILED:
+                pvs = vols.pvs_of(pod)
+                ok = pvs and all(pv and (pv, node) in vols.attached for pv in pvs)
+                out.append((md["namespace"], md["name"], ATTACHED if ok else WAITING))
+        return out
+
+    def nudge(self) -> None:
+        """Look again now (a node's storage was cut or healed)."""
+        self._wake.set()
 
     def desired_in_use(self, vols: Volumes | None = None) -> dict[str, list[str]]:
         """node -> the CSI volumes its pods mount that are attached to it."""
@@ -161,22 +205,31 @@ class StorageController:
                     out.setdefault(node, set()).add(pv_handle[pv])
         return {n: sorted(v) for n, v in out.items()}
 
+    def _annotate(self, ns: str, name: str, value: str) -> None:
+        try:
+            self.client.patch(
+                f"/api/v1/namespaces/{ns}/pods/{name}",
+                {"metadata": {"annotations": {VOLUME_GATE: value}}},
+            )
+            log.info("volumes of %s/%s: %s", ns, name, value)
+        except PowercutError as exc:
+            log.warning("volumes of %s/%s to %s: %s", ns, name, value, exc)
+
     def _loop(self) -> None:
-        while not self._stop.wait(0.5):
+        while not self._stop.is_set():
+            self._wake.wait(0.5)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             if not all(
                 i.synced.is_set() for i in (self.vas, self.pods, self.pvcs, self.pvs, self.nodes)
             ):
                 continue
             vols = self.volumes()
             for ns, name in self.pods_to_release(vols):
-                try:
-                    self.client.patch(
-                        f"/api/v1/namespaces/{ns}/pods/{name}",
-                        {"metadata": {"annotations": {VOLUME_GATE: "attached"}}},
-                    )
-                    log.info("volumes of %s/%s attached: released for Ready", ns, name)
-                except PowercutError as exc:
-                    log.warning("releasing %s/%s: %s", ns, name, exc)
+                self._annotate(ns, name, ATTACHED)
+            for ns, name, value in self.io_changes(vols):
+                self._annotate(ns, name, value)
             want = self.desired_in_use(vols)
             for node in self.nodes.snapshot():
                 name = node["metadata"]["name"]

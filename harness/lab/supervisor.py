@@ -139,6 +139,8 @@ class Lab(NodeMachines):
         #: Nodes that are on but do not report: "partition" (cut off the network) or
         #: "kubelet" (kubelet stopped), each with the timer that undoes it.
         self.cut: dict[str, tuple[str, threading.Timer]] = {}
+        #: Nodes cut off their storage network -> the timer that heals it.
+        self.storage_cut: dict[str, threading.Timer] = {}
         #: Guards ``power`` and ``cut`` only: held for a read or a flip, never across a
         #: process's stop or start, so one node's BMC request does not wait for another's
         #: (a rack cut of 10 nodes through one Redfish emulator acknowledged one node
@@ -189,6 +191,7 @@ class Lab(NodeMachines):
                 "supervisor_pid": os.getpid(),
                 "power": {n: ("on" if on else "off") for n, on in self.power.items()},
                 "booting": sorted(self._booting),
+                "storage_cut": sorted(self.storage_cut),  # cut off their storage network
                 "components": {p.name: {"pid": p.pid, "state": p.exit_info()} for p in procs},
                 **extra,
             }
@@ -291,7 +294,7 @@ class Lab(NodeMachines):
         )
         # A node cut off the network (or with its kubelet stopped) is on, but its kubelet
         # reports nothing: its volumesInUse stays frozen, as at a power-off.
-        self.storage = StorageController(client, self.reporting)
+        self.storage = StorageController(client, self.reporting, self.storage_reachable)
         self.storage.start()
         self.resync = Resync(client, self.is_on)
         if spec.workloads:
@@ -509,6 +512,8 @@ class Lab(NodeMachines):
         with self.power_lock:
             for node in list(self.cut):
                 self._forget_cut(node)
+            for node in list(self.storage_cut):
+                self._forget_storage_cut(node)
             for boot in self._booting.values():
                 boot.cancel()
             self._booting.clear()

@@ -1,5 +1,5 @@
 """The power-driver protocol, its enums, and the optional failure-kind capabilities
-(partition, kubelet stop) a driver may offer beyond power."""
+(partition, kubelet stop, storage-network cut) a driver may offer beyond power."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import enum
 from typing import Protocol, runtime_checkable
 
 from harness.errors import PermanentError, WaitTimeout
+from harness.inventory.storage import StorageEndpoint
 
 
 class PowerState(enum.StrEnum):
@@ -94,6 +95,24 @@ class SupportsKubeletStop(Protocol):
     def stop_kubelet(self, node: str, *, restart_after_s: float) -> None: ...
 
     def start_kubelet(self, node: str) -> None: ...
+
+
+@runtime_checkable
+class SupportsStorageCut(Protocol):
+    """A driver that can cut its node off its storage network while everything else on it
+    goes on (:mod:`harness.power.storage_cut` builds the firewall rules).
+
+    ``cut_storage`` arms the heal first (on the node itself where it can), then drops the
+    node's traffic to and from ``endpoints``: the node heals by itself after
+    ``heal_after_s``. ``heal_storage`` heals now and is idempotent (a node not cut, or
+    off, is left as it is).
+    """
+
+    def cut_storage(
+        self, node: str, endpoints: list[StorageEndpoint], *, heal_after_s: float
+    ) -> None: ...
+
+    def heal_storage(self, node: str) -> None: ...
 
 
 @runtime_checkable

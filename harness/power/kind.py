@@ -24,13 +24,18 @@ life is the node's power:
 - ``stop_kubelet(node, restart_after_s=...)``: ``systemctl stop kubelet`` inside the node
   (kind's kubelet unit has ``KillMode=process``: the containers keep running), with its
   restart armed first as a transient timer; ``start_kubelet(node)`` starts it now.
+- ``cut_storage(node, endpoints, heal_after_s=...)``: the node keeps running and
+  reporting, but an iptables chain in its network namespace drops its traffic to and from
+  the storage endpoints only (:mod:`harness.power.storage_cut`; on ``kind up --storage csi`` the
+  storage server on the kind network), the heal armed first as a transient timer;
+  ``heal_storage(node)`` removes it now.
 - ``freeze()`` / ``thaw()``: ``docker pause`` / ``unpause`` (the cgroup freezer: kubelet and
   pods freeze, the container keeps its network identity).
 
 States: a running container is ON; a created, exited or dead one is OFF; a paused one is
 UNKNOWN (frozen: neither running nor off). ``on()`` leaves a node fully up: it thaws a
-frozen node, heals a partition and starts a stopped kubelet, so a journaled ``power_on``
-undo (``powercut recover``) also undoes those. Restarting or
+frozen node, heals a partition and a storage cut and starts a stopped kubelet, so a
+journaled ``power_on`` undo (``powercut recover``) also undoes those. Restarting or
 being-removed containers are UNKNOWN while they change.
 
 Every call reads the state back before it returns, within ``timeout_s`` (monotonic clock).
@@ -56,6 +61,7 @@ Inventory::
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
 import subprocess
@@ -64,8 +70,10 @@ from collections.abc import Callable, Mapping
 from typing import Final, Protocol, TypeVar, runtime_checkable
 
 from harness.errors import ConfigError, PermanentError, TemporaryError, WaitTimeout
+from harness.power import storage_cut
 from harness.power._wait import SYSTEM_CLOCK, Clock, Deadline, retry, wait_until
 from harness.power.base import PowerState
+from harness.power.storage_cut import StorageEndpoint
 
 __all__ = ["KindDriver", "SupportsPartition"]
 
@@ -106,7 +114,9 @@ class SupportsPartition(Protocol):
 
 #: A partition or a kubelet stop whose caller names no deadline heals by itself after this.
 DEFAULT_HEAL_S: Final = 300.0
-SUPPORTED_KINDS: Final = frozenset({"power", "graceful", "reboot", "partition", "kubelet"})
+SUPPORTED_KINDS: Final = frozenset(
+    {"power", "graceful", "reboot", "partition", "kubelet", storage_cut.KIND}
+)
 _CHAINS: Final = {
     "INPUT": "POWERCUT-CUT-IN",
     "OUTPUT": "POWERCUT-CUT-OUT",
@@ -174,6 +184,12 @@ systemctl poweroff --no-block 2>/dev/null || kill -s RTMIN+3 1
 """
 KUBELET_STATE: Final = """# powercut:kubelet-state
 systemctl is-active kubelet.service || true
+"""
+STORAGE_HEAL_SCRIPT: Final = f"""# powercut:storage-heal
+{storage_cut.COMMAND_HEAL}
+"""
+STORAGE_STATE: Final = f"""# powercut:storage-state
+{storage_cut.COMMAND_STATE}
 """
 
 
@@ -274,6 +290,9 @@ class KindDriver:
                 if self._exec(PARTITION_STATE, deadline=deadline).strip() == "cut":
                     self._exec(HEAL_SCRIPT, deadline=deadline)
                     self._wait_exec(PARTITION_STATE, "open", "reconnected", deadline)
+                if self._exec(STORAGE_STATE, deadline=deadline).strip() == "cut":
+                    self._exec(STORAGE_HEAL_SCRIPT, deadline=deadline)
+                    self._wait_exec(STORAGE_STATE, "open", "storage reachable", deadline)
                 if self._exec(KUBELET_STATE, deadline=deadline).strip() == "inactive":
                     self._exec(START_KUBELET_SCRIPT, deadline=deadline)
                     self._wait_exec(KUBELET_STATE, "active", "kubelet active", deadline)
@@ -329,6 +348,47 @@ class KindDriver:
             if _power_state(status, paused) is not PowerState.ON:
                 return False
             return self._exec(PARTITION_STATE, deadline=deadline).strip() == "cut"
+
+    def cut_storage(
+        self, node: str, endpoints: list[StorageEndpoint], *, heal_after_s: float
+    ) -> None:
+        """Drop the running node's traffic to and from the storage endpoints only (its
+        kubelet and API traffic go on), the heal armed first on the node as a transient
+        timer that fires after ``heal_after_s`` (:mod:`harness.power.storage_cut`)."""
+        self._check_node(node)
+        if heal_after_s <= 0:
+            raise ConfigError(f"{self.node}: heal_after_s must be positive, got {heal_after_s}")
+        script = (
+            STORAGE_HEAL_SCRIPT.replace("# powercut:storage-heal", "# powercut:storage-cut")
+            + storage_cut.cut_command(list(endpoints), max(1, math.ceil(heal_after_s)))
+            + "\n"
+        )
+        with self._lock:
+            deadline = self._deadline()
+            self._require_running("be cut off its storage", deadline)
+            self._exec(script, deadline=deadline)
+            self._wait_exec(STORAGE_STATE, "cut", "cut off its storage", deadline)
+
+    def heal_storage(self, node: str) -> None:
+        """Give the node its storage network back now; a no-op when it is not cut or not
+        running (a power-off healed it: the rules live in its network namespace)."""
+        self._check_node(node)
+        with self._lock:
+            deadline = self._deadline()
+            status, paused = self._call("report its state", self._inspect, deadline)
+            if _power_state(status, paused) is not PowerState.ON:
+                return
+            self._exec(STORAGE_HEAL_SCRIPT, deadline=deadline)
+            self._wait_exec(STORAGE_STATE, "open", "storage reachable", deadline)
+
+    def storage_cut(self) -> bool:
+        """True while the node runs cut off its storage by ``cut_storage``."""
+        with self._lock:
+            deadline = self._deadline()
+            status, paused = self._call("report its state", self._inspect, deadline)
+            if _power_state(status, paused) is not PowerState.ON:
+                return False
+            return self._exec(STORAGE_STATE, deadline=deadline).strip() == "cut"
 
     def stop_kubelet(
         self, node: str | None = None, *, restart_after_s: float = DEFAULT_HEAL_S

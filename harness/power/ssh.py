@@ -24,6 +24,9 @@ stays cut off if powercut dies (``recover`` heals too):
 - ``stop_kubelet(node, restart_after_s=...)``: ``command_kubelet_stop`` arms
   ``systemctl start kubelet``, then stops it (containers keep running);
   ``start_kubelet`` starts it at once.
+- ``cut_storage(node, endpoints, heal_after_s=...)``: arms the heal, then drops the node's
+  traffic to and from its storage endpoints only (:mod:`harness.power.storage_cut`);
+  ``heal_storage`` removes the chain at once.
 
 The commands are ``power.extra`` options (``{seconds}`` is replaced by the whole seconds
 until the armed undo runs), for nodes whose firewall or init system differ.
@@ -45,9 +48,11 @@ from typing import Final, TypeVar
 import paramiko
 
 from harness.errors import PermanentError, TemporaryError, WaitTimeout, not_acted
+from harness.power import storage_cut
 from harness.power._wait import SYSTEM_CLOCK, Clock, Deadline, before_acting, retry, wait_until
 from harness.power.base import PowerState, ResetType
 from harness.power.probe import ProbeReport
+from harness.power.storage_cut import StorageEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -308,6 +313,20 @@ class SshDriver:
     def start_kubelet(self, node: str) -> None:
         """Start the kubelet now (idempotent); the armed timer is stopped."""
         self._on_node(node, self.command_kubelet_start, None)
+
+    def cut_storage(
+        self, node: str, endpoints: list[StorageEndpoint], *, heal_after_s: float
+    ) -> None:
+        """Arm the heal on the node, then drop its traffic to and from the storage
+        endpoints (:mod:`harness.power.storage_cut`); everything else goes on."""
+        if heal_after_s <= 0:
+            raise PermanentError(f"{self._where}: the undo must be armed > 0 s ahead")
+        seconds = max(1, math.ceil(heal_after_s))
+        self._on_node(node, storage_cut.cut_command(list(endpoints), seconds), None)
+
+    def heal_storage(self, node: str) -> None:
+        """Give the node its storage network back now (idempotent); the timer is stopped."""
+        self._on_node(node, storage_cut.COMMAND_HEAL, None)
 
     def _on_node(self, node: str, template: str, after_s: float | None) -> None:
         if node != self.node:

@@ -2,7 +2,7 @@
 
 The session's undo stack and ``powercut recover`` hand each undo the journal owes to a
 :class:`ClusterExecutor`: power a node on, uncordon it, remove a taint, re-create a deleted
-Node or Job, heal a partition, start a kubelet, release a stale cluster lock.
+Node or Job, heal a partition, start a kubelet, heal a storage cut, release a stale cluster lock.
 """
 
 from __future__ import annotations
@@ -16,7 +16,12 @@ from harness.inventory import Inventory
 from harness.kube import actions
 from harness.kube.client import KubeClient, NotFound, Unreachable
 from harness.kube.lock import ClusterLock
-from harness.power.base import PowerDriver, SupportsKubeletStop, SupportsPartition
+from harness.power.base import (
+    PowerDriver,
+    SupportsKubeletStop,
+    SupportsPartition,
+    SupportsStorageCut,
+)
 from harness.power.factory import driver_for
 from harness.session.restore import restore_power
 
@@ -116,6 +121,14 @@ class ClusterExecutor:
             if not isinstance(driver, SupportsKubeletStop):
                 raise PermanentError(f"{node}: the {protocol} driver cannot start a kubelet")
             driver.start_kubelet(node)
+
+    def heal_storage(self, node: str, protocol: str) -> None:
+        """Give the node its storage network back through the driver that cut it
+        (idempotent: a node not cut, or off, is left as it is)."""
+        with self._through(node, protocol) as driver:
+            if not isinstance(driver, SupportsStorageCut):
+                raise PermanentError(f"{node}: the {protocol} driver cannot heal a storage cut")
+            driver.heal_storage(node)
 
     @contextlib.contextmanager
     def _through(self, node: str, protocol: str) -> Iterator[PowerDriver]:

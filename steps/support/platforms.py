@@ -110,6 +110,21 @@ DIFFERENCES: dict[str, str] = {
     "containers keep running), its start armed as a `systemd-run` timer. Real machines: the "
     "same over SSH as root (`command_kubelet_stop`); static pods (etcd, the API server on a "
     "control-plane node) keep running.",
+    "lose_storage_network": "Lab: the node's SSH server receives the SSH driver's firewall "
+    "command; the lab's storage controller marks the node's volume pods failed and a kwok "
+    "stage turns them unready (reason VolumeIOFailed) while kwok keeps reporting the node. "
+    "kind (`kind up --storage csi`): an iptables chain in the node container's network "
+    "namespace drops the storage server's address, so the CSI plugin's sshfs mounts hang "
+    "and then fail (EIO after its keep-alive, about 17 s); the heal armed as a `systemd-run` "
+    "timer. Real machines: the same chain over SSH as root, dropping the inventory's "
+    "`storage_network.endpoints` both ways (INPUT, OUTPUT, FORWARD); TCP only when a port is "
+    "given; IPv4 only.",
+    "pods_lose_io": "Lab: the kwok stage's Ready=False (VolumeIOFailed). kind and real "
+    "machines: the kubelet's readiness probe, so it needs a probe that touches the volume "
+    "(the kind workloads' `/readyz` writes to every volume); a pod with no such probe stays "
+    "Ready while its I/O hangs, and the step fails naming it.",
+    "node_stays_ready": "The same everywhere: the Node's Ready condition as the watch saw "
+    "it, for the whole limit.",
     "undo_cut": "Lab: kwok starts again at once (no boot) and takes the node's lease over. "
     "kind and real machines: the iptables chain is removed or the kubelet started over SSH "
     "(kind: `docker exec`), and the armed timer cancelled.",

@@ -109,8 +109,15 @@ def test_off_of_a_stopped_node_and_on_of_a_running_one_change_nothing(
     docker.container("kind-worker2", "running")
     kind(clock=clock).off()
     kind("kind-worker2", clock=clock).on()
-    # on() of a running node only reads whether it is cut off or its kubelet stopped
-    assert docker.verbs() == [INSPECT, INSPECT, "exec partition-state", "exec kubelet-state"]
+    # on() of a running node only reads whether it is cut off (the network, its storage)
+    # or its kubelet stopped
+    assert docker.verbs() == [
+        INSPECT,
+        INSPECT,
+        "exec partition-state",
+        "exec storage-state",
+        "exec kubelet-state",
+    ]
 
 
 def test_on_starts_the_container(docker: Docker, clock: FakeClock) -> None:

@@ -21,6 +21,7 @@ def test_concurrent_state_writes_neither_fail_nor_tear(tmp_path: Path) -> None:
         prometheus=None,
         power={f"w{i}": True for i in range(20)},
         _booting={},
+        storage_cut={},
         _state_lock=threading.Lock(),
     )
     errors: list[BaseException] = []

@@ -88,3 +88,72 @@ def test_released_only_when_attached_to_its_own_live_node(api: FakeApiServer) ->
     finally:
         for inf in (sc.vas, sc.pods, sc.pvcs, sc.pvs, sc.nodes):
             inf.stop()
+
+
+def test_a_node_cut_off_its_storage_fails_its_pods_io_and_heals(api: FakeApiServer) -> None:
+    """A storage cut keeps the node on: its pods with claims are marked ``failed`` (the
+    lab's kwok stage turns that into Ready=False), a gated pod there is not released, pods
+    elsewhere are untouched; healed, they go back to ``attached``."""
+    reachable = {"w1": True, "w2": True}
+    for n in reachable:
+        api.add("nodes", node(n))
+    api.add(
+        "persistentvolumeclaims",
+        {"metadata": {"name": "data", "namespace": "lab"}, "spec": {"volumeName": "pv1"}},
+    )
+    api.add(
+        "persistentvolumeclaims",
+        {"metadata": {"name": "other", "namespace": "lab"}, "spec": {"volumeName": "pv2"}},
+    )
+    api.add("volumeattachments", va("va1", "pv1", "w1", attached=True))
+    api.add("volumeattachments", va("va2", "pv2", "w2", attached=True))
+    running = gated("app-0", "w1")
+    running["metadata"]["annotations"][VOLUME_GATE] = "attached"
+    api.add("pods", running)
+    api.add("pods", gated("new-0", "w1", claim="data"))
+    elsewhere = gated("app-1", "w2", claim="other")
+    elsewhere["metadata"]["annotations"][VOLUME_GATE] = "attached"
+    api.add("pods", elsewhere)
+    api.add("pods", pod("plain", namespace="lab", node_name="w1"))  # no claim: untouched
+    sc = StorageController(api.client(), lambda n: True, lambda n: reachable[n])
+    for inf in (sc.vas, sc.pods, sc.pvcs, sc.pvs, sc.nodes):
+        inf.start()
+    try:
+        for inf in (sc.vas, sc.pods, sc.pvcs, sc.pvs, sc.nodes):
+            assert inf.synced.wait(STUCK_S), inf.path
+        assert sc.io_changes() == []
+        assert sc.pods_to_release() == [("lab", "new-0")]
+
+        reachable["w1"] = False
+        assert sorted(sc.io_changes()) == [("lab", "app-0", "failed"), ("lab", "new-0", "failed")]
+        assert sc.pods_to_release() == [], "a node cut off its storage mounts nothing"
+
+        changes = Changes()
+        changes.attach(sc.pods)
+        for name in ("app-0", "new-0"):
+            api.update(
+                "pods",
+                "lab",
+                name,
+                lambda o: o["metadata"]["annotations"].update({VOLUME_GATE: "failed"}),
+            )
+        changes.wait_for(
+            lambda: (
+                sum(
+                    (p["metadata"].get("annotations") or {}).get(VOLUME_GATE) == "failed"
+                    for p in sc.pods.snapshot()
+                )
+                == 2
+            ),
+            "both pods of w1 marked failed",
+        )
+        assert sc.io_changes() == [], "marked once"
+
+        reachable["w1"] = True
+        assert sorted(sc.io_changes()) == [
+            ("lab", "app-0", "attached"),
+            ("lab", "new-0", "attached"),
+        ]
+    finally:
+        for inf in (sc.vas, sc.pods, sc.pvcs, sc.pvs, sc.nodes):
+            inf.stop()

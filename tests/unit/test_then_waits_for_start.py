@@ -64,6 +64,7 @@ FROM_ITS_WHEN = {
     "lost_pods_deleted": "resolution: the operator action",
     "node_object_gone": "resolution: the delete request",
     "out_of_service_taint_gone": "the removal request (else MissingStep names the When)",
+    "pods_lose_io": "outage: the storage cut's acknowledgement",
     "restarted_pods_ready": "restarted: the restart request",
     "job_completes": "rerun: the Job's re-creation",
     "drain_evicted_all": "drained: the drain's result",
@@ -87,6 +88,7 @@ WINDOW = {
     "daemon_pods_not_evicted",
     "member_stays_terminating",
     "node_still_holds_volumes",  # no release of a held volume from the failure until now
+    "node_stays_ready",  # no NotReady from the failure for the limit, waited out
     "back_to_steady_state",
     "alerts_quiet",
     "every_slo_held",

@@ -23,6 +23,8 @@ import pytest
 from harness import failures
 from harness.failures import FailureKind
 from harness.inventory import Inventory, NodeSpec
+from harness.inventory.models import StorageNetworkSpec
+from harness.inventory.storage import StorageEndpoint
 from harness.kube import actions
 from harness.kube import names as well_known
 from harness.kube.actions import Fence
@@ -82,6 +84,14 @@ class CuttingDriver(FakeDriver):
     def start_kubelet(self, node: str) -> None:
         self.bmcs.act(node, "start_kubelet")
 
+    def cut_storage(
+        self, node: str, endpoints: list[StorageEndpoint], *, heal_after_s: float
+    ) -> None:
+        self.bmcs.act(node, "cut_storage")
+
+    def heal_storage(self, node: str) -> None:
+        self.bmcs.act(node, "heal_storage")
+
 
 class CuttingBmcs(FakeBmcs):
     def driver_for(
@@ -106,6 +116,9 @@ def client(api: FakeApiServer) -> Iterator[KubeClient]:
 def produce_session(inventory: Inventory, client: KubeClient) -> Timeline:
     """Every session action a scenario, longevity or the chaos extension takes."""
     tl = Timeline()
+    inventory = inventory.model_copy(
+        update={"storage_network": StorageNetworkSpec(endpoints=["10.0.20.5:3260"])}
+    )
     with Session(inventory, client=client, timeline=tl, lock=False) as s:
         for nodes in (["w1"], ["w1", "w2"]):
             s.power_off(nodes)
@@ -113,7 +126,7 @@ def produce_session(inventory: Inventory, client: KubeClient) -> Timeline:
             s.power_off(nodes, graceful=True)
             s.power_on(nodes)
             s.power_cycle(nodes)
-            for kind in (FailureKind.PARTITION, FailureKind.KUBELET_STOP):
+            for kind in (FailureKind.PARTITION, FailureKind.KUBELET_STOP, FailureKind.STORAGE_CUT):
                 failures.inflict(s, nodes, kind, undo_after_s=60.0)
                 failures.bring_back(s, nodes, kind)
         s.power_off(["w3"])
@@ -212,10 +225,17 @@ def test_every_down_kind_has_its_way_back() -> None:
         Act.POWER_OFF,
         Act.PARTITION,
         Act.KUBELET_STOP,
+        Act.STORAGE_CUT,
         Act.POWER_CYCLE_OFF,
         Act.POWER_CYCLE,
     }
-    assert back == {Act.POWER_ON, Act.HEAL, Act.KUBELET_START, Act.POWER_CYCLE}
+    assert back == {
+        Act.POWER_ON,
+        Act.HEAL,
+        Act.KUBELET_START,
+        Act.STORAGE_HEAL,
+        Act.POWER_CYCLE,
+    }
 
 
 def _literals(path: Path) -> Iterator[tuple[int, str]]:
@@ -329,6 +349,9 @@ def test_the_slo_chart_closes_the_band_of_a_partition_and_of_a_kubelet_stop(
     what the session really records (it once never closed: it waited for "partition
     healed")."""
     tl = Timeline()
+    inventory = inventory.model_copy(
+        update={"storage_network": StorageNetworkSpec(endpoints=["10.0.20.5:3260"])}
+    )
     with Session(inventory, client=client, timeline=tl, lock=False) as s:
         failures.inflict(s, ["w1", "w2"], kind, undo_after_s=60.0)
         failures.bring_back(s, ["w1", "w2"], kind)

@@ -16,6 +16,10 @@
 //	     --node-id=$(NODE_NAME) --registration-dir=/registration \
 //	     --kubelet-endpoint=/var/lib/kubelet/plugins/csi.powercut.io/csi.sock
 //
+// With --sshfs=user@host:dir (node mode) the data travels over the network: each volume is
+// mounted with sshfs (FUSE over SSH) from dir/<id> on a storage server, so a node cut off
+// its storage network loses its pods' I/O; the attachment records stay on --root.
+//
 // In node mode it also registers itself with the kubelet (the plugin registration API that
 // node-driver-registrar serves elsewhere; the Go module proxy here does not serve it).
 package main
@@ -28,6 +32,7 @@ import (
 	"log"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
@@ -56,6 +61,8 @@ type driver struct {
 	root   string
 	nodeID string
 	mode   string
+	sshfs  string     // node mode: "user@host:dir", each volume mounted from dir/<id> over SSH
+	sshDir string     // node mode: the client key (id_ed25519) and the server's known_hosts
 	mu     sync.Mutex // one publish/unpublish at a time in this process (flock across)
 }
 
@@ -340,6 +347,37 @@ func unmount(target string) error {
 	}
 }
 
+// sshfsArgs is the sshfs command line that mounts volume id at target: host key checked,
+// public-key login only, and an SSH keep-alive that fails the mount's I/O once the server
+// has not answered for aliveInterval x aliveCount seconds (a cut storage network).
+func (d *driver) sshfsArgs(id, target string) []string {
+	opts := []string{
+		"IdentityFile=" + filepath.Join(d.sshDir, "id_ed25519"),
+		"UserKnownHostsFile=" + filepath.Join(d.sshDir, "known_hosts"),
+		"StrictHostKeyChecking=yes",
+		"BatchMode=yes",
+		"ConnectTimeout=10",
+		"ServerAliveInterval=5",
+		"ServerAliveCountMax=3",
+		"allow_other",
+	}
+	args := []string{d.sshfs + "/" + id, target}
+	for _, o := range opts {
+		args = append(args, "-o", o)
+	}
+	return args
+}
+
+// mountSSHFS mounts volume id at target over the storage network (sshfs daemonizes once
+// the mount is up; it lives in this container, so the mount lives as long as it does).
+func (d *driver) mountSSHFS(id, target string) error {
+	out, err := exec.Command("sshfs", d.sshfsArgs(id, target)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("sshfs %s/%s on %s: %v: %s", d.sshfs, id, target, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
 func (d *driver) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
 	return &csi.NodeGetInfoResponse{NodeId: d.nodeID}, nil
 }
@@ -377,7 +415,11 @@ func (d *driver) NodeStageVolume(_ context.Context, req *csi.NodeStageVolumeRequ
 	} else if is {
 		return &csi.NodeStageVolumeResponse{}, nil
 	}
-	if err := bind(d.volumeDir(id), staging, false); err != nil {
+	if d.sshfs != "" {
+		if err := d.mountSSHFS(id, staging); err != nil {
+			return nil, status.Errorf(codes.Unavailable, "%v", err)
+		}
+	} else if err := bind(d.volumeDir(id), staging, false); err != nil {
 		return nil, status.Errorf(codes.Internal, "%v", err)
 	}
 	log.Printf("NodeStageVolume %s at %s", id, staging)
@@ -487,6 +529,8 @@ func main() {
 	nodeID := flag.String("node-id", "", "this node's name (node mode)")
 	regDir := flag.String("registration-dir", "", "the kubelet's plugins_registry, as mounted here (node mode)")
 	kubeletEndpoint := flag.String("kubelet-endpoint", "", "the CSI socket's path on the node, for the kubelet (node mode)")
+	sshfs := flag.String("sshfs", "", "node mode: mount each volume from user@host:dir/<id> with sshfs (else bind the shared root)")
+	sshDir := flag.String("ssh-dir", "/etc/pcsi-ssh", "node mode with --sshfs: id_ed25519 and known_hosts")
 	flag.Parse()
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	if *mode != "controller" && *mode != "node" {
@@ -500,7 +544,7 @@ func main() {
 			log.Fatalf("shared storage %s: %v", *root, err)
 		}
 	}
-	d := &driver{root: *root, nodeID: *nodeID, mode: *mode}
+	d := &driver{root: *root, nodeID: *nodeID, mode: *mode, sshfs: *sshfs, sshDir: *sshDir}
 	sock := strings.TrimPrefix(*endpoint, "unix://")
 	l, err := listen(sock)
 	if err != nil {

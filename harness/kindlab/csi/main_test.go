@@ -106,3 +106,30 @@ func TestBadInputIsRefused(t *testing.T) {
 		t.Fatalf("unknown volume: %v", err)
 	}
 }
+
+// With --sshfs the node plugin mounts each volume over the network: the source is the
+// volume's own directory on the server, the host key is checked against the known_hosts it
+// was given, login is by key only, and the keep-alive fails a cut mount's I/O.
+func TestSSHFSMountsTheVolumeFromTheServerWithTheHostKeyChecked(t *testing.T) {
+	d := &driver{sshfs: "root@172.18.0.9:/srv/powercut-csi/volumes", sshDir: "/etc/pcsi-ssh"}
+	args := d.sshfsArgs("pvc-1", "/stage/g")
+	if args[0] != "root@172.18.0.9:/srv/powercut-csi/volumes/pvc-1" || args[1] != "/stage/g" {
+		t.Fatalf("source and target: %v", args[:2])
+	}
+	opts := map[string]bool{}
+	for i := 2; i+1 < len(args); i += 2 {
+		if args[i] != "-o" {
+			t.Fatalf("expected -o pairs, got %v", args[2:])
+		}
+		opts[args[i+1]] = true
+	}
+	for _, want := range []string{
+		"StrictHostKeyChecking=yes", "UserKnownHostsFile=/etc/pcsi-ssh/known_hosts",
+		"IdentityFile=/etc/pcsi-ssh/id_ed25519", "BatchMode=yes", "ServerAliveInterval=5",
+		"ServerAliveCountMax=3",
+	} {
+		if !opts[want] {
+			t.Errorf("missing -o %s in %v", want, args)
+		}
+	}
+}

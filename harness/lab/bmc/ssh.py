@@ -9,6 +9,8 @@ It answers like a node's sshd would for the commands the harness sends:
 - ``reboot``, ``systemctl reboot``: reset (exit 0, then off and on; connections drop);
 - ``systemctl is-system-running``: prints ``running``, exit 0;
 - ``true``: exit 0 (the harness's liveness probe);
+- the SSH power driver's storage-network cut and heal (:mod:`harness.power.storage_cut`),
+  when the target can do them (the lab's nodes can: their volumes' I/O fails);
 - the SSH power driver's partition, heal, kubelet-stop and kubelet-start commands
   (:mod:`harness.power.ssh`), when the target can do them (the lab's nodes can): the
   undo is armed on the "node" (a timer in the lab) before the cut, as on a real machine;
@@ -44,8 +46,9 @@ from typing import Final
 import paramiko
 
 from harness.errors import PowercutError
-from harness.lab.bmc.target import NodeAgent, PowerTarget
+from harness.lab.bmc.target import NodeAgent, PowerTarget, StorageAgent
 from harness.power import ssh as driver
+from harness.power import storage_cut
 from harness.power.base import PowerState
 
 log = logging.getLogger(__name__)
@@ -320,6 +323,8 @@ class SshServer:
             return
         if isinstance(self.target, NodeAgent) and self._cut(channel, command):
             return
+        if isinstance(self.target, StorageAgent) and self._storage(channel, request.command):
+            return
         if command == "systemctl is-system-running":
             self._finish(channel, 0, stdout="running\n")
         elif command == "true":
@@ -350,6 +355,29 @@ class SshServer:
             action()
         except (PowercutError, OSError) as exc:  # what the shell would print; the driver raises
             log.info("ssh: %s: %r failed: %s", self.target.name, command, exc)
+            self._finish(channel, 1, stderr=f"powercut-lab: {exc}\n")
+            return True
+        self._finish(channel, 0)
+        return True
+
+    def _storage(self, channel: paramiko.Channel, raw: str) -> bool:
+        """Run the SSH driver's storage cut or heal (the raw command: its quoted heal
+        script is part of what is matched); False if ``raw`` is neither."""
+        agent = self.target
+        assert isinstance(agent, StorageAgent)
+        action: Callable[[], None] | None = None
+        cut = storage_cut.parse_cut_command(raw)
+        if cut is not None:
+            seconds = float(cut[0])
+            action = lambda: agent.cut_storage(heal_after_s=seconds)  # noqa: E731
+        elif _normalise(raw) == _STORAGE_HEAL:
+            action = agent.heal_storage
+        if action is None:
+            return False
+        try:
+            action()
+        except (PowercutError, OSError) as exc:  # what the shell would print
+            log.info("ssh: %s: storage command failed: %s", self.target.name, exc)
             self._finish(channel, 1, stderr=f"powercut-lab: {exc}\n")
             return True
         self._finish(channel, 0)
@@ -397,3 +425,4 @@ _PARTITION: Final = _seconds_pattern(driver.COMMAND_PARTITION)
 _HEAL: Final = _normalise(driver.COMMAND_HEAL)
 _KUBELET_STOP: Final = _seconds_pattern(driver.COMMAND_KUBELET_STOP)
 _KUBELET_START: Final = _normalise(driver.COMMAND_KUBELET_START)
+_STORAGE_HEAL: Final = _normalise(storage_cut.COMMAND_HEAL)

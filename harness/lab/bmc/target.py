@@ -64,6 +64,18 @@ class NodeAgent(Protocol):
     def start_kubelet(self) -> None: ...
 
 
+@runtime_checkable
+class StorageAgent(Protocol):
+    """What a node's own operating system does to its storage path (reached over SSH): cut
+    it off the storage network (the heal armed first), heal it now."""
+
+    name: str
+
+    def cut_storage(self, *, heal_after_s: float) -> None: ...
+
+    def heal_storage(self) -> None: ...
+
+
 class CallbackTarget:
     """A ``PowerTarget`` made of callables, to wire a BMC to whatever owns a node's power.
 
