@@ -19,12 +19,11 @@ from typing import ClassVar
 
 from harness.checks.base import CheckFailed
 from harness.failures.power_loss import PowerLoss
-from harness.power.base import GracefulIgnored
+from harness.power.base import GracefulIgnored, ResetType
 from harness.session import PowerResult, Session
 
 #: The check named in the report when a node ignores the request.
 CHECK: str = "graceful shutdown"
-from harness.power.base import ResetType
 
 
 class GracefulShutdown(PowerLoss):

@@ -269,7 +269,7 @@ def manifests(sshfs: str | None = None) -> list[tuple[str, JSON]]:
     out.append(
         (
             f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/pcsi-node",
-            _node_plugin(sock, shared, socket_dir),
+            _node_plugin(sock, shared, socket_dir, sshfs),
         )
     )
     return out
@@ -329,7 +329,7 @@ def _controller(sa: str, sock: str, shared: JSON, socket_dir: JSON) -> JSON:
     return controller
 
 
-def _node_plugin(sock: str, shared: JSON, socket_dir: JSON) -> JSON:
+def _node_plugin(sock: str, shared: JSON, socket_dir: JSON, sshfs: str | None) -> JSON:
     """The node plugin on every node, registered with its kubelet."""
     node_container = _container(
         "driver",
