@@ -106,8 +106,11 @@ print(json.dumps({{"apiVersion": info["apiVersion"], "kind": "ExecCredential",
 
 @pytest.fixture(scope="module")
 def kubectl() -> str:
-    kube = [g for g in build.GROUPS if "kubectl" in g.binaries]
-    return str(build.obtain(allow_build=False, groups=tuple(kube)).paths["kubectl"])
+    # kubectl is built with the kind node's binaries (the lab itself does not run it): the
+    # cache's, or built here once (the kind stage's node image uses the same group)
+    from harness.kindlab.binaries import NODE_GROUP
+
+    return str(build.obtain(groups=(NODE_GROUP,)).paths["kubectl"])
 
 
 @pytest.fixture(scope="module")
