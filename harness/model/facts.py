@@ -6,10 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
+from harness.kube import names
+
 __all__ = ["NOT_READY", "SEMANTICS", "UNREACHABLE", "WorkloadModel", "toleration_for"]
 
-UNREACHABLE: Final = "node.kubernetes.io/unreachable"
-NOT_READY: Final = "node.kubernetes.io/not-ready"
+UNREACHABLE: Final = names.TAINT_UNREACHABLE
+NOT_READY: Final = names.TAINT_NOT_READY
 
 #: What each controller does about a pod on a dead node (the model's words for the report).
 SEMANTICS: Final[dict[str, str]] = {

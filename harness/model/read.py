@@ -21,13 +21,14 @@ from typing import Any, Protocol
 import yaml
 
 from harness.errors import PowercutError
+from harness.kube import names
 from harness.model.facts import NOT_READY, UNREACHABLE, WorkloadModel, toleration_for
 from harness.model.settings import DEFAULTS, Setting, default_for, go_duration
 
 __all__ = ["Api", "WorkloadRef", "flags_from_command", "read_settings", "read_workloads"]
 
 JSON = dict[str, Any]
-ZONE_LABEL = "topology.kubernetes.io/zone"
+ZONE_LABEL = names.LABEL_ZONE
 
 
 class Api(Protocol):
@@ -172,8 +173,7 @@ def _kubelet_settings(
     workers = [
         n
         for n in nodes
-        if "node-role.kubernetes.io/control-plane"
-        not in (n.get("metadata", {}).get("labels") or {})
+        if names.LABEL_CONTROL_PLANE not in (n.get("metadata", {}).get("labels") or {})
     ]
     for node in (workers or list(nodes))[:1]:
         name = node["metadata"]["name"]

@@ -225,116 +225,119 @@ def evaluate(
     out: list[GateResult] = []
     scenarios = run.scenarios
     if g.blocker_and_critical_passed:
-        important = [s for s in scenarios if s.severity in ("blocker", "critical")]
-        bad = [s for s in important if s.status != "passed"]
-        out.append(
-            GateResult(
-                BLOCKER_CRITICAL,
-                not bad,
-                f"{len(important) - len(bad)} of {len(important)} passed"
-                + (f"; not passed: {_listed(_names(bad))}" if bad else ""),
-                _names(bad),
-                "0 not passed",
-                f"{len(bad)} not passed",
-            )
-            if important
-            else _not_judged(BLOCKER_CRITICAL, "no blocker or critical scenarios")
-        )
+        out.append(_blocker_and_critical(scenarios))
     if g.no_phase_over_budget:
-        over = [(s, k, p) for s in scenarios for k, p in s.phases.items() if p.over_budget]
-        total = sum(1 for s in scenarios for p in s.phases.values() if p.budget_s is not None)
-        worst = sorted(over, key=lambda x: -(x[2].ratio or 0))
-        out.append(
-            GateResult(
-                NO_OVER_BUDGET,
-                not over,
-                f"{len(over)} of {total} phases with a budget over it"
-                + (
-                    "; "
-                    + _listed(
-                        [f"{s.name}: {k} {p.value_s:.1f}s / {p.budget_s:g}s" for s, k, p in worst]
-                    )
-                    if over
-                    else ""
-                ),
-                _names([s for s, _, _ in over]),
-                "0 over budget",
-                f"{len(over)} over budget",
-            )
-            if total
-            else _not_judged(NO_OVER_BUDGET, "no phases with a budget")
-        )
+        out.append(_over_budget(scenarios))
     if g.no_slo_breached:
-        breached = [(s, k) for s in scenarios for k, v in s.slos.items() if not v.ok]
-        total = sum(len(s.slos) for s in scenarios)
-        out.append(
-            GateResult(
-                NO_SLO_BREACH,
-                not breached,
-                f"{total - len(breached)} of {total} SLO checks held"
-                + (
-                    f"; breached: {_listed([f'{s.name}: {k}' for s, k in breached])}"
-                    if breached
-                    else ""
-                ),
-                _names([s for s, _ in breached]),
-                "0 breached",
-                f"{len(breached)} breached",
-            )
-            if total
-            else _not_judged(NO_SLO_BREACH, "no SLO checks")
-        )
+        out.append(_slo_breached(scenarios))
     if g.no_data_lost:
-        checked = [s for s in scenarios if s.data_ok is not None]
-        lost = [s for s in checked if s.data_ok is False]
-        out.append(
-            GateResult(
-                NO_DATA_LOST,
-                not lost,
-                f"{len(checked) - len(lost)} of {len(checked)} data checks read their data back"
-                + (f"; lost: {_listed(_names(lost))}" if lost else ""),
-                _names(lost),
-                "0 lost",
-                f"{len(lost)} lost",
-            )
-            if checked
-            else _not_judged(NO_DATA_LOST, "no data checks")
-        )
+        out.append(_data_lost(scenarios))
     if g.no_harness_error:
-        errs = tuple(dict.fromkeys(harness_errors))
-        out.append(
-            GateResult(
-                NO_HARNESS_ERROR,
-                not errs,
-                f"{len(errs)} scenario(s) broken by the harness or the infrastructure"
-                + (f": {_listed(errs)}" if errs else ""),
-                errs,
-                "0",
-                str(len(errs)),
-            )
-        )
+        out.append(_harness_error(harness_errors))
     if g.max_skipped is not None:
-        skipped = [s for s in scenarios if s.status == "skipped"]
-        out.append(
-            GateResult(
-                MAX_SKIPPED.format(n=g.max_skipped),
-                len(skipped) <= g.max_skipped,
-                f"{len(skipped)} skipped" + (f": {_listed(_names(skipped))}" if skipped else ""),
-                _names(skipped) if len(skipped) > g.max_skipped else (),
-                f"<= {g.max_skipped}",
-                str(len(skipped)),
-            )
-        )
+        out.append(_skipped(scenarios, g.max_skipped))
     if g.no_regression:
-        out.append(
-            GateResult(
-                NO_REGRESSION,
-                not regressions,
-                f"{len(regressions)} phase(s) beyond their baseline"
-                + (f": {_listed([r.describe() for r in regressions], 2)}" if regressions else ""),
-                tuple(dict.fromkeys(r.scenario for r in regressions)),
-                "0 regressed",
-                f"{len(regressions)} regressed",
-            )
-        )
+        out.append(_regressed(regressions))
     return Evaluation(tuple(out))
+
+
+def _blocker_and_critical(scenarios: Sequence[Scenario]) -> GateResult:
+    important = [s for s in scenarios if s.severity in ("blocker", "critical")]
+    if not important:
+        return _not_judged(BLOCKER_CRITICAL, "no blocker or critical scenarios")
+    bad = [s for s in important if s.status != "passed"]
+    return GateResult(
+        BLOCKER_CRITICAL,
+        not bad,
+        f"{len(important) - len(bad)} of {len(important)} passed"
+        + (f"; not passed: {_listed(_names(bad))}" if bad else ""),
+        _names(bad),
+        "0 not passed",
+        f"{len(bad)} not passed",
+    )
+
+
+def _over_budget(scenarios: Sequence[Scenario]) -> GateResult:
+    over = [(s, k, p) for s in scenarios for k, p in s.phases.items() if p.over_budget]
+    total = sum(1 for s in scenarios for p in s.phases.values() if p.budget_s is not None)
+    if not total:
+        return _not_judged(NO_OVER_BUDGET, "no phases with a budget")
+    worst = sorted(over, key=lambda x: -(x[2].ratio or 0))
+    listed = _listed([f"{s.name}: {k} {p.value_s:.1f}s / {p.budget_s:g}s" for s, k, p in worst])
+    return GateResult(
+        NO_OVER_BUDGET,
+        not over,
+        f"{len(over)} of {total} phases with a budget over it" + (f"; {listed}" if over else ""),
+        _names([s for s, _, _ in over]),
+        "0 over budget",
+        f"{len(over)} over budget",
+    )
+
+
+def _slo_breached(scenarios: Sequence[Scenario]) -> GateResult:
+    breached = [(s, k) for s in scenarios for k, v in s.slos.items() if not v.ok]
+    total = sum(len(s.slos) for s in scenarios)
+    if not total:
+        return _not_judged(NO_SLO_BREACH, "no SLO checks")
+    return GateResult(
+        NO_SLO_BREACH,
+        not breached,
+        f"{total - len(breached)} of {total} SLO checks held"
+        + (f"; breached: {_listed([f'{s.name}: {k}' for s, k in breached])}" if breached else ""),
+        _names([s for s, _ in breached]),
+        "0 breached",
+        f"{len(breached)} breached",
+    )
+
+
+def _data_lost(scenarios: Sequence[Scenario]) -> GateResult:
+    checked = [s for s in scenarios if s.data_ok is not None]
+    if not checked:
+        return _not_judged(NO_DATA_LOST, "no data checks")
+    lost = [s for s in checked if s.data_ok is False]
+    return GateResult(
+        NO_DATA_LOST,
+        not lost,
+        f"{len(checked) - len(lost)} of {len(checked)} data checks read their data back"
+        + (f"; lost: {_listed(_names(lost))}" if lost else ""),
+        _names(lost),
+        "0 lost",
+        f"{len(lost)} lost",
+    )
+
+
+def _harness_error(harness_errors: Sequence[str]) -> GateResult:
+    errs = tuple(dict.fromkeys(harness_errors))
+    return GateResult(
+        NO_HARNESS_ERROR,
+        not errs,
+        f"{len(errs)} scenario(s) broken by the harness or the infrastructure"
+        + (f": {_listed(errs)}" if errs else ""),
+        errs,
+        "0",
+        str(len(errs)),
+    )
+
+
+def _skipped(scenarios: Sequence[Scenario], max_skipped: int) -> GateResult:
+    skipped = [s for s in scenarios if s.status == "skipped"]
+    return GateResult(
+        MAX_SKIPPED.format(n=max_skipped),
+        len(skipped) <= max_skipped,
+        f"{len(skipped)} skipped" + (f": {_listed(_names(skipped))}" if skipped else ""),
+        _names(skipped) if len(skipped) > max_skipped else (),
+        f"<= {max_skipped}",
+        str(len(skipped)),
+    )
+
+
+def _regressed(regressions: Sequence[Regression]) -> GateResult:
+    return GateResult(
+        NO_REGRESSION,
+        not regressions,
+        f"{len(regressions)} phase(s) beyond their baseline"
+        + (f": {_listed([r.describe() for r in regressions], 2)}" if regressions else ""),
+        tuple(dict.fromkeys(r.scenario for r in regressions)),
+        "0 regressed",
+        f"{len(regressions)} regressed",
+    )

@@ -48,6 +48,7 @@ TARGET_STEPS: dict[str, subjects.SubjectKind | str | None] = {
     "worker_with_singleton": SINGLETON,
     "worker_with_pdb_pods": "other",
     "worker_with_daemonset_pod": "other",
+    "worker_with_pod_of": "other",
     "control_plane_node": None,
     "busiest_rack": None,
     "third_of_workers": None,
