@@ -10,7 +10,7 @@ sushy-tools' emulator. What each profile models, and from which public source, i
 docs/bmc.md; values no public source gave are marked *assumed* there and below.
 
 Delays are short (seconds) so that tests stay fast: the driver's handling of 10-60 s
-read-backs is proven on a fake clock (tests/unit/test_redfish_vendors.py), the lab shows
+read-backs is proven on a fake clock (tests/unit/test_redfish_vendor_driver.py), the lab shows
 that the same code paths work over HTTP.
 """
 
