@@ -35,6 +35,11 @@ class Bound:
     source: str  # where it was read, or "assumed: ..."
     why: str  # the arithmetic in words
 
+    @property
+    def assumed(self) -> bool:
+        """Whether a setting behind it was assumed (a default), not read from the cluster."""
+        return "assumed" in self.source
+
     def shown(self) -> str:
         high = "no upper bound" if self.high_s is None else f"<= {self.high_s:g} s"
         return f"{self.low_s:g} s .. {high} ({self.setting}: {self.source})"

@@ -58,13 +58,16 @@ class ClusterModel:
     def impossible(
         self, budgets: Budgets, names: Sequence[str] | None = None
     ) -> list[ImpossibleBudget]:
-        """The budgets (``names``: only these field names) below the model's least time."""
+        """The budgets (``names``: only these field names) below the model's least time. Only
+        bounds from settings read from the cluster refuse a budget: one that rests on a default
+        assumed (the credentials could not read where the setting is, or the cluster does not
+        show it) is shown beside the measurement, never a reason to refuse a run."""
         out = []
         for name, seconds in budgets.as_dict().items():
             if names is not None and name not in names:
                 continue
             b = self.bounds.get(name)
-            if b is not None and seconds < b.low_s:
+            if b is not None and not b.assumed and seconds < b.low_s:
                 out.append(ImpossibleBudget(name, seconds, b))
         return out
 

@@ -166,7 +166,6 @@ def test_workloads_tolerations_semantics_and_pdb(api: FakeApiServer) -> None:
 def test_a_budget_below_the_model_is_refused_naming_the_setting(
     api: FakeApiServer, tmp_path: Path
 ) -> None:
-    model = read_model(api.client(), WORKLOADS)
     feature = tmp_path / "x.feature"
     feature.write_text(
         "Feature: f\n  Scenario: s\n    # the recovery budget, in a comment: not named\n"
@@ -175,6 +174,27 @@ def test_a_budget_below_the_model_is_refused_naming_the_setting(
     )
     assert set(budgets_named([feature])) == {"pod_eviction", "node_not_ready"}
     fast = PROFILES["fast"]  # pod-eviction 25 s, node-not-ready 20 s
+    # a default assumed (the grace period not shown to these credentials) refuses nothing
+    assumed = read_model(api.client(), WORKLOADS)
+    assert not [r for r in refusals(assumed, fast, [feature]) if "node-not-ready" in r]
+    p = pod(
+        "kube-controller-manager-cp1",
+        node_name="cp1",
+        namespace="kube-system",
+        labels={"component": "kube-controller-manager"},
+    )
+    p["spec"]["containers"] = [
+        {
+            "name": "kcm",
+            "command": [
+                "kube-controller-manager",
+                "--node-monitor-grace-period=40s",
+                "--node-monitor-period=5s",
+            ],
+        }
+    ]
+    api.add("pods", p)
+    model = read_model(api.client(), WORKLOADS)
     refused = refusals(model, fast, [feature])
     assert len(refused) == 2
     assert refused[0].startswith(
