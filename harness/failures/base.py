@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 from harness.errors import PowercutError
@@ -25,12 +26,28 @@ from harness.session import PowerResult, Session
 
 __all__ = [
     "Failure",
+    "Infliction",
     "driver_for",
     "register",
     "registered",
     "supported_kinds",
     "supports",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Infliction:
+    """How nodes are failed, whichever the kind: each kind reads the fields that are its own
+    (the dispatch, :func:`harness.failures.inflict`, builds it once for all of them)."""
+
+    #: A kind that leaves the node on (a partition, a kubelet stop, a storage cut): undone
+    #: by itself after this long (armed on the node first, in case this process dies). The
+    #: power kinds ignore it: the journal holds their undo.
+    undo_after_s: float = 0.0
+    #: The power kinds: one of each node's power endpoints (None: its primary).
+    protocol: str | None = None
+    #: A reboot: the power stays off this long within its one power cycle.
+    off_s: float = 0.0
 
 
 class Failure(abc.ABC):
@@ -88,16 +105,9 @@ class Failure(abc.ABC):
         return None
 
     @abc.abstractmethod
-    def inflict(
-        self,
-        session: Session,
-        nodes: list[str],
-        *,
-        undo_after_s: float,
-        protocol: str | None,
-        off_s: float,
-    ) -> PowerResult:
-        """Fail ``nodes`` together; the result holds the transitions recorded."""
+    def inflict(self, session: Session, nodes: list[str], how: Infliction) -> PowerResult:
+        """Fail ``nodes`` together, as ``how`` says (each kind reads what is its own); the
+        result holds the transitions recorded."""
 
     @abc.abstractmethod
     def bring_back(

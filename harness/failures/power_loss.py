@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from harness.failures.base import Failure
+from harness.failures.base import Failure, Infliction
 from harness.kube.names import Act, Stage
 from harness.power.base import PowerDriver, ResetType
 from harness.session import PowerResult, Session
@@ -37,19 +37,10 @@ class PowerLoss(Failure):
     def capable(self, driver: object) -> bool:
         return isinstance(driver, PowerDriver)
 
-    def inflict(
-        self,
-        session: Session,
-        nodes: list[str],
-        *,
-        undo_after_s: float,
-        protocol: str | None,
-        off_s: float,
-    ) -> PowerResult:
-        """The session's synchronized power-off (``undo_after_s``, ``off_s``: not this
-        kind's; the journal holds the undo, the caller holds the failure)."""
-        del undo_after_s, off_s
-        return session.power_off(nodes, graceful=self.graceful, protocol=protocol)
+    def inflict(self, session: Session, nodes: list[str], how: Infliction) -> PowerResult:
+        """The session's synchronized power-off (through ``how.protocol``; the journal holds
+        the undo, the caller holds the failure)."""
+        return session.power_off(nodes, graceful=self.graceful, protocol=how.protocol)
 
     def bring_back(
         self, session: Session, nodes: list[str], *, protocol: str | None
