@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from harness.errors import PowercutError
-from harness.kube.names import Act
+from harness.kube.names import Act, Stage
 from harness.kube.timeline import Transition
 from harness.power.base import PowerDriver, ResetType, SupportsFailureKinds, UnsupportedFailure
 from harness.preflight import DeepRow, judge_driver, judge_resets
@@ -61,7 +61,9 @@ class Failure(abc.ABC):
     verb: ClassVar[Act]
     undo_verb: ClassVar[Act]
     #: The transitions the node counts as down from and as back at (each in
-    #: :data:`~harness.kube.names.DOWN_FROM` / :data:`~harness.kube.names.BACK_AT`).
+    #: :data:`~harness.kube.names.DOWN_FROM` / :data:`~harness.kube.names.BACK_AT`). A kind
+    #: that does not say them is down at its verb's acknowledgement and back at its undo
+    #: verb's (:meth:`__init_subclass__`); a reboot says its own.
     down_at: ClassVar[tuple[str, ...]]
     back_at: ClassVar[tuple[str, ...]]
     #: The journal's action for each node (its undo: :attr:`undo_text`).
@@ -82,6 +84,14 @@ class Failure(abc.ABC):
     steps: ClassVar[str]
     down_text: ClassVar[str]
     back_text: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """The down and back transitions a kind leaves unsaid: its verbs' acknowledgements."""
+        super().__init_subclass__(**kwargs)
+        if "verb" in cls.__dict__ and "down_at" not in cls.__dict__:
+            cls.down_at = (cls.verb.at(Stage.ACKNOWLEDGED),)
+        if "undo_verb" in cls.__dict__ and "back_at" not in cls.__dict__:
+            cls.back_at = (cls.undo_verb.at(Stage.ACKNOWLEDGED),)
 
     #: What this kind needs of the node's primary power driver, as reset types: options
     #: in order, each a set the BMC must all allow (``preflight --deep`` says which one the

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from harness.failures.base import Failure, Infliction
-from harness.kube.names import Act, Stage
+from harness.kube.names import Act
 from harness.power.base import PowerDriver, ResetType
 from harness.session import PowerResult, Session
 
@@ -22,8 +22,6 @@ class PowerLoss(Failure):
     name: ClassVar[str] = "power"
     verb: ClassVar[Act] = Act.POWER_OFF
     undo_verb: ClassVar[Act] = Act.POWER_ON
-    down_at: ClassVar[tuple[str, ...]] = (Act.POWER_OFF.at(Stage.ACKNOWLEDGED),)
-    back_at: ClassVar[tuple[str, ...]] = (Act.POWER_ON.at(Stage.ACKNOWLEDGED),)
     journaled: ClassVar[str] = "power_off"
     undo_text: ClassVar[str] = "power on"
     resets: ClassVar[tuple[tuple[ResetType, ...], ...]] = ((ResetType.FORCE_OFF, ResetType.ON),)

@@ -23,7 +23,7 @@ from harness.failures.base import Infliction
 from harness.failures.running import RunningNodeFailure
 from harness.inventory.storage import StorageEndpoint
 from harness.journal import UndoSpec
-from harness.kube.names import Act, Stage
+from harness.kube.names import Act
 from harness.power.base import SupportsStorageCut
 from harness.session import PowerResult, Session
 from harness.session.cuts import NodeCut
@@ -46,8 +46,6 @@ class StorageNetworkCut(RunningNodeFailure):
     name: ClassVar[str] = "storage"
     verb: ClassVar[Act] = Act.STORAGE_CUT
     undo_verb: ClassVar[Act] = Act.STORAGE_HEAL
-    down_at: ClassVar[tuple[str, ...]] = (Act.STORAGE_CUT.at(Stage.ACKNOWLEDGED),)
-    back_at: ClassVar[tuple[str, ...]] = (Act.STORAGE_HEAL.at(Stage.ACKNOWLEDGED),)
     journaled: ClassVar[str] = "storage"
     undo_text: ClassVar[str] = "heal the storage network"
     what: ClassVar[str] = "cut off from its storage, kubelet and API connection kept"
