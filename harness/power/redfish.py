@@ -25,7 +25,10 @@ Sessions: with ``auth="session"`` the driver opens one Redfish session (X-Auth-T
 its first request, reuses it for every request after (a dropped connection reconnects
 with the same token) and deletes it in :meth:`RedfishDriver.close`, which the driver's
 owners call on every path (and ``with RedfishDriver(...)`` does): BMCs such as iDRAC and
-iLO cap their sessions, and a leaked one locks automation out until it times out.
+iLO cap their sessions, and a leaked one locks automation out until it times out. A Ctrl-C
+cannot cut the log-in or the log-out half-way (SIGINT and SIGTERM are held meanwhile; a
+second one stops at once), and the socket a request interrupted while connecting leaves is
+closed at once, not when the exception is gone (docs/bmc.md, "A Ctrl-C and the session").
 
 Connections: sushy asks the BMC to close the connection after every request (some BMCs choke
 on long-lived ones), so each request opens its own TLS connection. A prepared power-off
