@@ -42,11 +42,8 @@ unit: venv
 
 ## integration: the harness against real protocol peers and tools it can run here (BMC
 ## simulators, Prometheus, a driver plugin installed as a package, the kind balancer)
-## (one test deselected, a known defect left open: a SIGINT that lands while the Redfish driver
-## logs its session out leaves the session open; seen on 2026-11-28, see README)
 integration: venv
-	$(PY) -m pytest tests/integration -m "not lab and not helm" -q $(PYTEST_FLAGS) \
-	  --deselect tests/integration/test_redfish_vendors.py::test_a_process_interrupted_by_sigint_logs_its_session_out
+	$(PY) -m pytest tests/integration -m "not lab and not helm" -q $(PYTEST_FLAGS)
 
 ## check: lint, the chart (helm lint and template), types, import layers, unit and
 ## integration tests; no lab, fast
