@@ -72,11 +72,8 @@ kind-image: venv
 kind-host:
 	@bash scripts/kind-host.sh
 
-## (deselected, left open on 2026-11-28: the graceful power-off test failed on the merged
-## round's first kind run, cause not yet read; see README "Known open")
 kind-test: kind-image kind-host
-	$(PY) -m pytest tests/kind -m kind -v $(PYTEST_FLAGS) \
-	  --deselect tests/kind/test_kind_failures.py::test_graceful_power_off_runs_the_kubelets_node_shutdown
+	$(PY) -m pytest tests/kind -m kind -v $(PYTEST_FLAGS)
 
 ## mgmt-test: the chart for real: a kind management cluster (one node, the kind stage's node
 ## image) on a Docker network of its own runs the runner image against a lab served on that
