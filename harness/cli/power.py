@@ -150,11 +150,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         type=Path,
         default=None,
         metavar="FILE",
-        help="write the check to FILE as JSON (the chart's recover CronJob: "
-        "STORE/<target>/recover.json, read by the page's /metrics): the target's lock (held, "
-        "by whom, renewed or not) and the undos owed as recover left them, what it found "
-        "before acting, the exit status, and when a check last found the lock held by a "
-        "runner that had stopped renewing it (killed mid-run)",
+        help="write the check as JSON to FILE (STORE/<target>/recover.json, read by the page's "
+        "/metrics): the lock and the undos owed as recover left them, what it found, the exit "
+        "status, and when a check last found the lock held by a dead runner",
     )
     rec.set_defaults(func=cmd_recover)
 

@@ -262,7 +262,14 @@ def test_a_runner_killed_mid_cut_is_recovered_within_minutes_and_alerted(
     m.k("patch", "cronjob", recover_cj, "-p", '{"spec": {"suspend": true}}')
     assert back_s < 300, back_s
     wait_for("nothing left disrupted", lambda: m.lab_clean() == [], 180, every_s=2)
-    jobs = m.kj("get", "jobs", "-l", "powercut.io/role=recover")["items"]
+
+    def recover_jobs_ended() -> list[dict[str, Any]] | None:
+        # (the one that acted writes its record after its last undo)
+        items = m.kj("get", "jobs", "-l", "powercut.io/role=recover")["items"]
+        done = [j for j in items if m.job_done(j["metadata"]["name"])]
+        return items if items and len(done) == len(items) else None
+
+    jobs = wait_for("the recover Jobs to end", recover_jobs_ended, 180, every_s=2)
     logs = "\n".join(m.logs(j["metadata"]["name"], "recover") for j in jobs)
     assert "not now: the lock is held" in logs or "holding the cluster lock" in logs, logs
     for n in off:
