@@ -79,16 +79,12 @@ kind-test: kind-image kind-host
 ## image) on a Docker network of its own runs the runner image against a lab served on that
 ## network's gateway only: two scheduled runs land in the store with their history and the
 ## page lists them; a second runner is refused by the lock; a runner SIGKILLed mid-cut is
-## recovered by the target's recover CronJob within 5 minutes and the chart's dead-holder
+## recovered by the target's recover CronJob within 5 minutes and the chart's runner-died
 ## alert fires in a Prometheus scraping the page; the image holds the wheel's files and its
-## SBOM; the runner holds only a ServiceAccount token bound to the target role
-## (deselected, left open on 2026-11-28: the killed runner's recovery by the recover CronJob
-## with its alert, and the runner on the narrowest RBAC tier, written this round and never yet
-## run on kind; see README "Known open")
+## SBOM; the runner holds only a ServiceAccount token with the narrowest RBAC tiers its
+## feature needs
 mgmt-test: kind-image kind-host lab-bin report-tools
-	$(PY) -m pytest tests/mgmt -m mgmt -v -s $(PYTEST_FLAGS) \
-	  --deselect tests/mgmt/test_mgmt.py::test_a_runner_killed_mid_cut_is_recovered_within_minutes_and_alerted \
-	  --deselect tests/mgmt/test_mgmt.py::test_the_runner_holds_only_the_target_roles_identity
+	$(PY) -m pytest tests/mgmt -m mgmt -v -s $(PYTEST_FLAGS)
 
 ## the report pipeline end to end: allure-pytest-bdd -> Allure 3 single file -> Chromium
 report-test: venv report-tools
