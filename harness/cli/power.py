@@ -23,6 +23,7 @@ from harness.power.factory import driver_for
 from harness.preflight import PreflightFailed, deep_preflight, preflight
 from harness.rbac import Permission, feature_files, required, tiers_for
 from harness.session import ClusterExecutor, Session, journal_path_for, recent_power_actions
+from harness.settings import attached
 
 
 def _inventory_and_protocol(p: argparse.ArgumentParser, protocol_help: str) -> None:
@@ -346,7 +347,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
     see :func:`_status`.
     """
     inv = load_inventory(args.inventory)
-    path = args.journal or journal_path_for(inv)
+    path = args.journal or journal_path_for(inv, attached(args))
     status_file: Path | None = getattr(args, "status", None)
     if status_file is None:
         return _cmd_recover(args, inv, path)

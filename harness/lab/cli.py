@@ -24,6 +24,7 @@ from harness.lab.inventory_out import write_inventory
 from harness.lab.pki import LabPKI
 from harness.lab.procs import group_is_ours, recorded_alive, write_identity
 from harness.lab.spec import TIMING_NAMES, LabSpec, busy_ports, default_state_dir
+from harness.settings import attached
 
 _STATE_HELP = (
     "the lab's state directory (etcd, certificates, kubeconfig, credentials, lab.json; "
@@ -173,7 +174,7 @@ def _running_pid(root: Path) -> int | None:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    root: Path = (args.state_dir or default_state_dir()).resolve()
+    root: Path = (args.state_dir or default_state_dir(attached(args))).resolve()
     spec = LabSpec(
         state_dir=str(root),
         racks=args.racks,
@@ -292,7 +293,7 @@ def _read_state(root: Path) -> dict[str, Any] | None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    root: Path = (args.state_dir or default_state_dir()).resolve()
+    root: Path = (args.state_dir or default_state_dir(attached(args))).resolve()
     pid = _running_pid(root)
     if pid is None:
         print("no lab is running")
@@ -382,7 +383,7 @@ def _teardown(root: Path, *, quiet: bool = False) -> bool:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    root: Path = (args.state_dir or default_state_dir()).resolve()
+    root: Path = (args.state_dir or default_state_dir(attached(args))).resolve()
     if not root.exists():
         print("no lab is running; nothing to do")
         return 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import ipaddress
 import json
-import os
 import socket
 import string
 from dataclasses import asdict, dataclass, field
@@ -24,7 +23,7 @@ from harness.kube.names import (
     TAINT_CONTROL_PLANE,
 )
 from harness.lab.bmc.profiles import PROFILES
-from harness.lab.versions import cache_root
+from harness.settings import Settings, or_environment
 
 TimingName = Literal["fast", "upstream"]
 TIMING_NAMES: tuple[str, ...] = ("fast", "upstream")
@@ -399,8 +398,9 @@ def ephemeral_port_range() -> tuple[int, int]:
         return 32768, 60999
 
 
-def default_state_dir() -> Path:
-    return Path(os.environ.get("POWERCUT_LAB_DIR", cache_root() / "lab"))
+def default_state_dir(settings: Settings | None = None) -> Path:
+    """POWERCUT_LAB_DIR (docs/settings.md), from ``settings`` or the environment now."""
+    return or_environment(settings).lab_dir
 
 
 def busy_ports(ports: dict[int, str]) -> list[str]:
