@@ -84,9 +84,8 @@ def test_the_step_hooks_set_the_running_steps_budget_and_clear_it_after() -> Non
     assert ms.budget == "node_not_ready"
     fixtures.pytest_bdd_after_step(request, None, None, step, func, {"measurements": ms})  # type: ignore[arg-type]
     assert ms.budget is None
-    fixtures.pytest_bdd_before_step(  # type: ignore[arg-type]
-        request, None, None, _Step("every lost node is NotReady within 75 seconds"), func
-    )
+    literal = _Step("every lost node is NotReady within 75 seconds")
+    fixtures.pytest_bdd_before_step(request, None, None, literal, func)
     assert ms.budget is None
 
 
