@@ -81,7 +81,8 @@ RULES: dict[str, str] = {
         "A precondition: a critical workload on fewer racks (topology spread acts at "
         "scheduling only: earlier failovers can leave it concentrated) is **not judged**: the "
         "scenario is **skipped**, saying which workload and its racks (a failure with "
-        "`--fail-on-skip`), never failed as the product."
+        "`--fail-on-skip`), never failed as the product. To restore the spread first, put "
+        "`the critical workloads are spread across racks again` before it."
     ),
     "critical_respread": (
         "Restores what `every critical workload has Ready replicas in at least {count} racks` "
