@@ -119,6 +119,15 @@ def test_the_model_bound_is_found_by_the_name_not_by_the_phases_words() -> None:
     oos = judge(model, {**released, "budget": "volume_detach_out_of_service"})
     assert oos is not None and oos.bound is not None and oos.deviation
     assert oos.bound.budget == "volume_detach_out_of_service"
-    # a named budget the model has no bound for is judged against none, not a guess
-    drained = judge(model, {"phase": "w1 NotReady", "seconds": 5.0, "budget": "drain"})
-    assert drained is not None and drained.bound is None
+    # a bound never judges a phase of another kind: a taint's removal measured within the
+    # taint-applied budget is no NoExecute taint of the node lifecycle controller
+    model_taint = ClusterModel(
+        version="1.36", settings={}, workloads=[],
+        bounds={"taint_applied": _bound("taint_applied", 3.0)},
+    )  # fmt: skip
+    removed = {"phase": "w1 out-of-service taint removed", "seconds": 5.0, "budget_s": 25.0}
+    judged = judge(model_taint, {**removed, "budget": "taint_applied"})
+    assert judged is not None and judged.bound is None and not judged.deviation
+    # a NotReady measured within a budget of another phase is still Kubernetes' NotReady
+    odd = judge(model, {"phase": "w1 NotReady", "seconds": 25.0, "budget": "recovery"})
+    assert odd is not None and odd.bound is not None and odd.bound.budget == "node_not_ready"
