@@ -7,7 +7,7 @@ PYTEST_FLAGS ?=
 POWERCUT_TEST_KIND_STORAGE ?= csi
 export POWERCUT_TEST_KIND_STORAGE
 
-.PHONY: venv report-tools chart lint types layers unit integration check lab-bin lab-test heldout-test kind-image kind-host kind-test mgmt-test kind-stages report-test features wheel-test fault-test test test-check test-prebuild test-lab-lane test-cluster-lane demo bench clean
+.PHONY: venv report-tools chart lint types layers unit integration check lab-bin lab-test heldout-test upstream-test kind-image kind-host kind-test mgmt-test kind-stages report-test features wheel-test fault-test test test-check test-prebuild test-lab-lane test-cluster-lane demo bench clean
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -60,6 +60,11 @@ lab-test: lab-bin
 ## lab of their own; opt-in, not part of make test (about 7 minutes)
 heldout-test: lab-bin
 	POWERCUT_TEST_HELDOUT=1 $(PY) -m pytest tests/lab/test_heldout_features.py -m lab -v $(PYTEST_FLAGS)
+
+## the model on a lab with upstream timings (issue #34: Kubernetes' defaults, 50 s grace, 300 s
+## tolerations): a lab of its own, opt-in, not part of make test (about 5 minutes)
+upstream-test: lab-bin
+	POWERCUT_TEST_UPSTREAM=1 $(PY) -m pytest tests/lab/test_upstream_model_lab.py -m lab -v $(PYTEST_FLAGS)
 
 ## kind-image: the node image, and with the csi storage its CSI driver and sidecars
 kind-image: venv
