@@ -169,8 +169,9 @@ class KindSpec:
             "nodeLeaseDurationSeconds": t.node_lease_s,
             # This machine's cgroups are v1; Kubernetes 1.35+ kubelets refuse v1 unless told.
             "failCgroupV1": False,
-            # Graceful node shutdown: `docker stop` makes systemd power the node off, and the
-            # kubelet's inhibitor lock gives its pods this long to stop first.
+            # Graceful node shutdown: the kind driver's graceful off (`systemctl poweroff` in
+            # the node, through logind) waits on the kubelet's delay inhibitor lock, which
+            # gives its pods this long to stop first (`docker stop` would bypass it).
             "shutdownGracePeriod": "10s",
             "shutdownGracePeriodCriticalPods": "4s",
         }

@@ -106,6 +106,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "address of the machine (e.g. a Docker network's gateway, for a runner in a "
         "container); certificates and known_hosts name it too",
     )
+    up.add_argument(
+        "--allow-ephemeral-ports",
+        action="store_true",
+        help="let the ports overlap the kernel's ephemeral range (where the only free ports "
+        "lie there); an outgoing connection may then hold a lab port first, and lab up "
+        "names it busy",
+    )
     up.add_argument("--state-dir", type=Path, default=None, metavar="DIR", help=_STATE_HELP)
     up.set_defaults(func=cmd_up)
     st = lsub.add_parser("status", help="components, nodes, racks and power states")
@@ -180,6 +187,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         node_boot_seconds=parse_node_seconds(args.node_boot_seconds),
         redfish_profiles=parse_redfish_profiles(args.redfish_profile),
         expose=check_address(args.expose) if args.expose else "",
+        allow_ephemeral_ports=bool(getattr(args, "allow_ephemeral_ports", False)),
     )
     if _running_pid(root) is not None:
         print(f"a lab is already running (state in {root}); nothing changed")

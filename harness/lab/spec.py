@@ -205,6 +205,8 @@ class LabSpec:
     #: The Redfish vendor profile of a node's BMC (node name, or ``*`` for every node ->
     #: profile name; docs/bmc.md); a node not named gets the lab's own BMC.
     redfish_profiles: dict[str, str] = field(default_factory=dict)
+    #: Let the ports overlap the kernel's ephemeral range (``lab up --allow-ephemeral-ports``).
+    allow_ephemeral_ports: bool = False
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, bool, str]] = [
@@ -264,11 +266,16 @@ class LabSpec:
                 field="--base-port",
             )
         low, high = ephemeral_port_range()
-        if self.base_port <= high and self.base_port + span >= low:
+        if (
+            self.base_port <= high
+            and self.base_port + span >= low
+            and not self.allow_ephemeral_ports
+        ):
             raise ConfigError(
                 f"ports {self.base_port}-{self.base_port + span - 1} overlap the kernel's "
                 f"ephemeral range {low}-{high}, where outgoing connections would take lab "
-                f"ports; valid: a base port from 1024 to {low - span - 1}",
+                f"ports; valid: a base port from 1024 to {low - span - 1} (or "
+                "--allow-ephemeral-ports)",
                 field="--base-port",
             )
 

@@ -4,10 +4,12 @@ checked to leave no container behind."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,3 +180,66 @@ def node_of(pods: list[dict[str, Any]]) -> set[str]:
 def crictl_running(cluster: KindCluster, node: str, name: str) -> list[str]:
     out = cluster.in_node(node, "crictl", "ps", "--name", name, "--state", "Running", "-o", "json")
     return [c["id"] for c in json.loads(out).get("containers") or []]
+
+
+def kubelet_inhibitor(cluster: KindCluster, node: str) -> str:
+    """The delay inhibitor lock the node's kubelet holds in logind (its graceful node
+    shutdown armed: ``systemd-inhibit --list``), or '' when it holds none."""
+    out = cluster.in_node(node, "systemd-inhibit", "--list", "--no-pager", "--no-legend")
+    held = [line for line in out.splitlines() if line.split()[:1] == ["kubelet"]]
+    return next((line.strip() for line in held if line.split()[-1] == "delay"), "")
+
+
+def kubelet_shutdown_log(cluster: KindCluster, node: str) -> list[str]:
+    """The kubelet's journal lines of this boot about its node shutdown manager."""
+    out = subprocess.run(
+        ["docker", "exec", node, "journalctl", "-b", "-u", "kubelet", "--no-pager", "-o", "cat"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    ).stdout
+    return [line for line in out.splitlines() if "shutdown" in line.lower()][-8:]
+
+
+@contextlib.contextmanager
+def pod_statuses(
+    cluster: KindCluster, node: str, namespace: str = "shop"
+) -> Iterator[dict[str, list[dict[str, Any]]]]:
+    """Every status the API server shows for the pods on ``node`` while the block runs, by
+    pod name, from a watch opened before it: what a node said of its pods as it went down,
+    even for pods deleted before the block ends (a terminal pod is deleted at once when the
+    not-ready taint evicts it)."""
+    client = cluster.client.clone()
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    selector = f"spec.nodeName={node}"
+    _, rv = client.list(path, fieldSelector=selector)
+    seen: dict[str, list[dict[str, Any]]] = {}
+    opened, cancels, errors = threading.Event(), [], []
+
+    def on_open(cancel: Callable[[], None]) -> None:
+        cancels.append(cancel)
+        opened.set()
+
+    def watch() -> None:
+        try:
+            for ev in client.watch(
+                path, resource_version=rv, on_open=on_open, fieldSelector=selector
+            ):
+                if ev.type in ("ADDED", "MODIFIED", "DELETED"):
+                    name = ev.object["metadata"]["name"]
+                    seen.setdefault(name, []).append(ev.object.get("status") or {})
+        except Exception as exc:  # noqa: BLE001 (reported below unless cancelled)
+            errors.append(exc)
+        finally:
+            opened.set()
+
+    thread = threading.Thread(target=watch, name=f"watch pods on {node}", daemon=True)
+    thread.start()
+    assert opened.wait(30) and cancels, f"the watch of the pods on {node} did not open: {errors}"
+    try:
+        yield seen
+    finally:
+        cancels[0]()
+        thread.join(30)
+        client.close()
