@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from harness import progress
+from harness.errors import ConfigError
 from harness.inventory import Inventory, load_inventory
+from harness.settings import Settings, from_environment
 from harness.steps.support.tags import MARKERS
 
 #: The step grammar and its fixtures (steps), visible to every test module.
@@ -22,11 +24,26 @@ pytest_plugins = ("harness.steps.plugin",)
 #: writes there while a test runs.
 _TERMINAL: list[int] = []
 
+#: powercut's settings (docs/settings.md), read from the environment once, when the plugin
+#: is registered; a bad value stops pytest with the variable's name and its valid values.
+_SETTINGS: list[Settings] = []
+
+
+def settings() -> Settings:
+    """The settings the plugin read when it was registered."""
+    if not _SETTINGS:
+        _SETTINGS.append(from_environment())
+    return _SETTINGS[0]
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     if not _TERMINAL:
         with contextlib.suppress(OSError):  # no stderr at all: no display either
             _TERMINAL.append(os.dup(2))
+    try:
+        read = settings()
+    except ConfigError as exc:
+        raise pytest.UsageError(f"powercut: {exc}") from None
     group = parser.getgroup("powercut")
     group.addoption(
         "--inventory",
@@ -44,7 +61,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--powercut-progress",
         choices=("auto", "rich", "plain", "off"),
-        default=os.environ.get("POWERCUT_PROGRESS", "off"),
+        default=read.progress,
         help="show each scenario, step and wait against its budget: rich (a live panel on "
         "the terminal), plain (lines, for CI logs), auto (rich on a terminal), off (default; "
         "`powercut run` turns it on)",
@@ -73,8 +90,8 @@ def _start_progress(config: pytest.Config) -> None:
         return
     from harness.progress.display import choose_mode, renderer_for
 
-    given = os.environ.get("POWERCUT_PROGRESS_FD")
-    fd = int(given) if given else (_TERMINAL[0] if _TERMINAL else None)
+    given = settings().progress_fd
+    fd = given if given is not None else (_TERMINAL[0] if _TERMINAL else None)
     if fd is None:
         return
     try:

@@ -32,7 +32,7 @@ import pytest
 from pytest_bdd.scenario import scenario_wrapper_template_registry
 from pytest_bdd.steps import step_function_context_registry
 
-from harness.budgets import Budgets
+from harness.budgets import Budgets, canonical_budget_name
 from harness.checks import Prober
 from harness.inventory import Inventory
 from harness.journal import UndoFailed
@@ -55,6 +55,7 @@ from harness.scenario.targets.workloads import Workload, resolve_workloads
 from harness.session import Session
 from harness.steps.plugin import seed_of
 from harness.steps.support import labels
+from harness.steps.support.limits import Limit
 
 _REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
 
@@ -145,6 +146,22 @@ def pytest_bdd_before_step(
     needs = [name for name in needs_of(step_func) if name not in provided]
     if needs:
         raise _missing(request, needs[0], NEEDS.get(needs[0], f"the {needs[0]!r} of a step"))
+    if "measurements" in inspect.signature(step_func).parameters:
+        # the step records against its own limit: kept by name with each phase it records
+        request.getfixturevalue("measurements").budget = budget_named(step_func, step.name)
+
+
+def budget_named(step_func: Callable[..., Any], text: str) -> str | None:
+    """The budget (field name) the sentence ``text`` of ``step_func`` names as its limit
+    (``within the node-not-ready budget``: ``node_not_ready``); None for a limit in seconds,
+    no limit, or a sentence of none of its parsers."""
+    for ctx in step_function_context_registry.values():
+        if ctx.step_func is not step_func or not ctx.parser.is_matching(text):
+            continue
+        args = ctx.parser.parse_arguments(text) or {}
+        named = [v.budget for v in args.values() if isinstance(v, Limit) and v.budget]
+        return canonical_budget_name(named[0]) if named else None
+    return None
 
 
 def needs_of(step_func: Callable[..., Any]) -> list[str]:
@@ -178,6 +195,10 @@ def pytest_bdd_after_step(
     if ledger is not None:
         ledger.end(request.node.stash.get(_STEP_PART, None))
         request.node.stash[_STEP_PART] = None
+    if isinstance(step_func_args, dict) and isinstance(
+        step_func_args.get("measurements"), Measurements
+    ):
+        step_func_args["measurements"].budget = None  # what the teardown records is no step's
     provided = request.node.stash.setdefault(PROVIDED, set())
     for ctx in step_function_context_registry.values():
         if ctx.step_func is step_func:

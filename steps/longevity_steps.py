@@ -6,7 +6,8 @@ scenario's inventory (the ``inventory`` fixture of powercut's pytest plugin) int
 temporary directory; the ``Then`` steps judge its cycle records and attach ``stats.json``,
 ``cycles.csv`` and the plots to Allure.
 
-This module only defines the steps (loaded by :mod:`harness.steps.plugin`);
+The work is :mod:`harness.longevity.verdict`'s; this module only defines the steps
+(loaded by :mod:`harness.steps.plugin`);
 ``steps/test_longevity.py`` binds the built-in ``features/longevity/longevity.feature``
 (a folder of its own, so that ``test_features.py``, which binds ``features/*.feature``,
 leaves it alone). The Background step ("the cluster is in steady state") comes from
@@ -16,34 +17,20 @@ holds the cluster lock and journals every power-off itself).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-import allure
-import pytest
 from pytest_bdd import parsers, then, when
 
-from harness.checks import CheckFailed
 from harness.inventory import Inventory
-from harness.longevity.records import CYCLES_FILE, PHASES, CycleRecord, RunLog, read_log
-from harness.longevity.run import RunOptions, RunOutcome, run_longevity
+from harness.longevity.verdict import (
+    LongevityRun,
+    attach_statistics,
+    check_phase,
+    check_recovered,
+    check_within_budgets,
+    run_cycles,
+)
 from harness.steps.support.limits import TYPES, Limit
-
-
-@dataclass
-class LongevityRun:
-    outcome: RunOutcome
-    log: RunLog
-    cycles: int
-
-    @property
-    def out(self) -> Path:
-        return self.outcome.out
-
-
-class CyclesMissed(AssertionError):
-    """A cycle missed a phase budget, or the cluster did not come back."""
 
 
 @when(
@@ -60,98 +47,14 @@ def workers_lose_power_in_turn(
     """Run ``cycles`` longevity cycles, each over a third of the workers chosen at that
     cycle as the target steps choose them (one per rack, sparing the critical workloads,
     from where the pods are then), nodes off for at least ``outage`` each time."""
-    if inventory.source is None:
-        pytest.fail("the inventory was not loaded from a file")
-    opts = RunOptions(
-        inventory=inventory.source,
-        out=tmp_path / "longevity",
-        fraction=1 / 3,
-        cycles=cycles,
-        outage_s=outage.seconds(inventory.timing_budgets()),
-        keep_timelines="missed",
-        probe_interval_s=0.25,
-    )
-    lines: list[str] = []
-    with allure.step(f"{cycles} longevity cycles, one third of the workers at a time"):
-        outcome = run_longevity(opts, say=lines.append)
-    allure.attach(
-        "\n".join(lines), name="longevity log", attachment_type=allure.attachment_type.TEXT
-    )
-    return LongevityRun(outcome, read_log(opts.out / CYCLES_FILE), cycles)
+    outage_s = outage.seconds(inventory.timing_budgets())
+    return run_cycles(inventory, cycles, outage_s, tmp_path / "longevity")
 
 
 @then("every cycle brought the cluster back to its steady state")
 def every_cycle_recovered(longevity_run: LongevityRun) -> None:
     """Every cycle ran and none ended with the cluster short of its steady state."""
-    result = longevity_run.outcome.result
-    failed = [c for c in longevity_run.log.cycles if c.status == "failed"]
-    if failed or result.failed:
-        reasons = "; ".join(f"cycle {c.cycle}: {c.reason}" for c in failed) or result.reason
-        raise CyclesMissed(f"expected the cluster back after every cycle; seen: {reasons}")
-    ran = len(longevity_run.log.cycles)
-    if ran != longevity_run.cycles:
-        raise CyclesMissed(
-            f"expected {longevity_run.cycles} cycles; {ran} ran (stopped: {result.reason})"
-        )
-
-
-def cycle_problems(cycles: Sequence[CycleRecord], expected: int) -> tuple[list[str], bool]:
-    """What keeps these cycles from having met every phase budget by themselves, and whether
-    each problem is a phase that completed, only later than its budget (a budget overrun;
-    anything else is a product failure).
-
-    A cycle must not be ``failed`` (steady state not restored); every phase must have
-    completed (a phase that did not is a lower bound: the volume never attached again, the
-    service still down when the cycle ended) within its budget; and it must have no
-    violation: a surviving member that lost readiness, a critical service without probe
-    samples, or the harness having helped the cluster settle (pods force-deleted or
-    restarted, see :class:`~harness.longevity.remedy.Remedy`).
-
-    A critical workload dipping below its ``min_available`` is not a problem here (see
-    :func:`availability_dips`): a group of one worker per rack takes two of three
-    rack-spread replicas whenever the scheduler happened to put them on its nodes, so the
-    dip says where pods were, not how the cluster behaved; the service outage budget judges
-    what clients saw.
-    """
-    problems: list[str] = []
-    late_only = True
-    ran = len(cycles)
-    if ran != expected:
-        problems.append(f"{ran} of {expected} cycles ran")
-        late_only = False
-    for c in cycles:
-        where = f"cycle {c.cycle} ({c.group})"
-        found: list[str] = []
-        if c.status == "failed":
-            found.append(f"the cluster did not come back: {c.reason or 'no reason recorded'}")
-            late_only = False
-        for phase in PHASES:
-            value, budget = c.phases.get(phase), c.budgets.get(phase)
-            if phase in c.incomplete:
-                found.append(f"{phase} did not complete ({value}s waited, budget {budget}s)")
-                late_only = False
-            elif phase in c.misses:
-                found.append(f"{phase} {value}s over its {budget}s budget")
-        dips = {str(v) for v in c.detail.get("below_min_available") or ()}
-        violations = [str(v) for v in c.detail.get("violations") or () if str(v) not in dips]
-        if c.detail.get("remediation") and not any("did not settle" in v for v in violations):
-            violations.append(f"the harness helped the cluster settle: {c.detail['remediation']}")
-        found.extend(violations)
-        late_only = late_only and not violations
-        if c.status != "passed" and not found and not dips:  # a status not understood here
-            found.append(f"status {c.status}: {c.reason or 'no reason recorded'}")
-            late_only = False
-        problems.extend(f"{where}: {p}" for p in found)
-    return problems, late_only and bool(problems)
-
-
-def availability_dips(cycles: Sequence[CycleRecord]) -> list[str]:
-    """Every cycle's critical workloads that dipped below their ``min_available``."""
-    return [
-        f"cycle {c.cycle} ({c.group}): {d}"
-        for c in cycles
-        for d in c.detail.get("below_min_available") or ()
-    ]
+    check_recovered(longevity_run)
 
 
 @then("every cycle kept every phase within its budget, with no help from the harness")
@@ -162,25 +65,7 @@ def every_cycle_within_budgets(longevity_run: LongevityRun) -> None:
     settled without the harness
     force-deleting or restarting pods. A cycle whose only problems are phases that completed
     late fails as a budget overrun; anything else as a product failure."""
-    cycles = longevity_run.log.cycles
-    dips = availability_dips(cycles)
-    allure.dynamic.parameter("cycles below a min_available", str(len(dips)))
-    if dips:
-        allure.attach(
-            "\n".join(dips),
-            name="critical workloads below their min_available (placement, not a verdict)",
-            attachment_type=allure.attachment_type.TEXT,
-        )
-    problems, late = cycle_problems(cycles, longevity_run.cycles)
-    if problems:
-        raise CheckFailed(
-            f"{longevity_run.cycles} cycles, each phase complete within its budget, "
-            "no violation, no remediation",
-            "; ".join(problems),
-            sum(c.duration_s for c in cycles),
-            check="longevity",
-            late=late,
-        )
+    check_within_budgets(longevity_run)
 
 
 @then(parsers.parse("no cycle missed its {phase:w} budget"))
@@ -188,43 +73,11 @@ def no_cycle_missed(longevity_run: LongevityRun, phase: str) -> None:
     """The phase completed within its budget in every cycle (see ``docs/nightly.md`` for
     how each phase is measured and which named budgets make its budget). One phase only:
     the feature checks them all with "every cycle kept every phase within its budget"."""
-    if phase not in PHASES:
-        pytest.fail(f"unknown phase {phase!r}; valid: {', '.join(PHASES)}")
-    missed = [c for c in longevity_run.log.cycles if phase in c.misses or phase in c.incomplete]
-    if missed:
-        seen = "; ".join(
-            f"cycle {c.cycle} ({c.group}): {c.phases.get(phase)}s"
-            f"{' waited, did not complete' if phase in c.incomplete else ''}"
-            f" (budget {c.budgets.get(phase)}s)"
-            for c in missed
-        )
-        raise CheckFailed(
-            f"{phase} complete within its budget in every cycle",
-            seen,
-            max((c.phases.get(phase) or 0.0) for c in missed),
-            check="longevity",
-            late=not any(phase in c.incomplete for c in missed),
-        )
+    check_phase(longevity_run, phase)
 
 
 @then("the statistics and plots of every phase are attached to the report")
 def statistics_attached(longevity_run: LongevityRun) -> None:
     """``stats.json``, ``cycles.csv`` and the PNG plots exist, cover every phase that
     happened, and are attached to the scenario."""
-    report = longevity_run.outcome.report
-    if report is None:
-        raise CyclesMissed("expected the longevity report; none was written")
-    measured = {p for c in longevity_run.log.cycles for p, v in c.phases.items() if v is not None}
-    missing = measured - set(report.stats_data.get("phases") or {})
-    if missing:
-        raise CyclesMissed(f"expected statistics for every phase; missing: {sorted(missing)}")
-    allure.attach(
-        report.stats.read_bytes(), name="stats.json", attachment_type=allure.attachment_type.JSON
-    )
-    allure.attach(
-        report.csv.read_bytes(), name="cycles.csv", attachment_type=allure.attachment_type.CSV
-    )
-    for png in report.plots:
-        allure.attach(png.read_bytes(), name=png.stem, attachment_type=allure.attachment_type.PNG)
-    if not report.plots:
-        raise CyclesMissed("expected the phase plots; none were drawn")
+    attach_statistics(longevity_run)

@@ -81,7 +81,16 @@ RULES: dict[str, str] = {
         "A precondition: a critical workload on fewer racks (topology spread acts at "
         "scheduling only: earlier failovers can leave it concentrated) is **not judged**: the "
         "scenario is **skipped**, saying which workload and its racks (a failure with "
-        "`--fail-on-skip`), never failed as the product."
+        "`--fail-on-skip`), never failed as the product. To restore the spread first, put "
+        "`the critical workloads are spread across racks again` before it."
+    ),
+    "critical_respread": (
+        "Restores what `every critical workload has Ready replicas in at least {count} racks` "
+        "checks. A spread it cannot restore (a PodDisruptionBudget that refuses every eviction "
+        "within the drain budget, a replacement not Ready within the pod-rescheduled budget "
+        "or placed on a rack the workload already runs in, too few Ready racks) is **not "
+        "judged**: the scenario is **skipped**, saying why (a failure with `--fail-on-skip`), "
+        "never failed as the product. Nothing to evict (already spread): it does nothing."
     ),
     "pods_terminating": _SKIP.format(what="no inventory pod ran on the lost nodes"),
     "lost_pods_rescheduled": _SKIP.format(what="no lost pod") + " Singular: " + _ONE,

@@ -1,11 +1,13 @@
 """What the cluster's users and its control plane must have kept: the critical workloads
-spread over racks before the failure, their services answering and their replicas Ready
-throughout, the API and etcd's quorum answering through the cluster endpoint, every
-readiness check passing after the return (through the cluster endpoint and on a node's own
-API server), and the cluster back to the steady state it was found in.
+spread over racks before the failure (checked, or restored by evictions), their services
+answering and their replicas Ready throughout, the API and etcd's quorum answering through
+the cluster endpoint, every readiness check passing after the return (through the cluster
+endpoint and on a node's own API server), and the cluster back to the steady state it was
+found in.
 
 Each step parses its sentence, resolves its limit and calls one function of
-:mod:`harness.scenario.expectations.availability` or :mod:`harness.scenario.expectations.apiprobe`.
+:mod:`harness.scenario.expectations.availability`, :mod:`harness.scenario.expectations.apiprobe`
+or :mod:`harness.scenario.acts.spread`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from harness.inventory import Inventory
 from harness.kube.client import KubeClient
 from harness.kube.observer import Observer
 from harness.kube.timeline import Timeline
+from harness.scenario.acts import spread
 from harness.scenario.expectations import availability
 from harness.scenario.expectations.apiprobe import (
     API_PROBE,
@@ -29,6 +32,7 @@ from harness.scenario.expectations.apiprobe import (
 from harness.scenario.expectations.steady_state import Baseline
 from harness.scenario.report import Measurements
 from harness.scenario.targets.choice import Outage, PoweredOn
+from harness.session import Session
 from harness.steps.support.limits import Limit
 from harness.steps.support.phrases import phrase
 
@@ -39,6 +43,24 @@ def critical_spread(
 ) -> None:
     """The Ready pods of every critical Deployment and StatefulSet run in >= count racks."""
     availability.spread(inventory, timeline, baseline, count)
+
+
+@given("the critical workloads are spread across racks again")
+def critical_respread(
+    session: Session,
+    inventory: Inventory,
+    observer: Observer,
+    timeline: Timeline,
+    baseline: Baseline,
+    budgets: Budgets,
+) -> None:
+    """Every critical Deployment and StatefulSet spread over as many racks as it can again
+    (its replicas, at most the racks with a schedulable Ready node), as a descheduler would:
+    one pod at a time of the rack holding most of it is evicted through the Eviction API (its
+    PodDisruptionBudget respected, a refusal retried within the drain budget), each eviction
+    kept in the journal (owing nothing: its controller replaces the pod), and the next waits
+    until the workload is Ready again (the pod-rescheduled budget)."""
+    spread.respread(session, inventory, observer, timeline, baseline.workloads, budgets)
 
 
 @given("the API is probed through the cluster endpoint", target_fixture="api_probed")

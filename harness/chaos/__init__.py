@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import collections.abc
 import importlib
-import os
 import types
 import typing
 from typing import Any
@@ -52,13 +51,15 @@ def discover(discover_system: bool = True) -> dict[str, Any]:
     discovery["activities"].extend(discover_probes("harness.chaos.probes"))
     for activity in discovery["activities"]:
         _resolve_types(activity)
-    path = os.environ.get("POWERCUT_INVENTORY")
+    from harness.settings import from_environment
+
+    path = from_environment().inventory
     if discover_system and path:
         from harness.inventory import load_inventory
 
         inventory = load_inventory(path)
         discovery["system"] = {
-            "inventory": path,
+            "inventory": str(path),
             "cluster": inventory.name,
             "nodes": [
                 {"name": n.name, "role": n.role, "rack": n.rack, "power": n.power.driver}

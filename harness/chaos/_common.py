@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -23,11 +22,12 @@ from harness.journal import Journal, JournalEntry
 from harness.kube.client import KubeClient
 from harness.kube.observer import Observer, workload_of
 from harness.session import Session, journal_path_for
+from harness.settings import INVENTORY, Settings, or_environment
 
 #: The configuration key of an experiment that names the inventory file.
 CONFIG_KEY: Final = "powercut_inventory"
 #: The environment variable read when the configuration does not name one.
-ENV_VAR: Final = "POWERCUT_INVENTORY"
+ENV_VAR: Final = INVENTORY.name
 
 #: Messages go to chaostoolkit's own logger, so they reach its console and log file.
 log = logging.getLogger("chaostoolkit.powercut")
@@ -37,8 +37,10 @@ Configuration = Mapping[str, Any] | None
 Within = str | float | None
 
 
-def inventory_path(configuration: Configuration) -> Path:
-    value = (configuration or {}).get(CONFIG_KEY) or os.environ.get(ENV_VAR)
+def inventory_path(configuration: Configuration, settings: Settings | None = None) -> Path:
+    """The configuration's inventory, else POWERCUT_INVENTORY (``settings``, or the
+    environment as it is now: chaostoolkit calls each activity afresh)."""
+    value = (configuration or {}).get(CONFIG_KEY) or or_environment(settings).inventory
     if not value:
         raise ConfigError(
             f"no inventory: set the experiment's configuration key {CONFIG_KEY!r} "

@@ -81,8 +81,16 @@ def main(argv: list[str] | None = None) -> int:
     if extra and getattr(args, "command", None) != "run":
         ap.error(f"unrecognized arguments: {' '.join(extra)}")
     from harness.cli.log import configure_logging
+    from harness.settings import from_environment
 
-    configure_logging(bool(args.verbose))
+    try:
+        # The one read of powercut's environment (docs/settings.md); commands take it from
+        # here and pass it down.
+        args.settings = from_environment()
+    except PowercutError as exc:
+        print(f"powercut: error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(bool(args.verbose), log_file=args.settings.log_file)
     from harness.progress.display import showing
 
     # Commands that wait on BMCs in this process say what they wait for (run and

@@ -11,6 +11,7 @@ from harness.errors import ConfigError, PermanentError
 from harness.inventory import load_inventory
 from harness.journal import Journal, JournalEntry, run_alive
 from harness.session import journal_path_for
+from harness.settings import attached
 
 _WHY = {
     "pending": "the action started and never reported back (the run stopped during it)",
@@ -61,7 +62,7 @@ def _path(args: argparse.Namespace) -> Path:
         return Path(args.journal)
     if args.inventory is None:
         raise ConfigError("give the inventory (-i FILE) or the journal (--journal FILE)")
-    return journal_path_for(load_inventory(args.inventory))
+    return journal_path_for(load_inventory(args.inventory), attached(args))
 
 
 def _at(ts: float | None) -> str:

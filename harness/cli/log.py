@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
-import os
 import sys
 import warnings
 from pathlib import Path
 from typing import TextIO
+
+from harness.settings import Settings, or_environment
 
 __all__ = ["configure_logging", "default_log_file"]
 
@@ -22,13 +23,9 @@ OURS = "harness"
 FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 
-def default_log_file() -> Path:
-    """``$POWERCUT_LOG``, else ``~/.cache/powercut/log/powercut.log``."""
-    env = os.environ.get("POWERCUT_LOG")
-    if env:
-        return Path(env)
-    cache = Path(os.environ.get("POWERCUT_CACHE", Path.home() / ".cache" / "powercut"))
-    return cache / "log" / "powercut.log"
+def default_log_file(settings: Settings | None = None) -> Path:
+    """``$POWERCUT_LOG``, else ``$POWERCUT_CACHE/log/powercut.log`` (docs/settings.md)."""
+    return or_environment(settings).log_file
 
 
 class _Ours(logging.Filter):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from harness.clock import SYSTEM_CLOCK
 from harness.driver_registry import installed_drivers
@@ -21,6 +23,7 @@ from harness.power.factory import driver_for
 from harness.preflight import PreflightFailed, deep_preflight, preflight
 from harness.rbac import Permission, feature_files, required, tiers_for
 from harness.session import ClusterExecutor, Session, journal_path_for, recent_power_actions
+from harness.settings import attached
 
 
 def _inventory_and_protocol(p: argparse.ArgumentParser, protocol_help: str) -> None:
@@ -148,9 +151,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         type=Path,
         default=None,
         metavar="FILE",
-        help="write what was found (the target's lock: held, by whom, renewed or not; the "
-        "undos owed) and the exit status to FILE as JSON (the chart's recover CronJob: "
-        "STORE/<target>/recover.json, read by the page's /metrics)",
+        help="write the check as JSON to FILE (STORE/<target>/recover.json, read by the page's "
+        "/metrics): the lock and the undos owed as recover left them, what it found, the exit "
+        "status, and when a check last found the lock held by a dead runner",
     )
     rec.set_defaults(func=cmd_recover)
 
@@ -340,33 +343,72 @@ def cmd_recover(args: argparse.Namespace) -> int:
 
     Whatever cannot be done (the API server is down, a BMC does not answer) is reported as
     FAILED with its reason, stays owed in the journal, and makes the exit status 4. With
-    ``--status FILE`` what was found (the lock, the undos owed) and the exit status are
-    written there as JSON (the page's /metrics reads it).
+    ``--status FILE`` the check is written there as JSON (the page's /metrics reads it):
+    see :func:`_status`.
     """
     inv = load_inventory(args.inventory)
-    path = args.journal or journal_path_for(inv)
+    path = args.journal or journal_path_for(inv, attached(args))
     status_file: Path | None = getattr(args, "status", None)
     if status_file is None:
         return _cmd_recover(args, inv, path)
     c = inv.cluster
-    found = {
-        "checked": time.time(),
-        "owed": sum(1 for e in Journal.read(path) if e.owes_undo) if path.exists() else 0,
-        "lock": lease_state(lambda: KubeClient.from_kubeconfig(c.kubeconfig, c.context)),
-    }
+
+    def lock() -> dict[str, object]:
+        return lease_state(lambda: KubeClient.from_kubeconfig(c.kubeconfig, c.context))
+
+    found = {"checked": time.time(), "owed": _owed(path), "lock": lock()}
     code = 2
     try:
         code = _cmd_recover(args, inv, path)
         return code
     finally:
-        write_status(status_file, {**found, "exit_code": code, "finished": time.time()})
+        after = {"owed": _owed(path), "lock": lock(), "exit_code": code}
+        write_status(status_file, _status(found, after, _previous(status_file)))
+
+
+def _status(
+    found: dict[str, Any], after: dict[str, Any], previous: dict[str, Any]
+) -> dict[str, object]:
+    """A recover check's record: ``lock`` and ``owed`` as the check left them (a recover
+    that took a dead runner's lock has released it: the lock reads free, not dead), what it
+    ``found`` before acting, and ``dead_holder``: the last time a check found the lock held
+    by a holder that had stopped renewing it (a runner killed mid-run), carried over from
+    the ``previous`` record so that the next check, finding nothing, does not forget it."""
+    out: dict[str, object] = {
+        "checked": found["checked"],
+        "finished": time.time(),
+        "found": {"owed": found["owed"], "lock": found["lock"]},
+        **after,
+    }
+    lock = found["lock"]
+    if lock.get("held") and not lock.get("holder_alive"):
+        out["dead_holder"] = {"holder": lock.get("holder", ""), "seen": found["checked"]}
+    elif isinstance(previous.get("dead_holder"), dict):
+        out["dead_holder"] = previous["dead_holder"]
+    return out
+
+
+def _previous(status_file: Path) -> dict[str, Any]:
+    """The previous check's record at ``status_file`` (empty if there is none or it cannot
+    be read: written whole by a rename, so only a foreign file is unreadable)."""
+    try:
+        doc = json.loads(status_file.read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _owed(path: Path) -> int:
+    """How many undos the journal at ``path`` owes (read without its lock: a live run
+    holds that)."""
+    return sum(1 for e in Journal.read(path) if e.owes_undo) if path.exists() else 0
 
 
 def _cmd_recover(args: argparse.Namespace, inv: Inventory, path: Path) -> int:
     c = inv.cluster
     held: ClusterLock | None = None
     when_owed = bool(getattr(args, "when_owed", False))
-    if when_owed and not _owes(path):
+    if when_owed and not _owed(path):
         print(f"nothing owed in {path}: nothing to do")
         return 0
     if getattr(args, "lock", None) is not None:
@@ -389,12 +431,6 @@ def _cmd_recover(args: argparse.Namespace, inv: Inventory, path: Path) -> int:
         if held is not None:
             held.release()
             held.client.close()
-
-
-def _owes(path: Path) -> bool:
-    """Whether the journal at ``path`` owes an undo (read without its lock: a live run
-    holds that)."""
-    return path.exists() and any(e.owes_undo for e in Journal.read(path))
 
 
 def _without_lock(exc: PowercutError) -> None:

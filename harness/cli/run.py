@@ -20,6 +20,7 @@ from harness.errors import ConfigError, PowercutError
 from harness.inventory import load_inventory
 from harness.journal import Journal
 from harness.session import journal_path_for
+from harness.settings import Settings, attached, or_environment
 
 if TYPE_CHECKING:
     from harness.inventory import Inventory
@@ -455,7 +456,11 @@ def _own_group_and_die_with(parent: int) -> None:
 
 
 def _run_pytest(
-    cmd: list[str], *, log: Path | None = None, progress_mode: str = "off"
+    cmd: list[str],
+    *,
+    log: Path | None = None,
+    progress_mode: str = "off",
+    settings: Settings | None = None,
 ) -> tuple[int, bool]:
     """Run the pytest child to its end; return its exit code and whether it was interrupted.
 
@@ -485,16 +490,16 @@ def _run_pytest(
                 child.send_signal(sig)
 
     previous = {s: signal.signal(s, forward) for s in FORWARDED}
-    env = {**os.environ, "POWERCUT_PROGRESS": progress_mode}
     pass_fds: tuple[int, ...] = ()
     sink: IO[bytes] | None = None
+    terminal: int | None = None
     if log is not None:
         # pytest's output (and every library's warnings) to the log; the progress display
         # to this process's stderr, handed over as a file descriptor of its own.
         terminal = os.dup(sys.stderr.fileno())  # not fd 2: the child's fd 2 is the log
-        env["POWERCUT_PROGRESS_FD"] = str(terminal)
         pass_fds = (terminal,)
         sink = log.open("wb")
+    env = {**os.environ, **or_environment(settings).progress_environ(progress_mode, terminal)}
     try:
         parent = os.getpid()
         child = subprocess.Popen(
@@ -725,7 +730,7 @@ def _run(
         model.save(results)  # kept with the run: the report's model column reads it
     print(f"powercut {__version__}: running {steps} against {args.inventory} -> {out_dir}")
     log, rc, interrupted = _pytest(args, steps, pytest_args, results, out_dir)
-    journal = journal_path_for(inv)
+    journal = journal_path_for(inv, attached(args))
     owed = []
     if journal.exists():
         with Journal(journal) as j:
@@ -825,7 +830,9 @@ def _pytest(
     if verbose and mode == "rich":
         mode = "plain"  # pytest writes to the same terminal: a live panel would garble it
     sys.stdout.flush()
-    rc, interrupted = _run_pytest([*cmd, *pytest_args], log=log, progress_mode=mode)
+    rc, interrupted = _run_pytest(
+        [*cmd, *pytest_args], log=log, progress_mode=mode, settings=attached(args)
+    )
     if log is not None and rc in (3, 4, 5):
         # pytest could not run the scenarios (internal error, usage, nothing collected):
         # its own words are in the log; show their end.

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 from harness.errors import PowercutError
-from harness.kube.names import Act
+from harness.kube.names import Act, Stage
 from harness.kube.timeline import Transition
 from harness.power.base import PowerDriver, ResetType, SupportsFailureKinds, UnsupportedFailure
 from harness.preflight import DeepRow, judge_driver, judge_resets
@@ -25,12 +26,28 @@ from harness.session import PowerResult, Session
 
 __all__ = [
     "Failure",
+    "Infliction",
     "driver_for",
     "register",
     "registered",
     "supported_kinds",
     "supports",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Infliction:
+    """How nodes are failed, whichever the kind: each kind reads the fields that are its own
+    (the dispatch, :func:`harness.failures.inflict`, builds it once for all of them)."""
+
+    #: A kind that leaves the node on (a partition, a kubelet stop, a storage cut): undone
+    #: by itself after this long (armed on the node first, in case this process dies). The
+    #: power kinds ignore it: the journal holds their undo.
+    undo_after_s: float = 0.0
+    #: The power kinds: one of each node's power endpoints (None: its primary).
+    protocol: str | None = None
+    #: A reboot: the power stays off this long within its one power cycle.
+    off_s: float = 0.0
 
 
 class Failure(abc.ABC):
@@ -44,7 +61,9 @@ class Failure(abc.ABC):
     verb: ClassVar[Act]
     undo_verb: ClassVar[Act]
     #: The transitions the node counts as down from and as back at (each in
-    #: :data:`~harness.kube.names.DOWN_FROM` / :data:`~harness.kube.names.BACK_AT`).
+    #: :data:`~harness.kube.names.DOWN_FROM` / :data:`~harness.kube.names.BACK_AT`). A kind
+    #: that does not say them is down at its verb's acknowledgement and back at its undo
+    #: verb's (:meth:`__init_subclass__`); a reboot says its own.
     down_at: ClassVar[tuple[str, ...]]
     back_at: ClassVar[tuple[str, ...]]
     #: The journal's action for each node (its undo: :attr:`undo_text`).
@@ -65,6 +84,14 @@ class Failure(abc.ABC):
     steps: ClassVar[str]
     down_text: ClassVar[str]
     back_text: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """The down and back transitions a kind leaves unsaid: its verbs' acknowledgements."""
+        super().__init_subclass__(**kwargs)
+        if "verb" in cls.__dict__ and "down_at" not in cls.__dict__:
+            cls.down_at = (cls.verb.at(Stage.ACKNOWLEDGED),)
+        if "undo_verb" in cls.__dict__ and "back_at" not in cls.__dict__:
+            cls.back_at = (cls.undo_verb.at(Stage.ACKNOWLEDGED),)
 
     #: What this kind needs of the node's primary power driver, as reset types: options
     #: in order, each a set the BMC must all allow (``preflight --deep`` says which one the
@@ -88,16 +115,9 @@ class Failure(abc.ABC):
         return None
 
     @abc.abstractmethod
-    def inflict(
-        self,
-        session: Session,
-        nodes: list[str],
-        *,
-        undo_after_s: float,
-        protocol: str | None,
-        off_s: float,
-    ) -> PowerResult:
-        """Fail ``nodes`` together; the result holds the transitions recorded."""
+    def inflict(self, session: Session, nodes: list[str], how: Infliction) -> PowerResult:
+        """Fail ``nodes`` together, as ``how`` says (each kind reads what is its own); the
+        result holds the transitions recorded."""
 
     @abc.abstractmethod
     def bring_back(

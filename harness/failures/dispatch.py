@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from harness.failures.base import Infliction
 from harness.failures.registry import FailureKind, strategy
 from harness.kube.names import Stage, downs
 from harness.kube.timeline import ACTION, Transition
@@ -87,9 +88,8 @@ def inflict(
     kinds' hold is the caller's."""
     failure = strategy(kind)
     names = list(nodes)
-    result = failure.inflict(
-        session, names, undo_after_s=undo_after_s, protocol=protocol, off_s=off_s
-    )
+    how = Infliction(undo_after_s=undo_after_s, protocol=protocol, off_s=off_s)
+    result = failure.inflict(session, names, how)
     sent = result.first(failure.verb.at(Stage.SENT))
     acks = result.first(failure.verb.at(Stage.ACKNOWLEDGED))
     down = {

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from harness.checks.base import CheckFailed
+from harness.failures.base import Infliction
 from harness.failures.power_loss import PowerLoss
 from harness.power.base import GracefulIgnored, ResetType
 from harness.session import PowerResult, Session
@@ -41,19 +42,9 @@ class GracefulShutdown(PowerLoss):
     )
     back_text: ClassVar[str] = "the power-on request"
 
-    def inflict(
-        self,
-        session: Session,
-        nodes: list[str],
-        *,
-        undo_after_s: float,
-        protocol: str | None,
-        off_s: float,
-    ) -> PowerResult:
+    def inflict(self, session: Session, nodes: list[str], how: Infliction) -> PowerResult:
         try:
-            return super().inflict(
-                session, nodes, undo_after_s=undo_after_s, protocol=protocol, off_s=off_s
-            )
+            return super().inflict(session, nodes, how)
         except GracefulIgnored as exc:
             raise ignored(exc) from exc
 

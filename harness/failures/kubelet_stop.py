@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from harness.failures.running import RunningNodeFailure
 from harness.journal import UndoSpec
-from harness.kube.names import Act, Stage
+from harness.kube.names import Act
 from harness.power.base import SupportsKubeletStop
 
 
@@ -22,8 +22,6 @@ class KubeletStop(RunningNodeFailure):
     name: ClassVar[str] = "kubelet"
     verb: ClassVar[Act] = Act.KUBELET_STOP
     undo_verb: ClassVar[Act] = Act.KUBELET_START
-    down_at: ClassVar[tuple[str, ...]] = (Act.KUBELET_STOP.at(Stage.ACKNOWLEDGED),)
-    back_at: ClassVar[tuple[str, ...]] = (Act.KUBELET_START.at(Stage.ACKNOWLEDGED),)
     journaled: ClassVar[str] = "kubelet"
     undo_text: ClassVar[str] = "start kubelet"
     # what the step reference (docs/steps.md) says of it

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from harness.failures.running import RunningNodeFailure
 from harness.journal import UndoSpec
-from harness.kube.names import Act, Stage
+from harness.kube.names import Act
 from harness.power.base import SupportsPartition
 
 
@@ -21,8 +21,6 @@ class Partition(RunningNodeFailure):
     name: ClassVar[str] = "partition"
     verb: ClassVar[Act] = Act.PARTITION
     undo_verb: ClassVar[Act] = Act.HEAL
-    down_at: ClassVar[tuple[str, ...]] = (Act.PARTITION.at(Stage.ACKNOWLEDGED),)
-    back_at: ClassVar[tuple[str, ...]] = (Act.HEAL.at(Stage.ACKNOWLEDGED),)
     journaled: ClassVar[str] = "partition"
     undo_text: ClassVar[str] = "heal"
     # what the step reference (docs/steps.md) says of it

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from harness.failures.base import Failure
-from harness.kube.names import Act, Stage
+from harness.failures.base import Failure, Infliction
+from harness.kube.names import Act
 from harness.power.base import PowerDriver, ResetType
 from harness.session import PowerResult, Session
 
@@ -22,8 +22,6 @@ class PowerLoss(Failure):
     name: ClassVar[str] = "power"
     verb: ClassVar[Act] = Act.POWER_OFF
     undo_verb: ClassVar[Act] = Act.POWER_ON
-    down_at: ClassVar[tuple[str, ...]] = (Act.POWER_OFF.at(Stage.ACKNOWLEDGED),)
-    back_at: ClassVar[tuple[str, ...]] = (Act.POWER_ON.at(Stage.ACKNOWLEDGED),)
     journaled: ClassVar[str] = "power_off"
     undo_text: ClassVar[str] = "power on"
     resets: ClassVar[tuple[tuple[ResetType, ...], ...]] = ((ResetType.FORCE_OFF, ResetType.ON),)
@@ -37,19 +35,10 @@ class PowerLoss(Failure):
     def capable(self, driver: object) -> bool:
         return isinstance(driver, PowerDriver)
 
-    def inflict(
-        self,
-        session: Session,
-        nodes: list[str],
-        *,
-        undo_after_s: float,
-        protocol: str | None,
-        off_s: float,
-    ) -> PowerResult:
-        """The session's synchronized power-off (``undo_after_s``, ``off_s``: not this
-        kind's; the journal holds the undo, the caller holds the failure)."""
-        del undo_after_s, off_s
-        return session.power_off(nodes, graceful=self.graceful, protocol=protocol)
+    def inflict(self, session: Session, nodes: list[str], how: Infliction) -> PowerResult:
+        """The session's synchronized power-off (through ``how.protocol``; the journal holds
+        the undo, the caller holds the failure)."""
+        return session.power_off(nodes, graceful=self.graceful, protocol=how.protocol)
 
     def bring_back(
         self, session: Session, nodes: list[str], *, protocol: str | None

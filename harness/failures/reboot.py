@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
-from harness.failures.base import Failure
+from harness.failures.base import Failure, Infliction
 from harness.kube.names import Act, Stage
 from harness.kube.timeline import Transition
 from harness.power.base import PowerDriver, ResetType
@@ -64,18 +64,9 @@ class Reboot(Failure):
     def capable(self, driver: object) -> bool:
         return isinstance(driver, PowerDriver)
 
-    def inflict(
-        self,
-        session: Session,
-        nodes: list[str],
-        *,
-        undo_after_s: float,
-        protocol: str | None,
-        off_s: float,
-    ) -> PowerResult:
-        """The session's power cycle, the power held off ``off_s`` within it."""
-        del undo_after_s
-        return session.power_cycle(nodes, protocol=protocol, off_s=off_s)
+    def inflict(self, session: Session, nodes: list[str], how: Infliction) -> PowerResult:
+        """The session's power cycle, the power held off ``how.off_s`` within it."""
+        return session.power_cycle(nodes, protocol=how.protocol, off_s=how.off_s)
 
     def bring_back(
         self, session: Session, nodes: list[str], *, protocol: str | None

@@ -13,7 +13,7 @@ import abc
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from harness.failures.base import Failure, driver_for
+from harness.failures.base import Failure, Infliction, driver_for
 from harness.journal import UndoSpec
 from harness.power.base import UnsupportedFailure
 from harness.session import PowerResult, Session
@@ -57,19 +57,10 @@ class RunningNodeFailure(Failure):
                 return str(exc)
         return None
 
-    def inflict(
-        self,
-        session: Session,
-        nodes: list[str],
-        *,
-        undo_after_s: float,
-        protocol: str | None,
-        off_s: float,
-    ) -> PowerResult:
-        """Through each node's own driver that can (``protocol`` and ``off_s`` are the
-        power kinds'); back by itself after ``undo_after_s``."""
-        del protocol, off_s
-        return session.cut(nodes, self._cut(session), undo_after_s=undo_after_s)
+    def inflict(self, session: Session, nodes: list[str], how: Infliction) -> PowerResult:
+        """Through each node's own driver that can; back by itself after
+        ``how.undo_after_s``."""
+        return session.cut(nodes, self._cut(session), undo_after_s=how.undo_after_s)
 
     def bring_back(
         self, session: Session, nodes: list[str], *, protocol: str | None

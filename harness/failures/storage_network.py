@@ -19,10 +19,11 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from harness.errors import ConfigError
+from harness.failures.base import Infliction
 from harness.failures.running import RunningNodeFailure
 from harness.inventory.storage import StorageEndpoint
 from harness.journal import UndoSpec
-from harness.kube.names import Act, Stage
+from harness.kube.names import Act
 from harness.power.base import SupportsStorageCut
 from harness.session import PowerResult, Session
 from harness.session.cuts import NodeCut
@@ -45,8 +46,6 @@ class StorageNetworkCut(RunningNodeFailure):
     name: ClassVar[str] = "storage"
     verb: ClassVar[Act] = Act.STORAGE_CUT
     undo_verb: ClassVar[Act] = Act.STORAGE_HEAL
-    down_at: ClassVar[tuple[str, ...]] = (Act.STORAGE_CUT.at(Stage.ACKNOWLEDGED),)
-    back_at: ClassVar[tuple[str, ...]] = (Act.STORAGE_HEAL.at(Stage.ACKNOWLEDGED),)
     journaled: ClassVar[str] = "storage"
     undo_text: ClassVar[str] = "heal the storage network"
     what: ClassVar[str] = "cut off from its storage, kubelet and API connection kept"
@@ -94,22 +93,12 @@ class StorageNetworkCut(RunningNodeFailure):
             choose=base.choose,
         )
 
-    def inflict(
-        self,
-        session: Session,
-        nodes: list[str],
-        *,
-        undo_after_s: float,
-        protocol: str | None,
-        off_s: float,
-    ) -> PowerResult:
+    def inflict(self, session: Session, nodes: list[str], how: Infliction) -> PowerResult:
         """Check the inventory names the storage endpoints before anything is cut. The
         cut nodes are not down to the blast-radius rules afterwards: they stay Ready and
         keep running, and fencing them (powering them off: the remedy) must stay possible;
         the journal still owes their heal."""
         endpoints(session)
-        result = super().inflict(
-            session, nodes, undo_after_s=undo_after_s, protocol=protocol, off_s=off_s
-        )
+        result = super().inflict(session, nodes, how)
         session.down.difference_update(nodes)
         return result

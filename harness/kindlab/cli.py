@@ -9,6 +9,7 @@ from pathlib import Path
 
 from harness.kindlab import cluster, csi, engine, images
 from harness.kindlab.spec import KindSpec, default_state_dir
+from harness.settings import attached
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -77,7 +78,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _root(args: argparse.Namespace) -> Path:
-    return Path(args.state_dir or default_state_dir()).resolve()
+    return Path(args.state_dir or default_state_dir(attached(args))).resolve()
 
 
 def cmd_build(args: argparse.Namespace) -> int:

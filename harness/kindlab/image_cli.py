@@ -8,6 +8,7 @@ from pathlib import Path
 
 from harness.kindlab import cluster, engine, runner_image
 from harness.kindlab.spec import default_state_dir
+from harness.settings import attached
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,7 +48,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    root = Path(args.state_dir or default_state_dir()).resolve()
+    root = Path(args.state_dir or default_state_dir(attached(args))).resolve()
     eng = engine.ensure(root, None, cluster.say_stderr)
     try:
         built = runner_image.build(cluster.say_stderr, rebuild=args.rebuild)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -13,6 +12,7 @@ from harness.errors import ConfigError
 from harness.kindlab import images
 from harness.kindlab import versions as v
 from harness.kube.names import LABEL_ZONE
+from harness.settings import Settings, or_environment
 
 RACKS = "abcdefghij"
 # NodePorts of the sample workloads (kindlab/workloads.py), each published on 127.0.0.1 by
@@ -229,5 +229,6 @@ class KindSpec:
         return KindSpec(**json.loads((root / "spec.json").read_text()))
 
 
-def default_state_dir() -> Path:
-    return Path(os.environ.get("POWERCUT_KIND_DIR", v.cache_root() / "kind-state"))
+def default_state_dir(settings: Settings | None = None) -> Path:
+    """POWERCUT_KIND_DIR (docs/settings.md), from ``settings`` or the environment now."""
+    return or_environment(settings).kind_dir

@@ -39,6 +39,7 @@ from harness.kube.drain import DrainProgress as DrainProgress
 from harness.kube.drain import DrainResult as DrainResult
 from harness.kube.drain import cordon as cordon
 from harness.kube.drain import drain as drain
+from harness.kube.drain import evict_pod as evict_pod
 from harness.kube.drain import uncordon as uncordon
 from harness.kube.names import Act, Event
 from harness.kube.timeline import SYSTEM_CLOCK, Clock, Timeline

@@ -3,7 +3,8 @@
 A drain cordons the node, then evicts its pods through the Eviction API (policy/v1), so
 PodDisruptionBudgets are respected: an eviction refused with a 429 is retried with backoff
 until the deadline, each pod on its own, and the drain then waits until the evicted pods
-are gone. :mod:`harness.kube.actions` re-exports all of it.
+are gone. :func:`evict_pod` evicts one pod the same way (a descheduler's eviction).
+:mod:`harness.kube.actions` re-exports all of it.
 """
 
 from __future__ import annotations
@@ -189,3 +190,40 @@ def drain(
                     progress(DrainProgress(ns, name, "deleted"))
         summary.update(evicted=len(evicted), skipped=len(skipped), attempts=total)
     return DrainResult(node, tuple(evicted), skipped, total, clock.monotonic() - started)
+
+
+def evict_pod(
+    client: KubeClient,
+    namespace: str,
+    name: str,
+    *,
+    deadline: float,
+    timeline: Timeline | None = None,
+    retry_s: tuple[float, float] = (0.5, 5.0),
+    clock: Clock = SYSTEM_CLOCK,
+) -> int:
+    """Evict one pod through the Eviction API (policy/v1), as a descheduler does: a 429 (its
+    PodDisruptionBudget allows no disruption now) or a temporary error is retried with
+    exponential backoff until ``deadline``; then :class:`~harness.errors.WaitTimeout` names
+    the last answer. A pod already gone counts as evicted. Returns the requests sent; the
+    eviction is recorded on the timeline (``evicted``, with its attempts)."""
+    pod: JSON = {"metadata": {"name": name, "namespace": namespace}}
+    started, attempts = clock.monotonic(), 0
+    while True:
+        attempts += 1
+        try:
+            _evict(client, pod, None)
+            break
+        except NotFound:
+            break
+        except (TooManyRequests, TemporaryError) as exc:
+            now = clock.monotonic()
+            if now >= deadline:
+                raise WaitTimeout(
+                    f"pod {namespace}/{name} evicted", str(exc)[:300], now - started
+                ) from None
+            delay = min(retry_s[1], retry_s[0] * 2 ** (attempts - 1))
+            clock.sleep(min(delay, deadline - now))
+    if timeline is not None:
+        timeline.action(name, Event.EVICTED, namespace=namespace, attempts=attempts)
+    return attempts

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from harness.errors import PermanentError
 from harness.lab import versions as v
+from harness.settings import Settings, bin_variable, or_environment
 
 Say = Callable[[str], None]
 
@@ -113,28 +114,24 @@ class Binaries:
         return self.paths[name]
 
 
-def _env_name(binary: str) -> str:
-    return "POWERCUT_BIN_" + binary.upper().replace("-", "_")
-
-
-def _from_env(group: Group) -> dict[str, Path] | None:
-    """POWERCUT_BIN_<NAME> per binary, or POWERCUT_BIN_DIR holding them all."""
+def _from_env(group: Group, settings: Settings) -> dict[str, Path] | None:
+    """POWERCUT_BIN_<NAME> per binary, or POWERCUT_BIN_DIR holding them all
+    (docs/settings.md)."""
     found: dict[str, Path] = {}
-    bin_dir = os.environ.get("POWERCUT_BIN_DIR")
+    bin_dir = settings.bin_dir
     for b in group.binaries:
-        explicit = os.environ.get(_env_name(b))
-        if explicit:
-            p = Path(explicit)
-            if not (p.is_file() and os.access(p, os.X_OK)):
-                raise BuildError(f"{_env_name(b)}={explicit}: not an executable file")
-            found[b] = p.resolve()
-        elif bin_dir and (Path(bin_dir) / b).is_file():
-            found[b] = (Path(bin_dir) / b).resolve()
+        explicit = settings.bin(b)
+        if explicit is not None:
+            if not (explicit.is_file() and os.access(explicit, os.X_OK)):
+                raise BuildError(f"{bin_variable(b)}={explicit}: not an executable file")
+            found[b] = explicit.resolve()
+        elif bin_dir and (bin_dir / b).is_file():
+            found[b] = (bin_dir / b).resolve()
     if not found:
         return None
     missing = [b for b in group.binaries if b not in found]
     if missing:
-        names = ", ".join(_env_name(b) for b in missing)
+        names = ", ".join(bin_variable(b) for b in missing)
         raise BuildError(f"{group.name}: some binaries come from the environment, not {names}")
     return found
 
@@ -388,14 +385,17 @@ def obtain(
     *,
     allow_build: bool = True,
     groups: tuple[Group, ...] = GROUPS,
+    settings: Settings | None = None,
 ) -> Binaries:
     """Return every binary of ``groups`` (the lab's by default), obtaining missing ones;
-    says which source served each group."""
+    says which source served each group. ``settings`` name ready binaries
+    (POWERCUT_BIN_*; read from the environment now when not passed)."""
     say = say or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    settings = or_environment(settings)
     paths: dict[str, Path] = {}
     sources: dict[str, str] = {}
     for group in groups:
-        found = _from_env(group)
+        found = _from_env(group, settings)
         source = "environment"
         if found is None:
             found = _from_cache(group)

@@ -24,6 +24,7 @@ from harness.lab.inventory_out import write_inventory
 from harness.lab.pki import LabPKI
 from harness.lab.procs import group_is_ours, recorded_alive, write_identity
 from harness.lab.spec import TIMING_NAMES, LabSpec, busy_ports, default_state_dir
+from harness.settings import attached
 
 _STATE_HELP = (
     "the lab's state directory (etcd, certificates, kubeconfig, credentials, lab.json; "
@@ -105,6 +106,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "address of the machine (e.g. a Docker network's gateway, for a runner in a "
         "container); certificates and known_hosts name it too",
     )
+    up.add_argument(
+        "--allow-ephemeral-ports",
+        action="store_true",
+        help="let the ports overlap the kernel's ephemeral range (where the only free ports "
+        "lie there); an outgoing connection may then hold a lab port first, and lab up "
+        "names it busy",
+    )
     up.add_argument("--state-dir", type=Path, default=None, metavar="DIR", help=_STATE_HELP)
     up.set_defaults(func=cmd_up)
     st = lsub.add_parser("status", help="components, nodes, racks and power states")
@@ -166,7 +174,7 @@ def _running_pid(root: Path) -> int | None:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    root: Path = (args.state_dir or default_state_dir()).resolve()
+    root: Path = (args.state_dir or default_state_dir(attached(args))).resolve()
     spec = LabSpec(
         state_dir=str(root),
         racks=args.racks,
@@ -179,6 +187,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         node_boot_seconds=parse_node_seconds(args.node_boot_seconds),
         redfish_profiles=parse_redfish_profiles(args.redfish_profile),
         expose=check_address(args.expose) if args.expose else "",
+        allow_ephemeral_ports=bool(getattr(args, "allow_ephemeral_ports", False)),
     )
     if _running_pid(root) is not None:
         print(f"a lab is already running (state in {root}); nothing changed")
@@ -284,7 +293,7 @@ def _read_state(root: Path) -> dict[str, Any] | None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    root: Path = (args.state_dir or default_state_dir()).resolve()
+    root: Path = (args.state_dir or default_state_dir(attached(args))).resolve()
     pid = _running_pid(root)
     if pid is None:
         print("no lab is running")
@@ -374,7 +383,7 @@ def _teardown(root: Path, *, quiet: bool = False) -> bool:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    root: Path = (args.state_dir or default_state_dir()).resolve()
+    root: Path = (args.state_dir or default_state_dir(attached(args))).resolve()
     if not root.exists():
         print("no lab is running; nothing to do")
         return 0

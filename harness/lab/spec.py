@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import ipaddress
 import json
-import os
 import socket
 import string
 from dataclasses import asdict, dataclass, field
@@ -24,7 +23,7 @@ from harness.kube.names import (
     TAINT_CONTROL_PLANE,
 )
 from harness.lab.bmc.profiles import PROFILES
-from harness.lab.versions import cache_root
+from harness.settings import Settings, or_environment
 
 TimingName = Literal["fast", "upstream"]
 TIMING_NAMES: tuple[str, ...] = ("fast", "upstream")
@@ -206,6 +205,8 @@ class LabSpec:
     #: The Redfish vendor profile of a node's BMC (node name, or ``*`` for every node ->
     #: profile name; docs/bmc.md); a node not named gets the lab's own BMC.
     redfish_profiles: dict[str, str] = field(default_factory=dict)
+    #: Let the ports overlap the kernel's ephemeral range (``lab up --allow-ephemeral-ports``).
+    allow_ephemeral_ports: bool = False
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, bool, str]] = [
@@ -265,11 +266,16 @@ class LabSpec:
                 field="--base-port",
             )
         low, high = ephemeral_port_range()
-        if self.base_port <= high and self.base_port + span >= low:
+        if (
+            self.base_port <= high
+            and self.base_port + span >= low
+            and not self.allow_ephemeral_ports
+        ):
             raise ConfigError(
                 f"ports {self.base_port}-{self.base_port + span - 1} overlap the kernel's "
                 f"ephemeral range {low}-{high}, where outgoing connections would take lab "
-                f"ports; valid: a base port from 1024 to {low - span - 1}",
+                f"ports; valid: a base port from 1024 to {low - span - 1} (or "
+                "--allow-ephemeral-ports)",
                 field="--base-port",
             )
 
@@ -392,8 +398,9 @@ def ephemeral_port_range() -> tuple[int, int]:
         return 32768, 60999
 
 
-def default_state_dir() -> Path:
-    return Path(os.environ.get("POWERCUT_LAB_DIR", cache_root() / "lab"))
+def default_state_dir(settings: Settings | None = None) -> Path:
+    """POWERCUT_LAB_DIR (docs/settings.md), from ``settings`` or the environment now."""
+    return or_environment(settings).lab_dir
 
 
 def busy_ports(ports: dict[int, str]) -> list[str]:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from harness.settings import Settings, or_environment
 
 KUBERNETES = "v1.36.3"
 KUBE_STAGING = "v0.36.3"  # the published staging modules that match KUBERNETES
@@ -17,9 +18,10 @@ ETCD_BINARIES = ("etcd", "etcdctl")
 KWOK_BINARIES = ("kwok",)
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("POWERCUT_CACHE", Path.home() / ".cache" / "powercut"))
+def cache_root(settings: Settings | None = None) -> Path:
+    """POWERCUT_CACHE (docs/settings.md), from ``settings`` or the environment now."""
+    return or_environment(settings).cache_dir
 
 
-def bin_cache() -> Path:
-    return cache_root() / "bin"
+def bin_cache(settings: Settings | None = None) -> Path:
+    return cache_root(settings) / "bin"

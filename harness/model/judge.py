@@ -1,9 +1,17 @@
 """A measured phase against the model: which bound judges it, and whether it deviates from
 Kubernetes' own behaviour (beyond the model's upper bound) apart from missing its budget.
 
-A scenario's measurement names its phase in words (``"w-b3 unreachable taint"``); the
-budget it was judged against is the one whose phase those words end with (and, where two
-fit, whose figure equals the measurement's budget). docs/budgets.md lists them.
+A phase measured against a named budget (``within the node-not-ready budget``) keeps that
+budget's name (``"budget": "node_not_ready"`` in ``measurements.json``,
+:class:`harness.scenario.report.Measurements`): the model's bound is looked up by it, where
+that budget's bound models this kind of phase (the NotReady of a worker or of a
+control-plane node, a volume released by its node or after the out-of-service taint). A
+bound never judges a phase of another kind: a taint's removal measured within the
+taint-applied budget is no NoExecute taint of the node lifecycle controller. A phase
+measured against a limit in seconds, or recorded before the name was kept, names only its
+phase in words (``"w-b3 unreachable taint"``): its budget is then the one whose phase those
+words end with (and, where two fit, whose figure equals the measurement's budget).
+docs/budgets.md lists them.
 """
 
 from __future__ import annotations
@@ -15,7 +23,14 @@ from typing import Any, Final
 from harness.model.bounds import Bound
 from harness.model.cluster import ClusterModel
 
-__all__ = ["PHASE_BUDGETS", "Judged", "budget_of_phase", "judge"]
+__all__ = [
+    "PHASE_BUDGETS",
+    "Judged",
+    "budget_of_item",
+    "budget_of_phase",
+    "budgets_of_phase",
+    "judge",
+]
 
 #: A phase's last words -> the budgets that judge it (the first when no figure decides).
 PHASE_BUDGETS: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
@@ -33,20 +48,41 @@ PHASE_BUDGETS: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
 )
 
 
+def budgets_of_phase(phase: str) -> tuple[str, ...]:
+    """The budgets whose phase is of ``phase``'s kind, by its words (the default first)."""
+    if " released by " in phase:
+        return ("volume_detach", "volume_detach_out_of_service")
+    for suffix, names in PHASE_BUDGETS:
+        if phase.endswith(suffix):
+            return names
+    return ()
+
+
 def budget_of_phase(
     phase: str, budget_s: float | None, budgets: Mapping[str, float] | None = None
 ) -> str | None:
     """The budget (field name) that judges ``phase``, or None."""
-    if " released by " in phase:
-        return "volume_detach"
-    for suffix, names in PHASE_BUDGETS:
-        if phase.endswith(suffix):
-            if budgets and budget_s is not None:
-                for n in names:
-                    if budgets.get(n) == budget_s:
-                        return n
-            return names[0]
-    return None
+    names = budgets_of_phase(phase)
+    if budgets and budget_s is not None:
+        for n in names:
+            if budgets.get(n) == budget_s:
+                return n
+    return names[0] if names else None
+
+
+def budget_of_item(
+    item: Mapping[str, Any], budgets: Mapping[str, float] | None = None
+) -> str | None:
+    """The budget (field name) that judges a ``measurements.json`` item: the one it names
+    where that budget's phase is of the item's kind, else the one its phase's words fit
+    (:func:`budget_of_phase`); None for a phase no budget's bound models."""
+    named = item.get("budget")
+    if isinstance(named, str) and named in budgets_of_phase(str(item.get("phase", ""))):
+        return named
+    budget_s = item.get("budget_s")
+    return budget_of_phase(
+        str(item.get("phase", "")), budget_s if isinstance(budget_s, int | float) else None, budgets
+    )
 
 
 @dataclass(frozen=True)
@@ -90,9 +126,8 @@ def judge(
     """A ``measurements.json`` item judged against ``model``; None for a non-duration."""
     if "seconds" not in item:
         return None
-    phase, budget_s = str(item.get("phase", "")), item.get("budget_s")
     if budgets is None and model is not None:
         budgets = model.budgets
-    name = budget_of_phase(phase, budget_s, budgets)
+    name = budget_of_item(item, budgets)
     bound = model.bound(name) if model is not None and name else None
-    return Judged(phase, float(item["seconds"]), budget_s, bound)
+    return Judged(str(item.get("phase", "")), float(item["seconds"]), item.get("budget_s"), bound)

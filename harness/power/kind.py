@@ -320,34 +320,22 @@ class KindDriver:
         """Cut the running node off the kind network (its pods keep running), the heal armed
         first on the node as a transient timer that fires after ``heal_after_s``."""
         self._check_node(node)
-        if heal_after_s <= 0:
-            raise ConfigError(f"{self.node}: heal_after_s must be positive, got {heal_after_s}")
-        with self._lock:
-            deadline = self._deadline()
-            self._require_running("be partitioned", deadline)
-            self._exec(PARTITION_SCRIPT, f"{heal_after_s:.3f}", deadline=deadline)
-            self._wait_exec(PARTITION_STATE, "cut", "partitioned", deadline)
+        self._check_positive("heal_after_s", heal_after_s)
+        self._act_running(
+            "be partitioned",
+            (PARTITION_SCRIPT, f"{heal_after_s:.3f}"),
+            (PARTITION_STATE, "cut", "partitioned"),
+        )
 
     def heal(self, node: str | None = None) -> None:
         """Reconnect a partitioned node now and disarm its timer; a no-op when it is not cut
         off or not running (a power-off already healed it)."""
         self._check_node(node)
-        with self._lock:
-            deadline = self._deadline()
-            status, paused = self._call("report its state", self._inspect, deadline)
-            if _power_state(status, paused) is not PowerState.ON:
-                return
-            self._exec(HEAL_SCRIPT, deadline=deadline)
-            self._wait_exec(PARTITION_STATE, "open", "reconnected", deadline)
+        self._undo_if_running(HEAL_SCRIPT, (PARTITION_STATE, "open", "reconnected"))
 
     def partitioned(self) -> bool:
         """True while the node runs cut off by ``partition``."""
-        with self._lock:
-            deadline = self._deadline()
-            status, paused = self._call("report its state", self._inspect, deadline)
-            if _power_state(status, paused) is not PowerState.ON:
-                return False
-            return self._exec(PARTITION_STATE, deadline=deadline).strip() == "cut"
+        return self._reads_if_running(PARTITION_STATE, "cut")
 
     def cut_storage(
         self, node: str, endpoints: list[StorageEndpoint], *, heal_after_s: float
@@ -356,39 +344,25 @@ class KindDriver:
         kubelet and API traffic go on), the heal armed first on the node as a transient
         timer that fires after ``heal_after_s`` (:mod:`harness.power.storage_cut`)."""
         self._check_node(node)
-        if heal_after_s <= 0:
-            raise ConfigError(f"{self.node}: heal_after_s must be positive, got {heal_after_s}")
+        self._check_positive("heal_after_s", heal_after_s)
         script = (
             STORAGE_HEAL_SCRIPT.replace("# powercut:storage-heal", "# powercut:storage-cut")
             + storage_cut.cut_command(list(endpoints), max(1, math.ceil(heal_after_s)))
             + "\n"
         )
-        with self._lock:
-            deadline = self._deadline()
-            self._require_running("be cut off its storage", deadline)
-            self._exec(script, deadline=deadline)
-            self._wait_exec(STORAGE_STATE, "cut", "cut off its storage", deadline)
+        self._act_running(
+            "be cut off its storage", (script,), (STORAGE_STATE, "cut", "cut off its storage")
+        )
 
     def heal_storage(self, node: str) -> None:
         """Give the node its storage network back now; a no-op when it is not cut or not
         running (a power-off healed it: the rules live in its network namespace)."""
         self._check_node(node)
-        with self._lock:
-            deadline = self._deadline()
-            status, paused = self._call("report its state", self._inspect, deadline)
-            if _power_state(status, paused) is not PowerState.ON:
-                return
-            self._exec(STORAGE_HEAL_SCRIPT, deadline=deadline)
-            self._wait_exec(STORAGE_STATE, "open", "storage reachable", deadline)
+        self._undo_if_running(STORAGE_HEAL_SCRIPT, (STORAGE_STATE, "open", "storage reachable"))
 
     def storage_cut(self) -> bool:
         """True while the node runs cut off its storage by ``cut_storage``."""
-        with self._lock:
-            deadline = self._deadline()
-            status, paused = self._call("report its state", self._inspect, deadline)
-            if _power_state(status, paused) is not PowerState.ON:
-                return False
-            return self._exec(STORAGE_STATE, deadline=deadline).strip() == "cut"
+        return self._reads_if_running(STORAGE_STATE, "cut")
 
     def stop_kubelet(
         self, node: str | None = None, *, restart_after_s: float = DEFAULT_HEAL_S
@@ -396,24 +370,58 @@ class KindDriver:
         """Stop the node's kubelet (its containers keep running), its restart armed first on
         the node as a transient timer that fires after ``restart_after_s``."""
         self._check_node(node)
-        if restart_after_s <= 0:
-            raise ConfigError(
-                f"{self.node}: restart_after_s must be positive, got {restart_after_s}"
-            )
-        with self._lock:
-            deadline = self._deadline()
-            self._require_running("have its kubelet stopped", deadline)
-            self._exec(STOP_KUBELET_SCRIPT, f"{restart_after_s:.3f}", deadline=deadline)
-            self._wait_exec(KUBELET_STATE, "inactive", "kubelet stopped", deadline)
+        self._check_positive("restart_after_s", restart_after_s)
+        self._act_running(
+            "have its kubelet stopped",
+            (STOP_KUBELET_SCRIPT, f"{restart_after_s:.3f}"),
+            (KUBELET_STATE, "inactive", "kubelet stopped"),
+        )
 
     def start_kubelet(self, node: str | None = None) -> None:
         """Start the node's kubelet now and disarm its timer; a no-op if it runs."""
         self._check_node(node)
+        self._act_running(
+            "have its kubelet started",
+            (START_KUBELET_SCRIPT,),
+            (KUBELET_STATE, "active", "kubelet active"),
+        )
+
+    # The cut, heal and kubelet chains: one shape each, the script and its read-back apart.
+    # ``until`` is (the state script, the state wanted, what that state is called).
+
+    def _check_positive(self, name: str, value: float) -> None:
+        if value <= 0:
+            raise ConfigError(f"{self.node}: {name} must be positive, got {value}")
+
+    def _act_running(self, what: str, script: tuple[str, ...], until: tuple[str, str, str]) -> None:
+        """Run ``script`` (and its arguments) on the running node, then wait for ``until``;
+        a node that is not running is refused (it cannot ``what``)."""
         with self._lock:
             deadline = self._deadline()
-            self._require_running("have its kubelet started", deadline)
-            self._exec(START_KUBELET_SCRIPT, deadline=deadline)
-            self._wait_exec(KUBELET_STATE, "active", "kubelet active", deadline)
+            self._require_running(what, deadline)
+            self._exec(*script, deadline=deadline)
+            self._wait_exec(*until, deadline)
+
+    def _undo_if_running(self, script: str, until: tuple[str, str, str]) -> None:
+        """Run ``script`` and wait for ``until`` if the node runs; a no-op otherwise."""
+        with self._lock:
+            deadline = self._deadline()
+            if not self._running(deadline):
+                return
+            self._exec(script, deadline=deadline)
+            self._wait_exec(*until, deadline)
+
+    def _reads_if_running(self, state: str, want: str) -> bool:
+        """True while the node runs and its ``state`` script reads ``want``."""
+        with self._lock:
+            deadline = self._deadline()
+            if not self._running(deadline):
+                return False
+            return self._exec(state, deadline=deadline).strip() == want
+
+    def _running(self, deadline: Deadline) -> bool:
+        status, paused = self._call("report its state", self._inspect, deadline)
+        return _power_state(status, paused) is PowerState.ON
 
     def kubelet_active(self) -> bool:
         with self._lock:

@@ -25,7 +25,10 @@ Sessions: with ``auth="session"`` the driver opens one Redfish session (X-Auth-T
 its first request, reuses it for every request after (a dropped connection reconnects
 with the same token) and deletes it in :meth:`RedfishDriver.close`, which the driver's
 owners call on every path (and ``with RedfishDriver(...)`` does): BMCs such as iDRAC and
-iLO cap their sessions, and a leaked one locks automation out until it times out.
+iLO cap their sessions, and a leaked one locks automation out until it times out. A Ctrl-C
+cannot cut the log-in or the log-out half-way (SIGINT and SIGTERM are held meanwhile; a
+second one stops at once), and the socket a request interrupted while connecting leaves is
+closed at once, not when the exception is gone (docs/bmc.md, "A Ctrl-C and the session").
 
 Connections: sushy asks the BMC to close the connection after every request (some BMCs choke
 on long-lived ones), so each request opens its own TLS connection. A prepared power-off
@@ -61,6 +64,7 @@ from sushy import connector as sushy_connector
 from sushy import exceptions as sushy_exc
 
 from harness.errors import PermanentError, PowercutError, TemporaryError, WaitTimeout
+from harness.power._interrupts import close_sockets_left_by, held_signals
 from harness.power._wait import (
     READBACK_FIRST_POLL_S,
     SYSTEM_CLOCK,
@@ -89,6 +93,9 @@ T = TypeVar("T")
 
 #: Longest single HTTP request; waits are bounded by ``timeout_s`` plus at most this.
 MAX_REQUEST_S = 10.0
+#: Longest connect, and longest wait for the answer, of one attempt to log a session out
+#: (two at most): how long a Ctrl-C held during a log-out can wait (see close()).
+LOGOUT_REQUEST_S: Final = 5.0
 
 _STATES = {"On": PowerState.ON, "Off": PowerState.OFF}
 
@@ -344,30 +351,43 @@ class RedfishDriver:
         with self._lock:
             auth, connector = self._auth, self._connector
             self._root = self._connector = self._auth = self._system = None
-            if auth is not None:
-                self._logout(auth, connector)
+            if auth is not None and self.auth == "session":
+                with held_signals(f"{self.node}: logging the Redfish session out"):
+                    self._logout(auth, connector)
             if connector is not None:
                 connector.close()
 
     def _logout(self, auth: Any, connector: Any) -> None:
-        """Delete the session (nothing for basic auth) over a fresh connection: a request
-        interrupted half-way (Ctrl-C) can leave the pooled one unusable. One more try after
-        a connection error; a failure is logged: the BMC drops the session when it times
-        out."""
+        """Delete the session over a fresh connection: a request interrupted half-way
+        (Ctrl-C) can leave the pooled one unusable. Each attempt is bounded by
+        :data:`LOGOUT_REQUEST_S`; one more after a connection error (a 404 then says the first
+        DELETE was done). A failure is logged: the BMC drops the session when it times out.
+        Called with SIGINT and SIGTERM held (:func:`held_signals`)."""
+        request_s = min(LOGOUT_REQUEST_S, self._request_s())
+        connector.set_timeouts(connect_s=request_s, read_s=request_s)
         for attempt in (1, 2):
-            if connector is not None:
-                connector.close()  # requests opens a new connection for the DELETE
+            connector.close()  # requests opens a new connection for the DELETE
             try:
-                auth.close()  # sushy: DELETE of the session; nothing for basic auth
+                auth.close()  # sushy: DELETE of the session
             except sushy_exc.ConnectionError as exc:
                 if attempt == 1:
                     continue
                 error = redact(str(exc), self._password)
+            except sushy_exc.ResourceNotFoundError:  # gone: timed out, or the first DELETE
+                log.debug("%s: the Redfish session is gone already", self.node)
+                return
             except sushy_exc.SushyError as exc:
                 error = redact(str(exc), self._password)
+            except BaseException as exc:  # a second Ctrl-C: the user insists
+                close_sockets_left_by(exc)
+                log.warning(
+                    "%s: logging the Redfish session out was interrupted (it stays open on "
+                    "the BMC until it times out)",
+                    self.node,
+                )
+                raise
             else:
-                if self.auth == "session":
-                    log.debug("%s: Redfish session logged out", self.node)
+                log.debug("%s: Redfish session logged out", self.node)
                 return
             log.warning(
                 "%s: logging the Redfish session out failed (it stays open on the BMC "
@@ -523,6 +543,9 @@ class RedfishDriver:
             raise
         except sushy_exc.SushyError as exc:
             error = self._translate(what, exc)
+        except BaseException as exc:  # a Ctrl-C mid-request: what it connected must not wait
+            close_sockets_left_by(exc)  # for the exception's end (see harness/power/_interrupts)
+            raise
         if isinstance(error, TemporaryError) and not isinstance(error, Throttled):
             self._system = None  # re-read the system on the next attempt (not when busy)
         raise error
@@ -589,7 +612,7 @@ class RedfishDriver:
                 if self.auth == "basic"
                 else sushy_auth.SessionAuth(username=self.username, password=password)
             )
-            request_s = max(1.0, min(MAX_REQUEST_S, self.timeout_s))
+            request_s = self._request_s()
             connector = _Connector(
                 self.url,
                 verify=self.verify,
@@ -601,13 +624,23 @@ class RedfishDriver:
                 response_callback=self._remember,
             )
             connector.keep_alive(self._keep_open)
-            try:
-                self._root = sushy.Sushy(self.url, auth=auth, connector=connector)
-            except BaseException:
-                connector.close()
-                raise
-            self._connector, self._auth = connector, auth
+            # Logging in: a Ctrl-C must not land between the BMC's making the session and
+            # the driver's learning its token (it could not be logged out).
+            with (
+                held_signals(f"{self.node}: opening a Redfish session")
+                if self.auth == "session"
+                else _nothing()
+            ):
+                try:
+                    root = sushy.Sushy(self.url, auth=auth, connector=connector)
+                except BaseException:
+                    connector.close()
+                    raise
+                self._root, self._connector, self._auth = root, connector, auth
         return self._root
+
+    def _request_s(self) -> float:
+        return max(1.0, min(MAX_REQUEST_S, self.timeout_s))
 
     def _get_system(self) -> Any:
         if self._system is None:
@@ -648,6 +681,10 @@ class _Connector(sushy_connector.Connector):  # type: ignore[misc]  # untyped su
     def keep_alive(self, on: bool) -> None:
         # sushy sets "Connection: close" on its session's headers at construction.
         self._session.headers["Connection"] = "keep-alive" if on else "close"
+
+    def set_timeouts(self, *, connect_s: float, read_s: float) -> None:
+        """The timeouts of the requests to come (sushy's, set at construction)."""
+        self._connect_timeout, self._default_request_timeout = connect_s, read_s
 
 
 class _PreparedReset:
@@ -714,8 +751,9 @@ class _SplitReset(_PreparedReset):
                 if url.scheme == "https"
                 else raw
             )
-        except BaseException:
+        except BaseException as exc:
             raw.close()
+            close_sockets_left_by(exc)  # a Ctrl-C mid-handshake: the TLS socket holds it now
             raise
 
     def send(self) -> None:

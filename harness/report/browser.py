@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.report.html import INSTALL_COMMAND, ReportError, ReportToolMissing
+from harness.settings import Settings, or_environment
 
 #: Flags for a quiet, offline, sandbox-free (root in containers) headless run.
 CHROMIUM_FLAGS: tuple[str, ...] = (
@@ -34,9 +35,10 @@ CHROMIUM_FLAGS: tuple[str, ...] = (
 DEFAULT_BUDGET_MS = 5000
 
 
-def find_chromium() -> Path:
-    """``$POWERCUT_CHROMIUM``, else ``chromium`` on PATH."""
-    env = os.environ.get("POWERCUT_CHROMIUM")
+def find_chromium(settings: Settings | None = None) -> Path:
+    """``$POWERCUT_CHROMIUM`` (docs/settings.md), else ``chromium`` on PATH."""
+    named = or_environment(settings).chromium
+    env = str(named) if named is not None else None
     found = env or shutil.which("chromium")
     if not found or not Path(found).is_file():
         raise ReportToolMissing(

@@ -38,6 +38,7 @@ from harness.report.allure_env import (
     load_categories,
 )
 from harness.report.stage import SIGNOFF_ATTACHMENT, find_signoff, stage_results
+from harness.settings import ALLURE, Settings, or_environment
 
 #: Keep in step with ALLURE_VERSION in scripts/install-report-tools.sh.
 ALLURE_VERSION = "3.18.0"
@@ -80,32 +81,32 @@ class ReportError(PermanentError):
 # -- locating Allure -----------------------------------------------------------------------
 
 
-def cache_root() -> Path:
+def cache_root(settings: Settings | None = None) -> Path:
     """``$POWERCUT_CACHE`` or ``~/.cache/powercut`` (the install script uses the same)."""
-    env = os.environ.get("POWERCUT_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "powercut"
+    return or_environment(settings).cache_dir
 
 
-def cached_allure(version: str = ALLURE_VERSION) -> Path:
+def cached_allure(version: str = ALLURE_VERSION, settings: Settings | None = None) -> Path:
     """Where the install script puts the ``allure`` binary of ``version``."""
-    return cache_root() / "node" / f"allure-{version}" / "node_modules" / ".bin" / "allure"
+    return cache_root(settings) / "node" / f"allure-{version}" / "node_modules" / ".bin" / "allure"
 
 
-def find_allure() -> Path:
-    """The Allure 3 binary: ``$POWERCUT_ALLURE``, else the cached pinned version.
+def find_allure(settings: Settings | None = None) -> Path:
+    """The Allure 3 binary: ``$POWERCUT_ALLURE`` (docs/settings.md), else the cached pinned
+    version.
 
     Raises:
         ReportToolMissing: neither exists, naming the install command.
     """
-    env = os.environ.get("POWERCUT_ALLURE")
-    if env:
-        path = Path(env).expanduser()
+    settings = or_environment(settings)
+    if settings.allure is not None:
+        path = settings.allure
         if not (path.is_file() and os.access(path, os.X_OK)):
             raise ReportToolMissing(
-                "Allure Report 3", INSTALL_COMMAND, f"POWERCUT_ALLURE={env}: not an executable"
+                "Allure Report 3", INSTALL_COMMAND, f"{ALLURE.name}={path}: not an executable"
             )
         return path
-    path = cached_allure()
+    path = cached_allure(settings=settings)
     complete = path.parents[2] / ".complete"
     if not (path.is_file() and complete.is_file()):
         raise ReportToolMissing(

@@ -1,8 +1,9 @@
 """Prometheus metrics of a results store (``GET /metrics`` on the page's server): per target,
 its last run (start, end, verdict, exit status, gates, restores still owed, every phase's
 figure against its budget) from ``STORE/<target>/history.jsonl``, and its lock and owed undos
-as the recover CronJob last saw them (``STORE/<target>/recover.json``, written by
-``powercut recover --status``).
+as the recover CronJob's last check left them, with the last time a check found the lock held
+by a runner that had died (``STORE/<target>/recover.json``, written by ``powercut recover
+--status``).
 
 The text exposition format, version 0.0.4. A target whose files cannot be read is counted
 in ``powercut_store_read_errors`` (the page names the file and line), never dropped silently.
@@ -47,12 +48,23 @@ METRICS: dict[str, tuple[str, str]] = {
     "powercut_last_run_phase_seconds": ("gauge", "A phase's figure in the last run."),
     "powercut_last_run_phase_budget_seconds": ("gauge", "A phase's budget in the last run."),
     "powercut_last_run_phase_over_budget": ("gauge", "1 if the phase exceeded its budget."),
-    "powercut_lock_held": ("gauge", "1 if the target's cluster lock (Lease) is held."),
+    "powercut_lock_held": (
+        "gauge",
+        "1 if the target's cluster lock (Lease) is held, as the last recover check left it.",
+    ),
     "powercut_lock_holder_alive": (
         "gauge",
         "1 if the lock's holder renews it (a killed runner's lease runs out).",
     ),
-    "powercut_recover_owed_undos": ("gauge", "Undos the target's journal owed at the check."),
+    "powercut_recover_owed_undos": (
+        "gauge",
+        "Undos the target's journal still owed when the last recover check ended.",
+    ),
+    "powercut_recover_dead_holder_timestamp_seconds": (
+        "gauge",
+        "When a recover check last found the lock held by a runner that had stopped renewing "
+        "it (killed mid-run).",
+    ),
     "powercut_recover_exit_code": ("gauge", "Exit status of the last recover check."),
     "powercut_recover_checked_timestamp_seconds": ("gauge", "Time of the last recover check."),
     "powercut_store_read_errors": ("gauge", "Unreadable history lines or status files."),
@@ -148,6 +160,10 @@ def _recover_samples(out: _Out, target: str, doc: dict[str, Any]) -> None:
     out.add("powercut_recover_owed_undos", t, float(doc.get("owed", math.nan)))
     out.add("powercut_recover_exit_code", t, float(doc.get("exit_code", math.nan)))
     out.add("powercut_recover_checked_timestamp_seconds", t, float(doc.get("checked", math.nan)))
+    dead = doc.get("dead_holder")
+    if isinstance(dead, dict):
+        seen = float(dead.get("seen", math.nan))
+        out.add("powercut_recover_dead_holder_timestamp_seconds", t, seen)
 
 
 def _target_dirs(store: Path) -> Iterable[Path]:

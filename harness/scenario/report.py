@@ -3,7 +3,9 @@
 * :class:`Measurements`: every measured phase as an Allure parameter next to its budget
   (``"w-b3 NotReady (s)" = 8.4`` and ``"w-b3 NotReady budget (s)" = 20``, the convention
   :mod:`harness.report.summary` reads), excluded from Allure's history id so that runs of
-  the same scenario stay one test in the history. A phase whose window overlaps a gap the
+  the same scenario stay one test in the history. Each phase recorded against a budget
+  the step named keeps its name (``"budget": "node_not_ready"``), by which the model's bound
+  is found (:mod:`harness.model.judge`). A phase whose window overlaps a gap the
   observer announced (a watch refused with 410 Gone by every API server it tried, which
   re-listed: changes in it may be missing)
   carries the gaps in its detail and an ``"<phase> observation gap (s)"`` parameter.
@@ -62,6 +64,12 @@ class Measurements:
     items: list[dict[str, Any]] = field(default_factory=list)
     #: The scenario's timeline, where the observer announces its gaps.
     timeline: Timeline | None = None
+    #: The budget the running step names (``within the node-not-ready budget``), as its
+    #: field name in :class:`harness.budgets.Budgets`; set before each step and cleared after
+    #: it by the step hooks (:mod:`harness.steps.fixtures`). Kept with every phase recorded
+    #: against a budget, so that the budget and Kubernetes' model that judge the phase are
+    #: found by that name (:func:`harness.model.judge.judge`). None: a limit in seconds.
+    budget: str | None = None
 
     def record(
         self,
@@ -72,12 +80,15 @@ class Measurements:
         *,
         started_mono: float | None,
         complete: bool = True,
+        budget: str | None = None,
     ) -> None:
         """Add one phase and show it (and its budget) as Allure parameters, with the
         observation gaps its window (``started_mono`` on, for ``seconds``) overlaps.
         ``started_mono`` is required: None only for what has no window on the timeline
         (a skew between acknowledgements, a wait before the scenario). ``complete`` False:
-        the phase's end was not seen (``seconds`` is a lower bound)."""
+        the phase's end was not seen (``seconds`` is a lower bound). ``budget``: the name of
+        the budget ``budget_s`` comes from (default: the one the running step names,
+        :attr:`budget`); kept as the item's ``"budget"`` when ``budget_s`` is given."""
         allure.dynamic.parameter(f"{phase} (s)", _round(seconds), excluded=True)
         if budget_s is not None:
             allure.dynamic.parameter(f"{phase} budget (s)", _round(budget_s), excluded=True)
@@ -89,6 +100,9 @@ class Measurements:
             "detail": dict(detail or {}),
             "complete": complete,
         }
+        named = budget or self.budget
+        if budget_s is not None and named is not None:
+            item["budget"] = named
         if started_mono is not None:
             item["started_mono"] = started_mono
         self.items.append(item)
@@ -116,8 +130,8 @@ class Measurements:
         allure.dynamic.parameter(name, value, excluded=True)
         self.items.append({"phase": name, "value": value})
 
-    def check(self, phase: str, m: Measurement) -> Measurement:
-        """Record a check's measurement under ``phase``."""
+    def check(self, phase: str, m: Measurement, *, budget: str | None = None) -> Measurement:
+        """Record a check's measurement under ``phase`` (``budget``: as for :meth:`record`)."""
         self.record(
             phase,
             m.duration_s,
@@ -125,6 +139,7 @@ class Measurements:
             m.detail,
             started_mono=m.started_mono,
             complete=m.complete,
+            budget=budget,
         )
         return m
 

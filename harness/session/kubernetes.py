@@ -1,5 +1,6 @@
 """The session's Kubernetes disruptions: cordon, drain, delete a Node, re-run a Job, and
-restart pods by label selector (which owes no undo: their controllers put them back).
+restart pods by label selector or evict one pod (which owe no undo: their controllers put
+them back; an eviction is kept in the journal as a note).
 
 Each is journaled with its undo before it acts (uncordon, re-create the Node or the Job
 from the manifest kept in the journal) and recorded on the timeline by
@@ -48,6 +49,32 @@ class KubernetesActions(SessionCore):
         return actions.restart_pods(
             self.client, namespace, selector, grace_period_s=grace_period_s, timeline=self.timeline
         )
+
+    def evict(self, namespace: str, name: str, *, timeout_s: float, why: str) -> int:
+        """Evict one pod through the Eviction API, as a descheduler does: its
+        PodDisruptionBudget is respected (a 429 is retried until ``timeout_s``, then
+        :class:`~harness.errors.WaitTimeout`). Kept in the journal as a note saying ``why``,
+        owing nothing (its controller replaces the pod); recorded on the timeline. Returns
+        the eviction requests sent."""
+        if self.dry_run:
+            self.plan.append(f"evict pod {namespace}/{name} ({why}); nothing to undo")
+            return 0
+        self.check_stop()
+        attempts = actions.evict_pod(
+            self.client,
+            namespace,
+            name,
+            deadline=time.monotonic() + timeout_s,
+            timeline=self.timeline,
+        )
+        if self.journal is not None:
+            self.journal.note(
+                "evict",
+                f"pod/{namespace}/{name}",
+                f"evicted through the Eviction API after {attempts} request(s): {why}; "
+                "nothing to undo (its controller replaces it)",
+            )
+        return attempts
 
     def cordon(self, node: str) -> None:
         if self.dry_run:

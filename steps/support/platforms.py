@@ -50,6 +50,10 @@ DIFFERENCES: dict[str, str] = {
     "third_of_workers": "Lab: 3 of 9 workers, one per rack. kind: with 2 workers no choice "
     "spares `web` and `quorum` their min_available, so it is skipped.",
     "critical_spread": _API_ONLY,
+    "critical_respread": "The same everywhere (the Eviction API only). Lab and kind: `web` "
+    "spreads again (a topology spread constraint with whenUnsatisfiable: DoNotSchedule "
+    "places its replacement); a workload without such a constraint may land on the same "
+    "rack again, and the scenario is then not judged, saying so.",
     "some_workers": "The same everywhere; the safety limits (`safety.max_nodes_down`, "
     "`max_rack_fraction`) are checked when the chosen nodes are failed, not here.",
     "some_control_planes": "Lab: 3 (or `--control-planes 1|5`). kind: 1 unless "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import select
 import signal
 import socket
 import ssl
@@ -284,45 +285,113 @@ def test_twenty_runs_interrupted_ones_included_leave_the_session_count_as_it_was
         d.on()
 
 
+#: Where the SIGINT lands in the child of the test below. "waiting": sent by the test while
+#: the child waits, wherever it is (a poll's request or the pause between two). The other
+#: two are sent by the child to itself at one point, the same on every run, through an
+#: audit hook on urllib3's "http.client.connect" event (its TCP connection made, its TLS
+#: handshake not begun): "connecting", a poll's connection (the interrupted request leaves
+#: that connection half-made; the lab's BMC, whose TLS handshakes are done one at a time,
+#: then serves nobody until it is closed, the log-out included); "logging out", the
+#: log-out's own connection (a Ctrl-C there would cut the DELETE off).
+LANDINGS = ("waiting", "connecting", "logging out")
+
+CHILD = """\
+import gc, logging, os, signal, sys
+from harness.power.base import PowerState, ResetType
+from harness.power.redfish import RedfishDriver
+
+# sushy's own finalizer deletes a session when its client object is collected (a garbage
+# collection, or the exit): the driver's close() must have done it, so none runs here.
+gc.disable()
+logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)  # every library's log, for secrets
+LAND = {land!r}
+armed = None  # the landing the next connection gets the signal at
+
+
+def hook(event, args):
+    global armed
+    if event == "http.client.connect" and armed is not None and armed == LAND:
+        armed = None
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+class Driver(RedfishDriver):
+    def close(self):
+        global armed
+        armed = "logging out"
+        super().close()
+
+
+sys.addaudithook(hook)
+password = open({password_file!r}).read().strip()
+try:
+    with Driver("node-a", {url!r}, {username!r}, password, verify={ca!r}, auth="session",
+                timeout_s=60, poll_s=0.2) as d:
+        assert d.state() is PowerState.ON
+        # The token, for the test to look for in the log (sushy's own record of it).
+        print("session open", d._auth._session_key, flush=True)
+        sys.stdin.readline()  # the test has counted the sessions
+        if LAND != "logging out":  # else the block ends now, its log-out gets the signal
+            armed = "connecting"
+            # A wait that only the signal ends: the node stays on.
+            d._wait_for(PowerState.OFF, d._deadline(), ResetType.FORCE_OFF)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.stdin.readline()  # the test has counted the sessions, this process still alive
+    raise
+"""
+
+
+@pytest.mark.parametrize("land", LANDINGS)
 def test_a_process_interrupted_by_sigint_logs_its_session_out(
-    bmc: Bmc, creds: LabCredentials, tmp_path: Path
+    bmc: Bmc, creds: LabCredentials, tmp_path: Path, land: str
 ) -> None:
     if bmc.sessions is None:
         pytest.skip(f"{bmc.name} has no SessionService (basic auth): no session to leak")
     before = bmc.sessions()
     script = tmp_path / "child.py"
     script.write_text(
-        textwrap.dedent(
-            f"""\
-            from harness.power.base import PowerState, ResetType
-            from harness.power.redfish import RedfishDriver
-            password = open({str(creds.directory / "bmc-password")!r}).read().strip()
-            with RedfishDriver("node-a", {bmc.url!r}, {creds.username!r}, password,
-                               verify={str(creds.tls_ca_cert)!r}, auth="session",
-                               timeout_s=60, poll_s=0.2) as d:
-                assert d.state() is PowerState.ON
-                print("session open", flush=True)
-                # A wait that only the signal ends: the node stays on.
-                d._wait_for(PowerState.OFF, d._deadline(), ResetType.FORCE_OFF)
-            """
+        CHILD.format(
+            land=land,
+            password_file=str(creds.directory / "bmc-password"),
+            url=bmc.url,
+            username=creds.username,
+            ca=str(creds.tls_ca_cert),
         )
     )
+    log = (tmp_path / "child.log").open("wb")
     child = subprocess.Popen(
-        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log
     )
     try:
-        assert child.stdout is not None
-        assert child.stdout.readline().strip() == b"session open"
+        assert child.stdin is not None and child.stdout is not None
+        opened = child.stdout.readline().decode().split()
+        assert opened[:2] == ["session", "open"], opened
+        token = opened[2]
         assert bmc.sessions() == before + 1
-        child.send_signal(signal.SIGINT)
+        child.stdin.write(b"go\n")
+        child.stdin.flush()
+        if land == "waiting":
+            child.send_signal(signal.SIGINT)
+        ready, _, _ = select.select([child.stdout], [], [], 20)  # it stops promptly
+        assert ready and child.stdout.readline() == b"interrupted\n"
+        after = bmc.sessions()  # counted while it runs: no finalizer of its exit did it
+        child.stdin.write(b"exit\n")
+        child.stdin.flush()
         child.wait(timeout=20)
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
+        log.close()
+    err = (tmp_path / "child.log").read_text()
+    assert after == before, err[-3000:]
     assert child.returncode != 0
-    assert child.stderr is not None
-    assert bmc.sessions() == before, child.stderr.read().decode()[-3000:]
+    assert "\nKeyboardInterrupt\n" in err, err[-3000:]  # the interrupt ended it, once done
+    if land == "logging out":  # the signal was held, the DELETE done, then the signal raised
+        assert "SIGINT received while node-a: logging the Redfish session out" in err
+    assert len(token) >= 8 and token not in err
+    assert creds.password not in err
 
 
 # -- what makes each vendor different ---------------------------------------------------

@@ -1,8 +1,10 @@
 """The page's /metrics scraped by a real Prometheus (Debian's, on 127.0.0.1) evaluating the
 chart's alerts as helm renders them: a night whose restore failed (exit 4) fires
 PowercutRestoreFailed and not PowercutNightFailed; a failed gate (exit 1) the reverse; a
-target with no run for 26 hours fires PowercutNoRecentRun. (PowercutLockHeldByDeadRunner
-waits a minute: promtool's unit tests cover it, tests/chart/alerts-test.yaml.)"""
+target with no run for 26 hours fires PowercutNoRecentRun; a runner the recover CronJob
+found dead after the last run fires PowercutRunnerDied, and not once a later run finished,
+nor PowercutLockHeldByDeadRunner once recover released the lock. (PowercutLockHeldByDeadRunner
+waits five minutes: promtool's unit tests cover it, tests/chart/alerts-test.yaml.)"""
 
 from __future__ import annotations
 
@@ -68,6 +70,20 @@ def history(store: Path, target: str, finished: dt.datetime, exit_code: int) -> 
     (d / "history.jsonl").write_text(json.dumps(doc) + "\n")
 
 
+def recovered(store: Path, target: str, dead_seen: dt.datetime) -> None:
+    """The recover CronJob's record of a check that found the lock held by a dead runner
+    (at ``dead_seen``), took it over, undid everything and released it."""
+    free = {"held": False, "holder": "", "holder_alive": False, "expires_in_s": 0.0}
+    seen = dead_seen.timestamp()
+    doc = {
+        "checked": seen, "finished": seen + 20, "exit_code": 0, "owed": 0, "lock": free,
+        "found": {"owed": 2, "lock": {"held": True, "holder": "pc-lab-x/pid-7/ab",
+                                      "holder_alive": False, "expires_in_s": -30.0}},
+        "dead_holder": {"holder": "pc-lab-x/pid-7/ab", "seen": seen},
+    }  # fmt: skip
+    (store / target / "recover.json").write_text(json.dumps(doc))
+
+
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusClient]:
     tmp = tmp_path_factory.mktemp("alerts")
@@ -77,6 +93,11 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusC
     history(store, "gate-failed", now, 1)
     history(store, "passed", now, 0)
     history(store, "stale", now - dt.timedelta(hours=27), 0)
+    # killed after its last run's end / killed, then a later run finished
+    history(store, "killed", now - dt.timedelta(hours=1), 0)
+    recovered(store, "killed", now - dt.timedelta(minutes=5))
+    history(store, "killed-then-ran", now, 0)
+    recovered(store, "killed-then-ran", now - dt.timedelta(minutes=5))
     page = make_server(store, "127.0.0.1", 0)
     threading.Thread(target=page.serve_forever, daemon=True).start()
     job = ScrapeJob("powercut-page", [f"127.0.0.1:{page.server_address[1]}"])
@@ -101,6 +122,7 @@ def test_each_alert_fires_for_its_own_failure_only(prometheus: PrometheusClient)
         ("PowercutRestoreFailed", "restore-failed"),
         ("PowercutNightFailed", "gate-failed"),
         ("PowercutNoRecentRun", "stale"),
+        ("PowercutRunnerDied", "killed"),
     }
     deadline = time.monotonic() + 60
     seen: set[tuple[str, str]] = set()

@@ -258,6 +258,16 @@ class Mgmt:
         )
 
 
+def _ephemeral(base_port: int) -> list[str]:
+    """``--allow-ephemeral-ports`` when the lab's ports (a thousand from ``base_port``) lie in
+    the kernel's ephemeral range: a machine shared by several runs may leave a run no other
+    ports (POWERCUT_TEST_MGMT_LAB_PORT)."""
+    from harness.lab.spec import ephemeral_port_range
+
+    low, high = ephemeral_port_range()
+    return ["--allow-ephemeral-ports"] if base_port <= high and base_port + 1000 >= low else []
+
+
 def _values(tmp: Path, image: str) -> Path:
     """The chart's values: the image by the tag `powercut image build` printed (its inputs'
     digest), never a plain version tag."""
@@ -324,7 +334,7 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
         powercut(
             "lab", "up", "--workloads", "--base-port", str(LAB_PORT),
             "--state-dir", str(lab_dir), "--expose", gateway,
-            "--inventory-out", str(tmp / "lab.yaml"),
+            "--inventory-out", str(tmp / "lab.yaml"), *_ephemeral(LAB_PORT),
         )  # fmt: skip
         timings["lab up"] = time.monotonic() - t
         admin = KubeClient.from_kubeconfig(lab_dir / "kubeconfig", timeout_s=10)

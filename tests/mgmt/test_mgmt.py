@@ -219,9 +219,11 @@ def test_a_runner_killed_mid_cut_is_recovered_within_minutes_and_alerted(
 ) -> None:
     """SIGKILL a runner while a node is off: the target's recover CronJob (on its default
     schedule, every 2 minutes) powers it back on within 5 minutes, acting only once the
-    killed runner's lease has run out; meanwhile the page's /metrics show the lock held by a
-    dead runner and the chart's alert PowercutLockHeldByDeadRunner fires in a real
-    Prometheus. The next Job then finds nothing to recover and runs clean."""
+    killed runner's lease has run out. The check that acted records the dead runner it
+    found and the lock free as it left it: in a real Prometheus scraping the page's
+    /metrics, the chart's PowercutRunnerDied fires (a killed night is seen) and
+    PowercutLockHeldByDeadRunner does not (nothing is left held). The next Job finds
+    nothing to recover, runs clean, and PowercutRunnerDied clears."""
     m = mgmt
     recover_cj = f"{CRONJOB}-recover"
     m.k("create", "job", f"--from=cronjob/{CRONJOB}", "killed")
@@ -260,21 +262,36 @@ def test_a_runner_killed_mid_cut_is_recovered_within_minutes_and_alerted(
     m.k("patch", "cronjob", recover_cj, "-p", '{"spec": {"suspend": true}}')
     assert back_s < 300, back_s
     wait_for("nothing left disrupted", lambda: m.lab_clean() == [], 180, every_s=2)
-    jobs = m.kj("get", "jobs", "-l", "powercut.io/role=recover")["items"]
+
+    def recover_jobs_ended() -> list[dict[str, Any]] | None:
+        # (the one that acted writes its record after its last undo)
+        items = m.kj("get", "jobs", "-l", "powercut.io/role=recover")["items"]
+        done = [j for j in items if m.job_done(j["metadata"]["name"])]
+        return items if items and len(done) == len(items) else None
+
+    jobs = wait_for("the recover Jobs to end", recover_jobs_ended, 180, every_s=2)
     logs = "\n".join(m.logs(j["metadata"]["name"], "recover") for j in jobs)
     assert "not now: the lock is held" in logs or "holding the cluster lock" in logs, logs
     for n in off:
         assert f"power_on(node='{n}')" in logs, logs
+    # the check that acted: it found the killed runner's lock dead with undos owed, and
+    # left the lock free and nothing owed
     status = json.loads(m.in_page("cat", f"/store/{TARGET}/recover.json"))
     assert status["exit_code"] == 0, status
+    assert status["found"]["owed"] > 0 and status["owed"] == 0, status
+    assert str(status["found"]["lock"]["holder"]).startswith("killed-"), status
+    assert status["found"]["lock"]["holder_alive"] is False, status
+    assert status["lock"]["held"] is False, status
+    assert str(status["dead_holder"]["holder"]).startswith("killed-"), status
 
-    # the lock held by the dead runner: seen by a recover check, alerted on by Prometheus
-    def dead_holder_alert() -> bool:
+    # a killed night is seen (PowercutRunnerDied); no lock is left held by the dead runner
+    def died_alert() -> bool:
         seen_alerts.update(_firing(alerts))
-        return "PowercutLockHeldByDeadRunner" in seen_alerts
+        return "PowercutRunnerDied" in seen_alerts
 
-    wait_for("PowercutLockHeldByDeadRunner to fire", dead_holder_alert, 120, every_s=2)
-    m.timings["killed runner: dead-holder alert"] = time.monotonic() - killed_at
+    wait_for("PowercutRunnerDied to fire", died_alert, 120, every_s=2)
+    m.timings["killed runner: runner-died alert"] = time.monotonic() - killed_at
+    assert not seen_alerts & {"PowercutLockHeldByDeadRunner", "PowercutRestoreFailed"}, seen_alerts
     m.k("create", "job", f"--from=cronjob/{CRONJOB}", "next")
     wait_for("the next run to finish", lambda: m.job_done("next"), RUN_TIMEOUT, every_s=5)
     assert m.job_done("next") == "succeeded", m.logs("next", "runner")[-3000:]
@@ -288,4 +305,8 @@ def test_a_runner_killed_mid_cut_is_recovered_within_minutes_and_alerted(
         ".read().decode())",
     )  # fmt: skip
     assert f'powercut_last_run_exit_code{{target="{TARGET}"}} 0' in metrics, metrics[-2000:]
+    assert f'powercut_lock_held{{target="{TARGET}"}} 0' in metrics, metrics[-2000:]
+    # the next run finished after the dead runner was found: the killed night's alert clears
+    wait_for("PowercutRunnerDied to clear", lambda: "PowercutRunnerDied" not in _firing(alerts), 60)
+    assert "PowercutLockHeldByDeadRunner" not in seen_alerts, seen_alerts
     print("mgmt-test timings (s):", json.dumps({k: round(v) for k, v in m.timings.items()}))

@@ -13,10 +13,11 @@ import pytest
 from harness.chaos import discover
 from harness.chaos.__main__ import main as chaos_main
 from harness.chaos._common import names, seconds
+from harness.chaos.experiment import ExperimentBroken, ExperimentDeviated
 from harness.chaos.runner import judge, run_experiment_file
 from harness.errors import ConfigError
 from harness.journal import EntryState
-from harness.steps.chaos_steps import ExperimentBroken, ExperimentDeviated, run_chaos_experiment
+from harness.steps.chaos_steps import run_chaos_experiment
 from tests.fakes.chaos import Cluster, fake_cluster
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -341,7 +341,8 @@ def test_ingress_httproute_servicemonitor_and_rules_only_when_asked(
     (rule,) = by_kind(ds, "PrometheusRule")
     alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
     assert set(alerts) == {"PowercutRestoreFailed", "PowercutNightFailed",
-                           "PowercutNoRecentRun", "PowercutLockHeldByDeadRunner"}  # fmt: skip
+                           "PowercutNoRecentRun", "PowercutRunnerDied",
+                           "PowercutLockHeldByDeadRunner"}  # fmt: skip
     assert "> 108000" in alerts["PowercutNoRecentRun"]["expr"]
     assert "30 h" in alerts["PowercutNoRecentRun"]["annotations"]["summary"]
 

@@ -352,3 +352,55 @@ def test_when_owed_a_dead_holders_work_is_undone(
     assert main(["recover", "-i", str(inventory_path), "--lock", "--when-owed"]) == 0
     assert bmcs.power["w1"] is PowerState.ON and bmcs.power["w2"] is PowerState.ON
     assert owed(journal_path) == []
+
+
+def _status(path: Path) -> dict[str, object]:
+    import json
+
+    doc: dict[str, object] = json.loads(path.read_text())
+    return doc
+
+
+def test_the_status_of_a_check_that_recovered_a_dead_runner_reads_the_lock_free(
+    inventory_path: Path, journal_path: Path, api: FakeApiServer, bmcs: FakeBmcs, tmp_path: Path
+) -> None:
+    """The recover CronJob's record (the page's /metrics): the lock and the undos as the
+    check left them (taken over from the dead runner, then released: free; nothing owed),
+    what it found before acting, and when it found the dead holder. A later check that
+    finds nothing keeps that time (the alert on a killed night waits for a later run)."""
+    write_kubeconfig(inventory_path.parent / "kubeconfig", api.url)
+    for name in ("w1", "w2"):
+        api.add("nodes", node(name))
+    _lease(api, "runner-pod-1/pid-7/abcd", "2020-01-01T00:00:00.000000Z")
+    status = tmp_path / "store" / "lab" / "recover.json"
+    args = ["recover", "-i", str(inventory_path), "--lock", "--when-owed", "--status", str(status)]
+    assert main(args) == 0
+    doc = _status(status)
+    assert doc["exit_code"] == 0 and doc["owed"] == 0
+    assert doc["lock"] == {"held": False, "holder": "", "holder_alive": False, "expires_in_s": 0.0}
+    found = doc["found"]
+    assert isinstance(found, dict) and found["owed"] == 4
+    assert found["lock"]["held"] is True and found["lock"]["holder_alive"] is False
+    assert doc["dead_holder"] == {"holder": "runner-pod-1/pid-7/abcd", "seen": doc["checked"]}
+    assert bmcs.power["w1"] is PowerState.ON and owed(journal_path) == []
+    assert main(args) == 0  # the next check: nothing owed, nothing held
+    again = _status(status)
+    assert again["checked"] != doc["checked"] and again["found"] == {"owed": 0, "lock": doc["lock"]}
+    assert again["dead_holder"] == doc["dead_holder"]
+
+
+def test_the_status_of_a_check_that_left_a_live_runner_alone(
+    inventory_path: Path, journal_path: Path, api: FakeApiServer, bmcs: FakeBmcs, tmp_path: Path
+) -> None:
+    import datetime as dt
+
+    write_kubeconfig(inventory_path.parent / "kubeconfig", api.url)
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    _lease(api, "runner-pod-1/pid-7/abcd", now)
+    status = tmp_path / "recover.json"
+    args = ["recover", "-i", str(inventory_path), "--lock", "--when-owed", "--status", str(status)]
+    assert main(args) == 0
+    doc = _status(status)
+    lock = doc["lock"]
+    assert isinstance(lock, dict) and lock["held"] is True and lock["holder_alive"] is True
+    assert doc["owed"] == 4 and "dead_holder" not in doc

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from harness.failures import REGISTRY, FailureKind, strategy, supported_kinds, supports
-from harness.failures.base import registered
+from harness.failures.base import Infliction, registered
 from harness.kube.names import BACK_AT, DOWN_FROM
 from harness.power.base import PowerState, UnsupportedFailure
 
@@ -117,13 +117,7 @@ def test_a_graceful_shutdown_the_node_ignores_is_a_failed_expectation_not_a_brok
 
     session = types.SimpleNamespace(power_off=power_off)
     with pytest.raises(CheckFailed) as caught:
-        GracefulShutdown().inflict(
-            session,  # type: ignore[arg-type]
-            ["w-a1"],
-            undo_after_s=0.0,
-            protocol=None,
-            off_s=0.0,
-        )
+        GracefulShutdown().inflict(session, ["w-a1"], Infliction())  # type: ignore[arg-type]
 
     assert calls == [(["w-a1"], True)]
     assert isinstance(caught.value, AssertionError)  # pytest and Allure: failed, not broken

@@ -66,6 +66,20 @@ def test_a_base_port_too_high_for_a_large_lab_names_the_span(tmp_path: Path) -> 
         _spec(tmp_path, 10, 50, base=64000)
 
 
+def test_ports_in_the_ephemeral_range_only_when_allowed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import harness.lab.spec as lab_spec
+
+    monkeypatch.setattr(lab_spec, "ephemeral_port_range", lambda: (32768, 60999))
+    with pytest.raises(ConfigError, match=r"ephemeral range 32768-60999.*allow-ephemeral-ports"):
+        _spec(tmp_path, 3, 3, base=33200)
+    spec = LabSpec(state_dir=str(tmp_path), base_port=33200, allow_ephemeral_ports=True)
+    assert spec.ports.ssh(0) == 33800
+    spec.save()
+    assert LabSpec.load(tmp_path).allow_ephemeral_ports  # the supervisor re-reads lab.json
+
+
 def test_controller_manager_is_told_the_cluster_cidr(tmp_path: Path) -> None:
     spec = _spec(tmp_path, 1, 1)
     argv = cpl.controller_manager_argv(spec, spec.nodes()[0], "kcm", tmp_path / "kc")

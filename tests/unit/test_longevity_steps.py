@@ -15,14 +15,9 @@ import pytest
 
 from harness.checks import CheckFailed
 from harness.longevity.records import CYCLES_FILE, PHASES, CycleLog, CycleRecord, read_log
+from harness.longevity.verdict import LongevityRun, availability_dips, cycle_problems
 from harness.report.allure_env import BUDGET_OVERRUNS, PRODUCT_FAILURES, classify
-from harness.steps.longevity_steps import (
-    LongevityRun,
-    availability_dips,
-    cycle_problems,
-    every_cycle_within_budgets,
-    no_cycle_missed,
-)
+from harness.steps.longevity_steps import every_cycle_within_budgets, no_cycle_missed
 
 BUDGETS = {
     "not_ready": 20.0,

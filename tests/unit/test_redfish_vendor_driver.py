@@ -289,9 +289,13 @@ class FakeAuth:
 class FakeConnector:
     def __init__(self) -> None:
         self.closed = 0
+        self.timeouts: tuple[float, float] | None = None
 
     def close(self) -> None:
         self.closed += 1
+
+    def set_timeouts(self, *, connect_s: float, read_s: float) -> None:
+        self.timeouts = (connect_s, read_s)
 
 
 def test_a_dropped_connection_keeps_the_session_and_close_logs_it_out_once() -> None:

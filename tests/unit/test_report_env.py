@@ -235,7 +235,7 @@ CASES: list[tuple[str, str | None, str | None]] = [
     ("failed", "CheckFailed: over budget: expected x; seen y\nsecond line", BUDGET_OVERRUNS),
     (
         "failed",
-        "harness.steps.longevity_steps.CyclesMissed: longevity: over budget: x",
+        "harness.longevity.verdict.CyclesMissed: longevity: over budget: x",
         BUDGET_OVERRUNS,
     ),
     # merely mentioning a budget is not an overrun: the thing did not happen in time

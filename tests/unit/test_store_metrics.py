@@ -60,6 +60,7 @@ def test_the_last_run_of_each_target_with_its_exit_code_and_phases(tmp_path: Pat
                 "owed": 2,
                 "exit_code": 0,
                 "lock": {"held": True, "holder": "pod/pid-7/x", "holder_alive": False},
+                "dead_holder": {"holder": "pod/pid-7/x", "seen": 1764199000.25},
             }
         )
     )
@@ -85,6 +86,7 @@ def test_the_last_run_of_each_target_with_its_exit_code_and_phases(tmp_path: Pat
     assert 'powercut_last_run_phase_budget_seconds{target="rack-a",scenario="drain"' not in str(m)
     assert m[f"powercut_lock_held{t}"] == 1 and m[f"powercut_lock_holder_alive{t}"] == 0
     assert m[f"powercut_recover_owed_undos{t}"] == 2
+    assert m[f"powercut_recover_dead_holder_timestamp_seconds{t}"] == 1764199000.25
     assert m[f"powercut_store_read_errors{t}"] == 1  # the torn line, counted
     # an older line without exit_code: no exit-code sample rather than a made-up one
     assert 'powercut_last_run_exit_code{target="rack-b"}' not in m

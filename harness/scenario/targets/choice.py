@@ -92,6 +92,20 @@ def _racks(inventory: Inventory, nodes: Sequence[str]) -> dict[str, str]:
     return {n: inventory.node(n).rack or "(no rack)" for n in nodes}
 
 
+def _of_nodes(
+    inventory: Inventory, pods: Sequence[PodInfo], nodes: Sequence[str], why: str
+) -> Targets:
+    """Targets for whole ``nodes``: every pod on them, DaemonSet pods apart."""
+    on = [p for p in pods if p.node in nodes]
+    return Targets(
+        tuple(nodes),
+        tuple(p for p in on if p.kind != "DaemonSet"),
+        tuple(p for p in on if p.kind == "DaemonSet"),
+        why=why,
+        racks=_racks(inventory, nodes),
+    )
+
+
 def one_node(
     inventory: Inventory,
     observer: Observer,
@@ -158,15 +172,7 @@ def busiest_rack(
         )
         scored.append((-n_critical, rack, nodes))
     _, rack, nodes = min(scored)
-    regular = [p for p in pods if p.node in nodes and p.kind != "DaemonSet"]
-    daemons = [p for p in pods if p.node in nodes and p.kind == "DaemonSet"]
-    return Targets(
-        tuple(nodes),
-        tuple(regular),
-        tuple(daemons),
-        why=f"every node of rack {rack}",
-        racks=_racks(inventory, nodes),
-    )
+    return _of_nodes(inventory, pods, nodes, f"every node of rack {rack}")
 
 
 def third_of_workers(
@@ -250,14 +256,11 @@ def workers_sparing(
             f"no {want} workers (one per rack in turn) whose loss leaves every critical "
             "workload its min_available Ready pods"
         )
-    regular = [p for p in pods if p.node in chosen and p.kind != "DaemonSet"]
-    daemons = [p for p in pods if p.node in chosen and p.kind == "DaemonSet"]
-    return Targets(
-        tuple(chosen),
-        tuple(regular),
-        tuple(daemons),
-        why=f"{want} of {total} workers, one per rack in turn, sparing the critical workloads",
-        racks=_racks(inventory, chosen),
+    return _of_nodes(
+        inventory,
+        pods,
+        chosen,
+        f"{want} of {total} workers, one per rack in turn, sparing the critical workloads",
     )
 
 
@@ -322,13 +325,8 @@ def by_phrase(
 def from_selection(inventory: Inventory, selection: Selection, pods: Sequence[PodInfo]) -> Targets:
     """Targets for the nodes a :class:`~harness.scenario.targets.select.Selection` chose, with the
     inventory workloads' pods that run on them now."""
-    nodes = selection.nodes
-    regular = [p for p in pods if p.node in nodes and p.kind != "DaemonSet"]
-    daemons = [p for p in pods if p.node in nodes and p.kind == "DaemonSet"]
     why = selection.why + (f"; seed {selection.seed}" if selection.seed is not None else "")
-    return Targets(
-        tuple(nodes), tuple(regular), tuple(daemons), why=why, racks=_racks(inventory, nodes)
-    )
+    return _of_nodes(inventory, pods, selection.nodes, why)
 
 
 @dataclass(frozen=True)
