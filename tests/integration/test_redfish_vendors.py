@@ -300,6 +300,10 @@ import gc, logging, os, signal, sys
 from harness.power.base import PowerState, ResetType
 from harness.power.redfish import RedfishDriver
 
+# A terminal's Ctrl-C: Python's default handler. A process started in the background by a
+# non-interactive shell (as a CI runner may start `make test`) inherits SIGINT ignored, and
+# Python then installs no handler: the signal would never reach the driver.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 # sushy's own finalizer deletes a session when its client object is collected (a garbage
 # collection, or the exit): the driver's close() must have done it, so none runs here.
 gc.disable()
