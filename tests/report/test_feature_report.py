@@ -85,8 +85,10 @@ def test_scenario_names_and_verdicts_are_shown(report: Path, results: list[dict[
         assert STATUS.get(r["status"], r["status"]).capitalize() in page or r["status"] in page
 
 
+#: A phase's row: its name, measured, (Kubernetes' model, its setting as the title), budget.
 _ROW = re.compile(
-    r'<tr data-phase="([^"]*)"[^>]*><td>[^<]*</td><td[^>]*>([^<]*)</td><td[^>]*>([^<]*)</td>'
+    r'<tr data-phase="([^"]*)"[^>]*><td>[^<]*</td><td[^>]*>([^<]*)</td>'
+    r'<td align="right" title=".*?">[^<]*</td><td[^>]*>([^<]*)</td>'
 )
 
 
