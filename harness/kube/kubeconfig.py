@@ -342,7 +342,9 @@ def _user_auth(
             field=where,
         )
     if user.get("tokenFile"):
-        path = (base / str(user["tokenFile"])).resolve()
+        # joined and cleaned as client-go does, links not resolved: a projected token's file
+        # links through ..data into a directory the kubelet replaces at each rotation
+        path = Path(os.path.normpath(base / str(user["tokenFile"])))
         return None, TokenFile(path, f"{desc} (tokenFile {path})", clock=clock), "a token file"
     if user.get("token"):
         return str(user["token"]), None, "a token"

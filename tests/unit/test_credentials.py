@@ -304,6 +304,44 @@ def test_a_token_file_is_read_again_every_minute(tmp_path: Path) -> None:
     assert creds.auth.current().header == "Bearer two"
 
 
+def _kubelet_writes(volume: Path, stamp: str, token: str) -> None:
+    """What the kubelet's atomic writer does to a projected volume: the files in a new
+    timestamped directory, ``..data`` swapped to it in one rename, the old directory
+    removed; the file a pod reads, ``token``, is a link to ``..data/token``."""
+    new = volume / f"..{stamp}"
+    new.mkdir()
+    (new / "token").write_text(token)
+    data = volume / "..data"
+    old = data.resolve() if data.is_symlink() else None
+    (volume / "..data_tmp").symlink_to(new.name)
+    os.replace(volume / "..data_tmp", data)
+    if not (volume / "token").is_symlink():
+        (volume / "token").symlink_to("..data/token")
+    if old is not None:
+        (old / "token").unlink()
+        old.rmdir()
+
+
+def test_a_projected_token_file_is_followed_across_the_kubelets_swaps(tmp_path: Path) -> None:
+    """A ``tokenFile`` naming a projected ServiceAccount token (the chart's runner: a token
+    of the management cluster, rotated by the kubelet) is read through its links each time:
+    after the kubelet's swap, the old timestamped directory is gone and the new token is
+    read, as client-go does (it never resolves the links once)."""
+    volume = tmp_path / "projected"
+    volume.mkdir()
+    _kubelet_writes(volume, "2026_11_28_08_00_00.1", "first")
+    clock = FakeClock()
+    kc = write(tmp_path / "kc", config({"tokenFile": str(volume / "token")}))
+    creds = load_kubeconfig(kc, clock=clock)
+    assert isinstance(creds.auth, TokenFile)
+    assert creds.auth.current().header == "Bearer first"
+    _kubelet_writes(volume, "2026_11_28_08_48_00.2", "rotated")
+    assert not (volume / "..2026_11_28_08_00_00.1").exists()
+    clock.advance(60)
+    assert creds.auth.current().header == "Bearer rotated"
+    assert creds.auth.reads == 2
+
+
 def test_token_file_wins_over_token_as_in_client_go(tmp_path: Path) -> None:
     (tmp_path / "token").write_text("from-file")
     creds = load_kubeconfig(
