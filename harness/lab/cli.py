@@ -23,7 +23,14 @@ from harness.lab.expose import check_address
 from harness.lab.inventory_out import write_inventory
 from harness.lab.pki import LabPKI
 from harness.lab.procs import group_is_ours, recorded_alive, write_identity
-from harness.lab.spec import TIMING_NAMES, LabSpec, busy_ports, default_state_dir
+from harness.lab.spec import (
+    AUTHN_FILE,
+    TIMING_NAMES,
+    LabSpec,
+    busy_ports,
+    check_authentication_config,
+    default_state_dir,
+)
 from harness.settings import attached
 
 _STATE_HELP = (
@@ -113,6 +120,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "lie there); an outgoing connection may then hold a lab port first, and lab up "
         "names it busy",
     )
+    up.add_argument(
+        "--authentication-config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="an AuthenticationConfiguration (apiserver.config.k8s.io/v1) for the API "
+        "servers: JWT issuers the lab trusts besides its own, e.g. a management cluster's "
+        "ServiceAccount tokens (docs/management.md); copied into the state directory, where "
+        "the API servers re-read it when it changes",
+    )
     up.add_argument("--state-dir", type=Path, default=None, metavar="DIR", help=_STATE_HELP)
     up.set_defaults(func=cmd_up)
     st = lsub.add_parser("status", help="components, nodes, racks and power states")
@@ -189,6 +206,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         expose=check_address(args.expose) if args.expose else "",
         allow_ephemeral_ports=bool(getattr(args, "allow_ephemeral_ports", False)),
     )
+    authn_file = getattr(args, "authentication_config", None)
+    authn = check_authentication_config(authn_file) if authn_file else ""
     if _running_pid(root) is not None:
         print(f"a lab is already running (state in {root}); nothing changed")
         return cmd_status(argparse.Namespace(state_dir=root, json=False))
@@ -219,6 +238,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     (root / "logs").mkdir(parents=True)
     root.chmod(0o700)
+    if authn:
+        (root / AUTHN_FILE).write_text(authn)
+        (root / AUTHN_FILE).chmod(0o600)
+        spec.authentication_config = str(root / AUTHN_FILE)
     pki = LabPKI(root / "pki")
     pki.issue(
         "apiserver",

@@ -79,6 +79,12 @@ def apiserver_argv(spec: LabSpec, cp: NodeSpec, binary: str) -> list[str]:
         "--authorization-mode=Node,RBAC",
         f"--default-not-ready-toleration-seconds={t.toleration_s}",
         f"--default-unreachable-toleration-seconds={t.toleration_s}",
+        # external identities (``lab up --authentication-config``; never --oidc-*: the two
+        # exclude each other), e.g. a management cluster's ServiceAccounts
+        *(
+            [f"--authentication-config={spec.authentication_config}"]
+            * bool(spec.authentication_config)
+        ),
         "--profiling=false",
         "--v=1",
     ]

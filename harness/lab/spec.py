@@ -38,6 +38,14 @@ PORT_SLOTS = 400  # IPMI at base + 200 + i, SSH at base + 200 + slots + i (slots
 CLUSTER_CIDR = "10.244.0.0/14"
 NODE_CIDR_MASK = 24
 MAX_NODES = 1000  # within the 1,024 node CIDRs
+#: The issuer of the lab's own ServiceAccount tokens (an authentication config's JWT
+#: issuers must differ from it: kube-apiserver refuses the overlap).
+LAB_SA_ISSUER = "https://kubernetes.default.svc"
+#: The AuthenticationConfiguration versions kube-apiserver v1.36 reads.
+AUTHN_VERSIONS = ("apiserver.config.k8s.io/v1", "apiserver.config.k8s.io/v1beta1")
+#: Where ``lab up --authentication-config`` keeps its copy (kube-apiserver re-reads it when
+#: it changes).
+AUTHN_FILE = "authentication-config.yaml"
 MAX_BOOT_S = 3600.0
 
 
@@ -207,6 +215,9 @@ class LabSpec:
     redfish_profiles: dict[str, str] = field(default_factory=dict)
     #: Let the ports overlap the kernel's ephemeral range (``lab up --allow-ephemeral-ports``).
     allow_ephemeral_ports: bool = False
+    #: The API servers' ``--authentication-config`` (the copy in the state directory, made
+    #: by ``lab up --authentication-config``), or "" for none.
+    authentication_config: str = ""
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, bool, str]] = [
@@ -381,6 +392,74 @@ class LabSpec:
     def load(state_dir: Path) -> LabSpec:
         data: dict[str, Any] = json.loads((state_dir / "lab.json").read_text())
         return LabSpec(**data)
+
+
+def check_authentication_config(path: Path) -> str:
+    """The text of an AuthenticationConfiguration file for the lab's API servers, checked
+    before anything starts: its kind and version, and each JWT authenticator's issuer
+    (https, not the lab's own ServiceAccount issuer), audiences and username mapping.
+    kube-apiserver checks the rest (CEL expressions, the CA) and refuses to start on it."""
+    import yaml
+
+    flag = "--authentication-config"
+    try:
+        text = path.read_text()
+        doc = yaml.safe_load(text)
+    except OSError as exc:
+        raise ConfigError(f"cannot read it: {exc.strerror}", source=str(path), field=flag) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"not YAML: {exc}", source=str(path), field=flag) from None
+    if not isinstance(doc, dict) or doc.get("kind") != "AuthenticationConfiguration":
+        raise ConfigError(
+            "not an AuthenticationConfiguration; valid: kind: AuthenticationConfiguration",
+            source=str(path),
+            field="kind",
+        )
+    if doc.get("apiVersion") not in AUTHN_VERSIONS:
+        raise ConfigError(
+            f"apiVersion {doc.get('apiVersion')!r}; valid: {', '.join(AUTHN_VERSIONS)}",
+            source=str(path),
+            field="apiVersion",
+        )
+    jwt = doc.get("jwt") or []
+    if not isinstance(jwt, list):
+        raise ConfigError("must be a list of JWT authenticators", source=str(path), field="jwt")
+    for i, auth in enumerate(jwt):
+        _check_jwt(auth if isinstance(auth, dict) else {}, f"jwt[{i}]", str(path))
+    return text
+
+
+def _check_jwt(auth: dict[str, Any], where: str, source: str) -> None:
+    issuer = auth.get("issuer")
+    if not isinstance(issuer, dict):
+        issuer = {}
+    url = str(issuer.get("url") or "")
+    if not url.startswith("https://"):
+        raise ConfigError(
+            f"{url!r}; valid: an https:// URL, the iss claim of the tokens",
+            source=source,
+            field=f"{where}.issuer.url",
+        )
+    if url.rstrip("/") == LAB_SA_ISSUER:
+        raise ConfigError(
+            f"{url!r} is the lab's own ServiceAccount issuer; valid: another issuer",
+            source=source,
+            field=f"{where}.issuer.url",
+        )
+    audiences = issuer.get("audiences")
+    if not isinstance(audiences, list) or not audiences or not all(audiences):
+        raise ConfigError(
+            "valid: a non-empty list of audiences (the tokens' aud claim)",
+            source=source,
+            field=f"{where}.issuer.audiences",
+        )
+    mappings = auth.get("claimMappings")
+    if not isinstance(mappings, dict) or not isinstance(mappings.get("username"), dict):
+        raise ConfigError(
+            "missing; valid: {claim: sub, prefix: ...} or {expression: ...}",
+            source=source,
+            field=f"{where}.claimMappings.username",
+        )
 
 
 def _seconds_ok(value: object) -> bool:
