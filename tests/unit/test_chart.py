@@ -174,6 +174,19 @@ def test_fifty_targets(helm: Path, tmp_path: Path) -> None:
             'targets[1].name "a": also the name of targets[0]',
         ),
         ({"targets": [target("a", features={"builtin": False})]}, "nothing to run"),
+        (
+            {"targets": [target("a", targetToken={"projected": {"expirationSeconds": 599}})]},
+            "at '/targets/0/targetToken/projected/expirationSeconds': minimum: got 599, want 600",
+        ),
+        (
+            {
+                "targets": [
+                    target("a", targetToken={"projected": {"audience": "x", "path": "/tmp/t"}})
+                ]
+            },
+            'targets[0].targetToken.projected.path "/tmp/t": its directory would be mounted in '
+            "/tmp, where the chart mounts other files",
+        ),
     ],
 )
 def test_bad_values_name_the_field(
@@ -193,6 +206,62 @@ def pods(ds: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         elif d["kind"] == "Deployment":
             out[d["metadata"]["name"]] = d["spec"]["template"]
     return out
+
+
+def test_a_projected_token_of_this_cluster_for_the_target_only_when_an_audience_is_given(
+    helm: Path, tmp_path: Path
+) -> None:
+    """targetToken.projected.audience: every pod that talks to that target (the runner, its
+    recover init container, the recover CronJob) mounts a ServiceAccount token of the
+    release's runner ServiceAccount for that audience (the kubelet renews it), where the
+    kubeconfig's tokenFile names it; no other API token (automount stays off); a target
+    without an audience, and the page, get none."""
+    token = {"projected": {"audience": "powercut-lab"}}
+    values = {"targets": [target("lab", targetToken=token), target("plain")]}
+    by_owner = pods(docs(helm, values, tmp_path))
+    for owner in ("pc-lab", "pc-lab-recover"):
+        pod = by_owner[owner]["spec"]
+        assert pod["serviceAccountName"] == "pc-runner"
+        assert pod["automountServiceAccountToken"] is False
+        vols = {v["name"]: v for v in pod["volumes"]}
+        assert vols["target-token"]["projected"]["sources"] == [
+            {
+                "serviceAccountToken": {
+                    "audience": "powercut-lab",
+                    "expirationSeconds": 3600,
+                    "path": "token",
+                }
+            }
+        ]
+        for c in pod["containers"] + pod.get("initContainers", []):
+            mounts = {m["name"]: m for m in c["volumeMounts"]}
+            assert mounts["target-token"] == {
+                "name": "target-token",
+                "mountPath": "/var/run/secrets/powercut/target",
+                "readOnly": True,
+            }, c["name"]
+    for owner in ("pc-plain", "pc-plain-recover", "pc-page"):
+        spec = by_owner[owner]["spec"]
+        assert "target-token" not in {v["name"] for v in spec["volumes"]}, owner
+        assert not [v for v in spec["volumes"] if "projected" in v], owner
+    # the defaults for every target, a target's own life and path over them
+    own = {"projected": {"expirationSeconds": 600, "path": "/var/run/powercut/t/jwt"}}
+    values = {
+        "defaults": {"targetToken": {"projected": {"audience": "fleet"}}},
+        "targets": [target("a"), target("b", targetToken=own)],
+    }
+    by_owner = pods(docs(helm, values, tmp_path))
+    srcs = {
+        o: next(v for v in by_owner[o]["spec"]["volumes"] if v["name"] == "target-token")
+        for o in ("pc-a", "pc-b")
+    }
+    assert srcs["pc-a"]["projected"]["sources"][0]["serviceAccountToken"]["audience"] == "fleet"
+    b = srcs["pc-b"]["projected"]["sources"][0]["serviceAccountToken"]
+    assert b == {"audience": "fleet", "expirationSeconds": 600, "path": "jwt"}
+    (runner,) = by_owner["pc-b"]["spec"]["containers"]
+    assert {"name": "target-token", "mountPath": "/var/run/powercut/t", "readOnly": True} in (
+        runner["volumeMounts"]
+    )
 
 
 def test_a_recover_cronjob_per_target_acts_only_when_work_is_owed(
@@ -388,6 +457,11 @@ def test_notes_say_how_to_open_the_page_run_now_and_read_the_last_verdict(
     assert "exec deploy/pc-page -- tail -n 1 /store/rack-a/history.jsonl" in text
     assert "exit code 4: restore failed" in text
     assert "No target yet" in notes(helm, {}, tmp_path / "empty")
+    assert "its credentials" not in text
+    token = {"projected": {"audience": "powercut-rack-a"}}
+    text = notes(helm, {"targets": [target("rack-a", targetToken=token)]}, tmp_path / "token")
+    assert "a token of powercut/pc-runner in this cluster, audience powercut-rack-a" in text
+    assert "`tokenFile: /var/run/secrets/powercut/target/token`" in text
 
 
 def test_the_lock_policy_is_the_shipped_one(helm: Path, tmp_path: Path) -> None:

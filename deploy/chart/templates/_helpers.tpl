@@ -77,6 +77,16 @@ Every error names the target (by index) and the field, with what is allowed.
 {{- if gt (len $longest) 52 -}}
 {{- fail (printf "%s.name %q: the CronJob name %q is %d characters; Kubernetes allows 52 (shorten the release name or the target's name)" $where (toString $t.name) $longest (len $longest)) -}}
 {{- end -}}
+{{- with $t.targetToken.projected -}}
+{{- if .audience -}}
+{{- $path := .path -}}{{- $dir := dir .path -}}
+{{- range list "/etc/powercut" "/store" "/tmp" "/var/lib/powercut" -}}
+{{- if or (eq $dir .) (hasPrefix (printf "%s/" .) $dir) -}}
+{{- fail (printf "%s.targetToken.projected.path %q: its directory would be mounted in %s, where the chart mounts other files; valid: a directory of its own, e.g. /var/run/secrets/powercut/target/token" $where $path .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if and (eq $t.mode "features") (not $t.features.builtin) (not $t.features.configMaps) -}}
 {{- fail (printf "%s.features: builtin is false and no configMaps are given: nothing to run" $where) -}}
 {{- end -}}
@@ -104,7 +114,24 @@ volumeMounts:
   - {name: features-{{ . }}, mountPath: /etc/powercut/features/{{ . }}, readOnly: true}
 {{- end }}
   - {name: tmp, mountPath: /tmp}
+{{- if $t.targetToken.projected.audience }}
+  - {name: target-token, mountPath: {{ dir $t.targetToken.projected.path }}, readOnly: true}
+{{- end }}
 {{- with $root.Values.containerSecurityContext }}
 securityContext: {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end -}}
+
+{{/* The projected volume of a target's rotating token (targetToken.projected.audience set). */}}
+{{- define "powercut.targetTokenVolume" -}}
+{{- with .targetToken.projected -}}
+- name: target-token
+  projected:
+    defaultMode: 0440
+    sources:
+      - serviceAccountToken:
+          audience: {{ .audience | quote }}
+          expirationSeconds: {{ .expirationSeconds }}
+          path: {{ base .path }}
+{{- end -}}
 {{- end -}}
