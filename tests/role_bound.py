@@ -113,6 +113,20 @@ def tier_docs(name: str, tiers: list[str], namespaces: list[str], namespace: str
     return render(tiers, namespaces, subject=subject, prefix=name)
 
 
+def grant_tiers_to_user(
+    client: KubeClient, user: str, tiers: list[str], namespaces: list[str], *, prefix: str
+) -> None:
+    """Exactly ``tiers`` (as ``powercut rbac --user`` renders them; Roles in ``namespaces``),
+    named after ``prefix``, bound to the user ``user``: an identity this API server does not
+    issue itself (an OIDC user, or another cluster's ServiceAccount through an
+    AuthenticationConfiguration's JWT authenticator)."""
+    from harness.rbac import render
+
+    subject = {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}
+    for doc in render(tiers, namespaces, subject=subject, prefix=prefix):
+        client.apply(_rbac_path(doc), doc)
+
+
 def grant_tiers(
     client: KubeClient,
     name: str,

@@ -3,12 +3,18 @@ node image the kind stage builds) on a Docker network of its own, the runner ima
 into it, the chart installed with one target: a lab served on that network's gateway only
 (``powercut lab up --expose``), so that the runner pods reach it and nothing else does.
 
-The runner never holds the lab's admin credentials: the target Secret's kubeconfig carries
-only a token of the ServiceAccount ``kube-system/powercut``, holding only the RBAC tiers its
-feature needs (``powercut rbac``; tests/role_bound.py), read and lock. A
-ValidatingAdmissionPolicy on the lab lets only that ServiceAccount write the cluster lock
-(Lease ``kube-system/powercut-lock``): a runner or ``recover --lock`` that holds the lock
-did so as that identity, in the API server's own judgement.
+The runner never holds the lab's admin credentials, nor any token in a Secret: the target
+Secret's kubeconfig says only ``tokenFile:`` the path where the chart projects a token of
+the MANAGEMENT cluster's ServiceAccount ``powercut/pc-runner`` for the audience
+``powercut-lab`` (``targetToken.projected``; the kubelet renews it). The lab trusts the kind
+cluster's ServiceAccount issuer for that audience (``lab up --authentication-config``: a
+JWT authenticator whose discovery and keys the lab's API servers fetch from the kind API
+server, which serves them to anyone), and sees the user
+``mgmt:system:serviceaccount:powercut:pc-runner``, holding only the RBAC tiers its feature
+needs (``powercut rbac``; tests/role_bound.py), read and lock. A ValidatingAdmissionPolicy
+on the lab lets only that user write the cluster lock (Lease ``kube-system/powercut-lock``):
+a runner or ``recover --lock`` that holds the lock did so as that identity, in the API
+server's own judgement.
 
 Ports: the kind API server at POWERCUT_TEST_MGMT_PORT (default 27000), a Prometheus at that
 + 100 (scraping the page's /metrics on its NodePort with the chart's alerts), the lab from
@@ -25,7 +31,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +43,7 @@ from harness.kube.client import ApiError, KubeClient
 from harness.kube.lock import LEASE_NAME, LEASE_NAMESPACE
 from harness.rbac import tiers_for
 from tests.polling import poll_until
-from tests.role_bound import grant_tiers, service_account_user, token_kubeconfig
+from tests.role_bound import grant_tiers_to_user, service_account_user, token_kubeconfig
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_PORT = int(os.environ.get("POWERCUT_TEST_MGMT_PORT", "27000"))
@@ -49,9 +55,15 @@ NETWORK = f"{NAME}-net"
 NAMESPACE = "powercut"
 RELEASE = "pc"
 TARGET = "lab"
-#: The runner's identity in the target: a ServiceAccount bound to the target role alone.
-RUNNER_SA, RUNNER_SA_NAMESPACE = "powercut", "kube-system"
-RUNNER_USER = service_account_user(RUNNER_SA, RUNNER_SA_NAMESPACE)
+#: The runner's identity: the chart's ServiceAccount in the management cluster, whose
+#: projected token for AUDIENCE the lab accepts (its AuthenticationConfiguration), naming it
+#: with USER_PREFIX: a user in the lab bound to the narrow tiers alone.
+RUNNER_SA = f"{RELEASE}-runner"
+AUDIENCE = f"powercut-{TARGET}"
+USER_PREFIX = "mgmt:"
+RUNNER_USER = USER_PREFIX + service_account_user(RUNNER_SA, NAMESPACE)
+#: where the chart projects that token in the runner's pods (values.yaml's default)
+TOKEN_PATH = "/var/run/secrets/powercut/target/token"
 LOCK_POLICY = "powercut-test-lock-writer"
 #: One built-in scenario: a control-plane node loses power and comes back (as wheel-test).
 SCENARIO = os.environ.get("POWERCUT_TEST_MGMT_SCENARIO", "controlplane_node_loses_power")
@@ -181,6 +193,100 @@ def try_lock_write(client: KubeClient) -> str:
     return "admitted"
 
 
+def _anonymous_get(url: str, ca_pem: bytes) -> dict[str, Any] | None:
+    """``url`` fetched with no credentials, TLS checked against ``ca_pem``; None on an
+    HTTP error (401/403 while the binding below is not yet in force)."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    ctx = ssl.create_default_context(cadata=ca_pem.decode())
+    try:
+        with urllib.request.urlopen(url, context=ctx, timeout=10) as r:  # noqa: S310 (https)
+            return dict(json.loads(r.read()))
+    except urllib.error.HTTPError:
+        return None
+
+
+def federation(kind_kubeconfig: Path, kind_client: KubeClient, dest: Path) -> Path:
+    """The lab's AuthenticationConfiguration trusting the kind cluster's ServiceAccount
+    issuer for AUDIENCE, users named USER_PREFIX + ``sub``. The kind API server first lets
+    anyone read its discovery document and keys (system:service-account-issuer-discovery
+    for system:unauthenticated, as the Kubernetes docs show for external consumers); both are
+    fetched here with no credentials, as the lab's API servers will. The discovery URL is
+    the kind API server as this machine reaches it (127.0.0.1:BASE_PORT); the keys' URL the
+    document names is the API server's container address (port 6443, on the kind network).
+    Returns the file."""
+    kind_client.apply(
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/powercut-test-issuer-discovery",
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "powercut-test-issuer-discovery"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "system:service-account-issuer-discovery"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                          "name": "system:unauthenticated"}],
+        },
+    )  # fmt: skip
+    kc = yaml.safe_load(kind_kubeconfig.read_text())
+    ca_pem = base64.b64decode(kc["clusters"][0]["cluster"]["certificate-authority-data"])
+    discovery_url = f"https://127.0.0.1:{BASE_PORT}/.well-known/openid-configuration"
+    discovery = wait_for(
+        "the kind API server's discovery document, read with no credentials",
+        lambda: _anonymous_get(discovery_url, ca_pem), 60, every_s=1,
+    )  # fmt: skip
+    issuer, jwks_uri = str(discovery["issuer"]), str(discovery["jwks_uri"])
+    keys = wait_for("its keys (JWKS), with no credentials",
+                    lambda: _anonymous_get(jwks_uri, ca_pem), 60, every_s=1)  # fmt: skip
+    assert keys.get("keys"), keys
+    SAY(f"mgmt: the lab will trust issuer {issuer} (keys at {jwks_uri}) for {AUDIENCE}")
+    config = {
+        "apiVersion": "apiserver.config.k8s.io/v1",
+        "kind": "AuthenticationConfiguration",
+        "jwt": [
+            {
+                "issuer": {
+                    "url": issuer,
+                    "discoveryURL": discovery_url,
+                    "certificateAuthority": ca_pem.decode(),
+                    "audiences": [AUDIENCE],
+                },
+                "claimMappings": {"username": {"claim": "sub", "prefix": USER_PREFIX}},
+            }
+        ],
+    }
+    dest.write_text(yaml.safe_dump(config, sort_keys=False))
+    return dest
+
+
+def mgmt_token(kind_client: KubeClient, audience: str, seconds: int = 7200) -> str:
+    """A token of the runner's ServiceAccount in the management cluster (TokenRequest) for
+    ``audience``: what the kubelet projects into the runner's pods, for the test's own
+    requests as that identity."""
+    answer = kind_client.create(
+        f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{RUNNER_SA}/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+         "spec": {"audiences": [audience], "expirationSeconds": seconds}},
+    )  # fmt: skip
+    return str(answer["status"]["token"])
+
+
+def whoami(client: KubeClient) -> str | None:
+    """The user name the lab gives ``client``'s credentials (a SelfSubjectReview), or None
+    when it refuses them (401)."""
+    from harness.kube.client import Unauthorized
+
+    try:
+        review = client.create(
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+        )
+    except Unauthorized:
+        return None
+    return str(review["status"]["userInfo"]["username"])
+
+
 @dataclass
 class Mgmt:
     kind_dir: Path
@@ -190,9 +296,11 @@ class Mgmt:
     kubectl: str
     helm: str
     lab_client: KubeClient
-    runner_client: KubeClient
+    kind_client: KubeClient
     timings: dict[str, float]
     image: str = ""  # the runner image's reference, as `powercut image build` printed it
+    #: the lab as the runner's identity (a token of the management cluster's ServiceAccount)
+    runner_client: KubeClient = field(init=False)
 
     def k(self, *args: str, timeout: float = 120, check: bool = True) -> str:
         p = run([self.kubectl, "--kubeconfig", str(self.kubeconfig), "-n", NAMESPACE, *args],
@@ -286,6 +394,8 @@ def _values(tmp: Path, image: str) -> Path:
                 "suspend": True,  # test_mgmt lets it run on schedule once
                 "inventory": {"configMap": "lab-inventory"},
                 "kubeconfigSecret": "lab-target",
+                # the kubeconfig's tokenFile: a token of this cluster, renewed by the kubelet
+                "targetToken": {"projected": {"audience": AUDIENCE, "path": TOKEN_PATH}},
                 "features": {"select": SCENARIO},
                 "recoverLockWait": "5s",
                 # the recover CronJob: suspended with the target; test_mgmt resumes it
@@ -326,6 +436,8 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
         )  # fmt: skip
         timings["kind up"] = time.monotonic() - t
         gateway = _network_gateway()
+        kind_client = KubeClient.from_kubeconfig(kind_dir / "kubeconfig", timeout_s=10)
+        authn = federation(kind_dir / "kubeconfig", kind_client, tmp / "authn.yaml")
         t = time.monotonic()
         built = run([*POWERCUT, "image", "build", "--kind-cluster", NAME, "--json"], timeout=1800)
         image = str(json.loads(built.stdout.strip().splitlines()[-1])["image"])
@@ -335,29 +447,34 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
             "lab", "up", "--workloads", "--base-port", str(LAB_PORT),
             "--state-dir", str(lab_dir), "--expose", gateway,
             "--inventory-out", str(tmp / "lab.yaml"), *_ephemeral(LAB_PORT),
+            "--authentication-config", str(authn),
         )  # fmt: skip
         timings["lab up"] = time.monotonic() - t
         admin = KubeClient.from_kubeconfig(lab_dir / "kubeconfig", timeout_s=10)
         lab_doc = yaml.safe_load((tmp / "lab.yaml").read_text())
-        # the runner's identity: only the tiers its feature needs (`powercut rbac`), a token
-        # valid for the whole test
+        # the runner's identity: only the tiers its feature needs (`powercut rbac --user`)
         namespaces = sorted({w["namespace"] for w in lab_doc.get("workloads") or []})
-        token = grant_tiers(admin, RUNNER_SA, RUNNER_TIERS, namespaces,
-                            namespace=RUNNER_SA_NAMESPACE, expiration_s=6 * 3600)  # fmt: skip
-        runner_kc = token_kubeconfig(lab_dir / "kubeconfig", RUNNER_SA, token,
-                                     tmp / "runner.kubeconfig")  # fmt: skip
-        runner = KubeClient.from_kubeconfig(runner_kc, timeout_s=10)
+        grant_tiers_to_user(admin, RUNNER_USER, RUNNER_TIERS, namespaces, prefix="mgmt-runner")
         for path, doc in lock_policy():
             admin.apply(path, doc)
         wait_for("the lock policy to refuse the lab's admin",
                  lambda: "may be written by" in try_lock_write(admin), 60, every_s=0.5)  # fmt: skip
-        wait_for("the runner's identity to be let write the lock",
-                 lambda: try_lock_write(runner) == "admitted", 60, every_s=0.5)  # fmt: skip
-        inv, files = pod_files(tmp / "lab.yaml", gateway, tmp, kubeconfig=runner_kc)
+        # the Secret's kubeconfig: the lab (as pods reach it) and only a tokenFile
+        pod_kc = tmp / "pod.kubeconfig"
+        lab_kc = yaml.safe_load((lab_dir / "kubeconfig").read_text())
+        pod_kc.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [lab_kc["clusters"][0]],
+            "users": [{"name": "runner", "user": {"tokenFile": TOKEN_PATH}}],
+            "contexts": [{"name": "runner", "context": {
+                "cluster": lab_kc["clusters"][0]["name"], "user": "runner"}}],
+            "current-context": "runner",
+        }))  # fmt: skip
+        inv, files = pod_files(tmp / "lab.yaml", gateway, tmp, kubeconfig=pod_kc)
         (tmp / "inventory.yaml").write_text(yaml.safe_dump(inv))
         m = Mgmt(
             kind_dir, lab_dir, gateway, kind_dir / "kubeconfig", kubectl, helm,
-            admin, runner, timings, image,
+            admin, kind_client, timings, image,
         )  # fmt: skip
         run([kubectl, "--kubeconfig", str(m.kubeconfig), "create", "namespace", NAMESPACE])
         m.k("create", "secret", "generic", "lab-target", f"--from-file={files}")
@@ -368,9 +485,21 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
         # (not helm --wait: a target's state volume binds only when its first Job runs)
         m.k("rollout", "status", f"deploy/{RELEASE}-page", "--timeout", "300s", timeout=320)
         timings["helm install (page Ready)"] = time.monotonic() - t
+        # the test's own requests as the runner: a token of the chart's ServiceAccount for
+        # the lab's audience, as the kubelet projects it (the lab's JWT authenticator starts
+        # in the background: wait until it names the user)
+        runner_kc = token_kubeconfig(lab_dir / "kubeconfig", "runner",
+                                     mgmt_token(kind_client, AUDIENCE),
+                                     tmp / "runner.kubeconfig")  # fmt: skip
+        m.runner_client = KubeClient.from_kubeconfig(runner_kc, timeout_s=10)
+        wait_for("the lab to name the management cluster's ServiceAccount token's user",
+                 lambda: whoami(m.runner_client) == RUNNER_USER, 120, every_s=1)  # fmt: skip
+        wait_for("the runner's identity to be let write the lock",
+                 lambda: try_lock_write(m.runner_client) == "admitted", 60, 0.5)  # fmt: skip
         timings["setup total"] = time.monotonic() - t0
         yield m
         m.lab_client.close()
+        m.kind_client.close()
         m.runner_client.close()
     finally:
         if os.environ.get("POWERCUT_TEST_MGMT_KEEP") != "1":

@@ -15,16 +15,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.mgmt.conftest import (
+    AUDIENCE,
+    NAMESPACE,
     RELEASE,
     ROOT,
+    RUNNER_SA,
     RUNNER_USER,
     TARGET,
+    TOKEN_PATH,
     Mgmt,
+    mgmt_token,
     run,
     try_lock_write,
     wait_for,
+    whoami,
 )
 
 # The first test's time includes the management cluster's set-up (a node image rebuilt from
@@ -58,23 +65,117 @@ def _runner_running(m: Mgmt, job: str) -> bool:
     return False
 
 
+#: Run in a pod made from the runner's own pod template (its volumes: the target Secret and
+#: the projected token): the lab's SelfSubjectReview through the Secret's kubeconfig (so
+#: through powercut's own credential loading, the tokenFile), and the projected token's
+#: claims and file as the kubelet wrote them.
+PROBE = """
+import base64, json, os, pathlib
+from harness.kube.client import KubeClient
+from harness.kube.kubeconfig import load_kubeconfig
+c = KubeClient(load_kubeconfig("/etc/powercut/target/kubeconfig"))
+r = c.create("/apis/authentication.k8s.io/v1/selfsubjectreviews",
+             {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+p = pathlib.Path(os.environ["TOKEN"])
+body = p.read_text().split(".")[1]
+claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+print(json.dumps({"user": r["status"]["userInfo"]["username"], "kind": type(c.creds.auth).__name__,
+                  "aud": claims["aud"], "sub": claims["sub"], "iss": claims["iss"],
+                  "life": claims["exp"] - claims["iat"], "link": os.readlink(p)}))
+"""
+
+
+def probe_in_runner_pod(m: Mgmt, tmp_path: Path) -> dict[str, Any]:
+    """PROBE's answer from a pod with the runner's pod template (the CronJob's), its
+    container running the probe instead of powercut; the pod is removed after."""
+    tpl = m.kj("get", "cronjob", CRONJOB)["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (runner,) = tpl["containers"]
+    keep = {"target", "target-token", "tmp"}
+    container = {
+        "name": "probe",
+        "image": runner["image"],
+        "imagePullPolicy": runner["imagePullPolicy"],
+        "command": ["/opt/powercut/venv/bin/python", "-c", PROBE],
+        "env": [{"name": "TOKEN", "value": TOKEN_PATH}],
+        "securityContext": runner["securityContext"],
+        "volumeMounts": [v for v in runner["volumeMounts"] if v["name"] in keep],
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "identity-probe", "namespace": NAMESPACE},
+        "spec": {
+            "serviceAccountName": tpl["serviceAccountName"],
+            "automountServiceAccountToken": False,
+            "restartPolicy": "Never",
+            "securityContext": tpl["securityContext"],
+            "containers": [container],
+            "volumes": [v for v in tpl["volumes"] if v["name"] in keep],
+        },
+    }
+    (tmp_path / "probe.json").write_text(json.dumps(pod))
+    m.k("apply", "-f", str(tmp_path / "probe.json"))
+
+    def ended() -> str | None:
+        phase = (m.kj("get", "pod", "identity-probe").get("status") or {}).get("phase")
+        return str(phase) if phase in ("Succeeded", "Failed") else None
+
+    try:
+        phase = wait_for("the identity probe pod to finish", ended, 300)
+        log = m.k("logs", "identity-probe", check=False)
+        assert phase == "Succeeded", log[-3000:]
+        return dict(json.loads(log.strip().splitlines()[-1]))
+    finally:
+        m.k("delete", "pod", "identity-probe", "--wait=false", check=False)
+
+
 def test_the_runner_holds_only_the_target_roles_identity(mgmt: Mgmt, tmp_path: Path) -> None:
-    """The runner holds the narrowest tiers its feature needs (read and lock). What the
-    runner pods mount (the target Secret, read back from the management
-    cluster) holds a token of the ServiceAccount and none of the lab's admin credentials;
-    the lab's API server names that token's user and refuses it what the role leaves out.
-    The cluster lock may be written by that user alone (the conftest's admission policy),
-    so every runner and recover below that holds the lock holds it as that user."""
+    """The runner holds no credential of the lab in any Secret: the target Secret's
+    kubeconfig (read back from the management cluster) says only ``tokenFile``, the path
+    where the chart projects a token of the management cluster's ServiceAccount for the
+    lab's audience. In a pod of the runner's own template, powercut reads that file and the
+    lab names the federated user (a SelfSubjectReview); the token is the kubelet's (audience,
+    one hour, a link through ``..data`` that the kubelet swaps when it renews it). A token
+    of the same ServiceAccount for another audience is refused by the lab (401). That user
+    holds the narrowest tiers its feature needs (read and lock): the lab refuses it what
+    they leave out. The cluster lock may be written by that user alone (the conftest's
+    admission policy), so every runner and recover below that holds the lock holds it as
+    that user."""
     m = mgmt
     secret = m.kj("get", "secret", "lab-target")["data"]
     files = {k: base64.b64decode(v) for k, v in secret.items()}
     admin_pki = m.lab_dir / "pki"
     for name in ("admin.key", "admin.crt"):
         assert (admin_pki / name).read_bytes() not in files.values(), name
-    kc_doc = files["kubeconfig"].decode()
-    assert "client-key" not in kc_doc and "client-certificate" not in kc_doc, kc_doc[:200]
+    kc_doc = yaml.safe_load(files["kubeconfig"])
+    (user,) = kc_doc["users"]
+    assert user["user"] == {"tokenFile": TOKEN_PATH}, user  # no token, no key, no password
+    # the projected token, in a pod of the runner's template, through powercut's loading
+    seen = probe_in_runner_pod(m, tmp_path)
+    assert seen["user"] == RUNNER_USER, seen
+    assert seen["kind"] == "TokenFile", seen
+    assert seen["aud"] == [AUDIENCE] and seen["life"] == 3600, seen
+    assert seen["sub"] == f"system:serviceaccount:{NAMESPACE}:{RUNNER_SA}", seen
+    assert seen["link"] == "..data/token", seen  # what the kubelet swaps at each renewal
+    # another audience: the same ServiceAccount's token, refused by the lab
+    from harness.kube.client import KubeClient
+    from tests.role_bound import token_kubeconfig
+
+    other = token_kubeconfig(m.lab_dir / "kubeconfig", "other",
+                             mgmt_token(m.kind_client, f"not-{AUDIENCE}", 600),
+                             tmp_path / "other.kubeconfig")  # fmt: skip
+    wrong = KubeClient.from_kubeconfig(other, timeout_s=10)
+    try:
+        assert whoami(wrong) is None
+    finally:
+        wrong.close()
+    # what the user may do: the host's kubeconfig of the same token (the Secret's, with the
+    # token file the test minted in place of the pod's)
+    token = tmp_path / "token"
+    token.write_text(mgmt_token(m.kind_client, AUDIENCE, 600))
+    user["user"] = {"tokenFile": str(token)}
     kc = tmp_path / "runner.kubeconfig"
-    kc.write_bytes(files["kubeconfig"])  # its server: the lab on the gateway, as pods see it
+    kc.write_text(yaml.safe_dump(kc_doc))  # its server: the lab on the gateway, as pods see it
 
     def as_runner(*args: str) -> str:
         p = run([m.kubectl, "--kubeconfig", str(kc), *args], timeout=60, check=False)
