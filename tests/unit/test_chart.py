@@ -217,7 +217,7 @@ def test_a_projected_token_of_this_cluster_for_the_target_only_when_an_audience_
     kubeconfig's tokenFile names it; no other API token (automount stays off); a target
     without an audience, and the page, get none."""
     token = {"projected": {"audience": "powercut-lab"}}
-    values = {"targets": [target("lab", targetToken=token), target("plain")]}
+    values: dict[str, Any] = {"targets": [target("lab", targetToken=token), target("plain")]}
     by_owner = pods(docs(helm, values, tmp_path))
     for owner in ("pc-lab", "pc-lab-recover"):
         pod = by_owner[owner]["spec"]
