@@ -86,8 +86,9 @@ kind-test: kind-image kind-host
 ## page lists them; a second runner is refused by the lock; a runner SIGKILLed mid-cut is
 ## recovered by the target's recover CronJob within 5 minutes and the chart's runner-died
 ## alert fires in a Prometheus scraping the page; the image holds the wheel's files and its
-## SBOM; the runner holds only a ServiceAccount token with the narrowest RBAC tiers its
-## feature needs
+## SBOM; the runner holds no token in any Secret: a projected token of the management
+## cluster's ServiceAccount, which the lab trusts (lab up --authentication-config), bound to
+## the narrowest RBAC tiers its feature needs
 mgmt-test: kind-image kind-host lab-bin report-tools
 	$(PY) -m pytest tests/mgmt -m mgmt -v -s $(PYTEST_FLAGS)
 
