@@ -8,15 +8,13 @@ network to cut otherwise."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from harness.inventory import load_inventory
 from harness.session import Session
+from tests.killed import inflict_then_sigkill, recover
 from tests.kind.conftest import POWERCUT, STORAGE, KindCluster
 
 pytestmark = [pytest.mark.kind, pytest.mark.disruptive, pytest.mark.serial, pytest.mark.slow]
@@ -32,43 +30,10 @@ def test_a_killed_storage_cut_is_healed_by_recover(
     assert not driver.storage_cut(), "the node's storage network was cut before the test"
     monkeypatch.setenv("POWERCUT_STATE_DIR", str(tmp_path / "state"))  # this test's journal
     env = {**os.environ}
-    script = textwrap.dedent(
-        f"""
-        import time
-        from harness.failures import FailureKind, inflict
-        from harness.inventory import load_inventory
-        from harness.session import Session
-        with Session(load_inventory({str(cluster.inventory_path)!r})) as s:
-            inflict(s, [{node!r}], FailureKind.STORAGE_CUT, undo_after_s=900)
-            print("CUT", flush=True)
-            time.sleep(900)
-        """
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.strip() == "CUT", line
-        proc.kill()
-        proc.wait()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    inflict_then_sigkill(cluster.inventory_path, node, "STORAGE_CUT", env, undo_after_s=900)
     try:
         assert driver.storage_cut(), "SIGKILL leaves nothing to heal the cut: it must still hold"
-        out = subprocess.run(
-            [*POWERCUT, "recover", "-i", str(cluster.inventory_path)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
-            check=False,
-        )
-        assert out.returncode == 0, out.stdout + out.stderr
-        assert "heal_storage" in out.stdout, out.stdout
+        assert "heal_storage" in recover(POWERCUT, cluster.inventory_path, env)
         assert not driver.storage_cut()
         assert "POWERCUT" not in cluster.in_node(node, "iptables", "-w", "-S")
         # the journal owes nothing: the lock is free and a new session opens
