@@ -531,3 +531,42 @@ def test_the_merge_and_context_as_kubectl_config_view_shows_them(
             else:  # the path as written; relative to the file it came from (not the cwd)
                 assert user["tokenFile"] == "tok"
                 assert ours.auth is not None and ours.auth.current().header == "Bearer from-b"
+
+
+def test_context_names_resolve_as_kubectl_resolves_them(kubectl: str, tmp_path: Path) -> None:
+    """``--context`` over three files, as kubectl reads them: a context defined in two files
+    is the first file's, with the cluster and user of the first file that defines each; an
+    unknown context is an error for both, kubectl's words in powercut's, with the valid
+    ones listed (``kubectl config view --minify --context X -o json``)."""
+    docs = {
+        "a": _doc("a", {"token": "a-token"}, "https://a.example:6443"),
+        "b": _doc("b", {"token": "b-token"}, "https://b.example:6443"),
+        "c": _doc("c", {"token": "c-token"}, "https://c.example:6443"),
+    }
+    # b redefines context "a" (pointing at b's cluster): the first file's "a" wins
+    docs["b"]["contexts"].append({"name": "a", "context": {"cluster": "kb", "user": "ub"}})
+    # c defines "x" with a cluster name that a defines first: a's cluster is the one used
+    docs["c"]["contexts"].append({"name": "x", "context": {"cluster": "ka", "user": "uc"}})
+    docs["c"]["current-context"] = "x"
+    paths = []
+    for name, doc in docs.items():
+        path = tmp_path / f"{name}.kubeconfig"
+        path.write_text(yaml.safe_dump(doc))
+        paths.append(path)
+    joined = os.pathsep.join(map(str, paths))
+    for ctx in ("a", "b", "c", "x", None):
+        view = kubectl_view(kubectl, joined, ctx)
+        ours = load_kubeconfig(joined, ctx)
+        assert ours.server == view["clusters"][0]["cluster"]["server"], ctx
+        assert ours.token == view["users"][0]["user"]["token"], ctx
+        assert ours.describe == f"user {view['users'][0]['name']!r} (a token)", ctx
+    proc = subprocess.run(
+        [kubectl, "get", "nodes", "--context", "prod"], env={**os.environ, "KUBECONFIG": joined},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    said = "context was not found for specified context: prod"
+    assert said in proc.stderr, proc.stderr
+    with pytest.raises(ConfigError) as info:
+        load_kubeconfig(joined, "prod")
+    assert f"{said}; valid: a, b, c, x" in str(info.value)
