@@ -247,7 +247,7 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
         "probe_interval_s": args.probe_interval,
         "settle_s": args.settle,
         "stop_file": str(args.stop_file) if args.stop_file else None,
-        "context": args.context or None,
+        "context": getattr(args, "context", None) or None,
     }
     return given
 

@@ -116,6 +116,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         f"{', '.join(k.value for k in FailureKind)}); default: power, graceful, reboot",
     )
     pre.set_defaults(func=cmd_preflight)
+    _add_recover(sub)
+
+
+def _add_recover(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rec = sub.add_parser(
         "recover",
         help="undo whatever a crashed or interrupted run left (power on, uncordon, untaint)",

@@ -697,8 +697,8 @@ def _dry_run(args: argparse.Namespace, inv: Inventory, steps: Path, pytest_args:
     from harness.kube.target import context_shown
 
     print(
-        f"dry run: inventory {args.inventory} is valid ({len(inv.nodes)} nodes; context "
-        f"{context_shown(inv)}); nothing will be touched. Scenarios:"
+        f"dry run: inventory {args.inventory} is valid ({len(inv.nodes)} nodes); context "
+        f"{context_shown(inv)}; nothing will be touched. Scenarios:"
     )
     for line in out.stdout.splitlines():
         if "::" in line:

@@ -378,7 +378,7 @@ def test_run_refuses_another_cluster_before_pytest_starts(
     assert main([*argv, "--context", "other", "--dry-run"]) == 2
     assert not out.exists() and not (tmp_path / "context").exists()
     assert main([*argv, "--context", "sa", "--dry-run"]) == 0
-    assert "nodes; context sa (--context)); nothing will be touched" in capfd.readouterr().out
+    assert "nodes); context sa (--context); nothing will be touched" in capfd.readouterr().out
 
 
 def test_the_pytest_plugin_checks_the_context_of_its_inventory(
