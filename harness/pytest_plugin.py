@@ -52,6 +52,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="powercut inventory YAML (cluster, nodes, BMCs, budgets)",
     )
     group.addoption(
+        "--context",
+        action="store",
+        default=None,
+        metavar="NAME",
+        help="the kubeconfig context to use instead of the inventory's cluster.context (as "
+        "kubectl's --context); its cluster must hold every node the inventory names, or no "
+        "scenario touches anything (docs/connecting.md)",
+    )
+    group.addoption(
         "--keep-on-failure",
         action="store_true",
         default=False,
@@ -156,4 +165,6 @@ def inventory(pytestconfig: pytest.Config) -> Inventory:
     path = pytestconfig.getoption("--inventory")
     if not path:
         pytest.fail("this test needs --inventory PATH (a powercut inventory YAML)")
-    return load_inventory(Path(path))
+    from harness.kube.target import aim_at_context
+
+    return aim_at_context(load_inventory(Path(path)), pytestconfig.getoption("--context"))

@@ -39,6 +39,7 @@ from harness.journal import UndoFailed
 from harness.kube.client import KubeClient
 from harness.kube.ledger import Ledger
 from harness.kube.observer import Observer
+from harness.kube.target import client_for
 from harness.kube.timeline import Timeline
 from harness.report.allure_env import (
     attach_scenario_timeline,
@@ -323,7 +324,7 @@ def budgets(inventory: Inventory) -> Budgets:
 
 @pytest.fixture(scope="session")
 def kube(inventory: Inventory) -> Iterator[KubeClient]:
-    client = KubeClient.from_kubeconfig(inventory.cluster.kubeconfig, inventory.cluster.context)
+    client = client_for(inventory)
     yield client
     client.close()
 

@@ -21,6 +21,7 @@ from harness.inventory import Inventory, NodeRole, load_inventory
 from harness.journal import Journal, JournalEntry
 from harness.kube.client import KubeClient
 from harness.kube.observer import Observer, workload_of
+from harness.kube.target import client_for
 from harness.session import Session, journal_path_for
 from harness.settings import INVENTORY, Settings, or_environment
 
@@ -56,8 +57,7 @@ def load(configuration: Configuration) -> Inventory:
 
 
 def kube_client(inventory: Inventory) -> KubeClient:
-    c = inventory.cluster
-    return KubeClient.from_kubeconfig(c.kubeconfig, c.context)
+    return client_for(inventory)
 
 
 @contextlib.contextmanager

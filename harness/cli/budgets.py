@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.cli.context import add_context_option
 from harness.errors import ConfigError
 from harness.inventory import load_inventory
 
@@ -39,6 +40,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     dv.add_argument("-i", "--inventory", type=Path, required=True, help="inventory YAML")
+    add_context_option(dv)
     dv.add_argument("-o", "--out", type=Path, default=None, help="file (default stdout)")
     dv.add_argument(
         "--margin",
@@ -49,16 +51,17 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     dv.set_defaults(func=cmd_derive)
     md = bsub.add_parser("model", help="show the model: settings, workloads and phase bounds")
     md.add_argument("-i", "--inventory", type=Path, required=True, help="inventory YAML")
+    add_context_option(md)
     md.add_argument("--json", action="store_true", help="the model as JSON (as a run keeps it)")
     md.set_defaults(func=cmd_model)
 
 
-def _read(inventory: Path) -> tuple[Inventory, ClusterModel]:
-    from harness.kube.client import KubeClient
+def _read(inventory: Path, context: str | None) -> tuple[Inventory, ClusterModel]:
+    from harness.kube.target import aim_at_context, client_for
     from harness.model import read_model
 
-    inv = load_inventory(inventory)
-    client = KubeClient.from_kubeconfig(inv.cluster.kubeconfig, inv.cluster.context)
+    inv = aim_at_context(load_inventory(inventory), context)
+    client = client_for(inv)
     try:
         return inv, read_model(client, inv.workloads)
     finally:
@@ -69,7 +72,7 @@ def cmd_derive(args: argparse.Namespace) -> int:
     from harness.model.derive import derive_text, parse_margin
 
     margin = parse_margin(args.margin)  # a bad margin: refused before the cluster is read
-    inv, model = _read(args.inventory)
+    inv, model = _read(args.inventory, args.context)
     profile = inv.budgets.profile or inv.timings or "upstream"
     text = derive_text(
         model, inv.timing_budgets(), profile, margin, source=inv.name or str(args.inventory)
@@ -85,7 +88,7 @@ def cmd_derive(args: argparse.Namespace) -> int:
 
 
 def cmd_model(args: argparse.Namespace) -> int:
-    _, model = _read(args.inventory)
+    _, model = _read(args.inventory, args.context)
     if args.json:
         print(json.dumps(model.to_json(), indent=2))
         return 0

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.budgets import parse_duration
+from harness.cli.context import add_context_option
 from harness.driver_registry import installed_drivers
 from harness.errors import ConfigError
 from harness.journal import UndoFailed
@@ -93,6 +94,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 def _add_cycle_options(p: argparse.ArgumentParser) -> None:
     """What each cycle fails, how, and how many cycles."""
     p.add_argument("--inventory", "-i", type=Path, help="inventory YAML (required unless resuming)")
+    add_context_option(p)  # kept with the run: --resume uses it again unless given anew
     p.add_argument(
         "--fraction",
         default=None,
@@ -245,6 +247,7 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
         "probe_interval_s": args.probe_interval,
         "settle_s": args.settle,
         "stop_file": str(args.stop_file) if args.stop_file else None,
+        "context": getattr(args, "context", None) or None,
     }
     return given
 

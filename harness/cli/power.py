@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from harness.cli.context import add_context_option
 from harness.clock import SYSTEM_CLOCK
 from harness.driver_registry import installed_drivers
 from harness.errors import ConfigError, PowercutError, TemporaryError
@@ -19,6 +20,7 @@ from harness.inventory import Inventory, load_inventory
 from harness.journal import Journal, UndoResult, recover_owed
 from harness.kube.client import KubeClient
 from harness.kube.lock import ClusterLock, ClusterLocked, lease_state, write_status
+from harness.kube.target import ContextUnchecked, aim_at_context, client_for, context_shown
 from harness.power.factory import driver_for
 from harness.preflight import PreflightFailed, deep_preflight, preflight
 from harness.rbac import Permission, feature_files, required, tiers_for
@@ -58,6 +60,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         p = psub.add_parser(name, help=text)
         p.add_argument("nodes", nargs="+", metavar="NODE")
         _inventory_and_protocol(p, "which of the node's endpoints to use")
+        if name != "status":  # status reads the BMCs only
+            add_context_option(p)
         if name == "off":
             p.add_argument("--graceful", action="store_true", help="ACPI-style graceful shutdown")
         if name in ("off", "cycle"):
@@ -80,6 +84,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     pre.add_argument("nodes", nargs="*", metavar="NODE", help="default: every inventory node")
     _inventory_and_protocol(pre, "which of the nodes' endpoints to check")
+    add_context_option(pre)
     pre.add_argument(
         "--features",
         action="append",
@@ -111,6 +116,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         f"{', '.join(k.value for k in FailureKind)}); default: power, graceful, reboot",
     )
     pre.set_defaults(func=cmd_preflight)
+    _add_recover(sub)
+
+
+def _add_recover(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rec = sub.add_parser(
         "recover",
         help="undo whatever a crashed or interrupted run left (power on, uncordon, untaint)",
@@ -124,6 +133,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "Idempotent: a second run does nothing.",
     )
     rec.add_argument("--inventory", "-i", required=True, type=Path, help="inventory YAML")
+    add_context_option(rec)
     rec.add_argument("--journal", type=Path, default=None, help="journal file (default: derived)")
     rec.add_argument(
         "--lock",
@@ -177,6 +187,8 @@ def cmd_power(args: argparse.Namespace) -> int:
     for n in args.nodes:
         inv.node(n)  # unknown node: clear error before anything happens
     action = args.power_command
+    if action != "status":
+        inv = aim_at_context(inv, args.context)
     if action == "status":
 
         def state(n: str) -> str:
@@ -204,7 +216,7 @@ def cmd_power(args: argparse.Namespace) -> int:
 
 
 def _client(inv: Inventory) -> KubeClient:
-    return KubeClient.from_kubeconfig(inv.cluster.kubeconfig, inv.cluster.context)
+    return client_for(inv)
 
 
 def _preflight_before(
@@ -281,6 +293,12 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     nodes = args.nodes or inv.node_names()
     for n in nodes:
         inv.node(n)
+    inv = aim_at_context(inv, args.context)
+    if args.context:
+        print(
+            f"ok    context: {context_shown(inv)}: its cluster holds every one of the "
+            f"inventory's {len(inv.nodes)} nodes"
+        )
     if args.deep:
         return _deep(inv, nodes, args)
     if args.failure:
@@ -346,15 +364,14 @@ def cmd_recover(args: argparse.Namespace) -> int:
     ``--status FILE`` the check is written there as JSON (the page's /metrics reads it):
     see :func:`_status`.
     """
-    inv = load_inventory(args.inventory)
+    inv = _recover_aimed(load_inventory(args.inventory), getattr(args, "context", None))
     path = args.journal or journal_path_for(inv, attached(args))
     status_file: Path | None = getattr(args, "status", None)
     if status_file is None:
         return _cmd_recover(args, inv, path)
-    c = inv.cluster
 
     def lock() -> dict[str, object]:
-        return lease_state(lambda: KubeClient.from_kubeconfig(c.kubeconfig, c.context))
+        return lease_state(lambda: client_for(inv))
 
     found = {"checked": time.time(), "owed": _owed(path), "lock": lock()}
     code = 2
@@ -364,6 +381,18 @@ def cmd_recover(args: argparse.Namespace) -> int:
     finally:
         after = {"owed": _owed(path), "lock": lock(), "exit_code": code}
         write_status(status_file, _status(found, after, _previous(status_file)))
+
+
+def _recover_aimed(inv: Inventory, context: str | None) -> Inventory:
+    """The inventory aimed at ``--context``. A cluster that does not answer cannot be
+    checked now, and recover goes on: the power-ons need only the BMCs, and the first client
+    of the cluster (for the Kubernetes undos) checks it then (``client_for``)."""
+    try:
+        return aim_at_context(inv, context)
+    except ContextUnchecked as exc:
+        print(f"not checked yet: {exc}; the power undos go ahead", flush=True)
+        assert context
+        return inv.with_context(context)
 
 
 def _status(
@@ -405,7 +434,6 @@ def _owed(path: Path) -> int:
 
 
 def _cmd_recover(args: argparse.Namespace, inv: Inventory, path: Path) -> int:
-    c = inv.cluster
     held: ClusterLock | None = None
     when_owed = bool(getattr(args, "when_owed", False))
     if when_owed and not _owed(path):
@@ -413,9 +441,7 @@ def _cmd_recover(args: argparse.Namespace, inv: Inventory, path: Path) -> int:
         return 0
     if getattr(args, "lock", None) is not None:
         try:
-            held = _take_lock(
-                lambda: KubeClient.from_kubeconfig(c.kubeconfig, c.context), args.lock
-            )
+            held = _take_lock(lambda: client_for(inv), args.lock)
         except ClusterLocked as exc:
             if when_owed:
                 print(
@@ -488,8 +514,7 @@ def _recover(inv: Inventory, path: Path) -> int:
     if not path.exists():
         print(f"nothing to recover: no journal at {path}")
         return 0
-    c = inv.cluster
-    executor = ClusterExecutor(inv, lambda: KubeClient.from_kubeconfig(c.kubeconfig, c.context))
+    executor = ClusterExecutor(inv, lambda: client_for(inv))
     try:
         done = recover_owed(
             path,

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from harness import __version__
+from harness.cli.context import add_context_option
 from harness.errors import ConfigError, PowercutError
 from harness.inventory import load_inventory
 from harness.journal import Journal
@@ -131,6 +132,7 @@ def _add_run(
         default=Path("inventories/lab.yaml"),
         help="inventory YAML (default inventories/lab.yaml, written by `powercut lab up`)",
     )
+    add_context_option(run)
     run.add_argument(
         "--out", type=Path, default=None, help="output directory (default reports/<timestamp>)"
     )
@@ -538,14 +540,12 @@ def _model_or_refuse(inv: Inventory, features: list[Path]) -> ClusterModel | Non
     """The cluster's model, read before anything is touched; a ``ConfigError`` naming each
     budget the features use that the model says cannot hold. None (said on stderr) when
     the cluster cannot be read: the run then judges against the budgets alone."""
-    from harness.kube.client import KubeClient
+    from harness.kube.target import client_for
     from harness.model import read_model
     from harness.model.refuse import refusals
 
     try:
-        client = KubeClient.from_kubeconfig(
-            inv.cluster.kubeconfig, inv.cluster.context, timeout_s=MODEL_READ_TIMEOUT_S
-        )
+        client = client_for(inv, timeout_s=MODEL_READ_TIMEOUT_S)
         try:
             model = read_model(client, inv.workloads)
         finally:
@@ -568,7 +568,11 @@ def _model_or_refuse(inv: Inventory, features: list[Path]) -> ClusterModel | Non
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
+    from harness.kube.target import aim_at_context
+
     inv = load_inventory(args.inventory)  # a bad inventory: one clear error, exit 2
+    # --context: resolved as kubectl does, its cluster checked to hold the inventory's nodes
+    inv = aim_at_context(inv, args.context)
     steps = (args.steps or default_steps_dir()).resolve()
     if not steps.is_dir():
         raise ConfigError("no step definitions here; pass --steps DIR", source=str(steps))
@@ -617,6 +621,8 @@ def _feature_args(args: argparse.Namespace) -> list[str]:
         feature_args.append("--no-builtin")
     if args.seed is not None:
         feature_args += ["--seed", str(args.seed)]
+    if args.context:  # the pytest child aims its inventory too (and checks it again)
+        feature_args += ["--context", args.context]
     return feature_args
 
 
@@ -688,9 +694,11 @@ def _dry_run(args: argparse.Namespace, inv: Inventory, steps: Path, pytest_args:
         capture_output=True,
         text=True,
     )
+    from harness.kube.target import context_shown
+
     print(
-        f"dry run: inventory {args.inventory} is valid ({len(inv.nodes)} nodes); "
-        "nothing will be touched. Scenarios:"
+        f"dry run: inventory {args.inventory} is valid ({len(inv.nodes)} nodes); context "
+        f"{context_shown(inv)}; nothing will be touched. Scenarios:"
     )
     for line in out.stdout.splitlines():
         if "::" in line:
@@ -728,7 +736,12 @@ def _run(
     results.mkdir(parents=True, exist_ok=True)
     if model is not None:
         model.save(results)  # kept with the run: the report's model column reads it
-    print(f"powercut {__version__}: running {steps} against {args.inventory} -> {out_dir}")
+    from harness.kube.target import context_shown
+
+    print(
+        f"powercut {__version__}: running {steps} against {args.inventory} (context "
+        f"{context_shown(inv)}) -> {out_dir}"
+    )
     log, rc, interrupted = _pytest(args, steps, pytest_args, results, out_dir)
     journal = journal_path_for(inv, attached(args))
     owed = []

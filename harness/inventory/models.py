@@ -524,6 +524,9 @@ class Inventory(_Model):
     )
 
     _source: Path | None = PrivateAttr(default=None)
+    #: "--context" when a command's ``--context`` replaced ``cluster.context``
+    _context_from: str | None = PrivateAttr(default=None)
+    _context_replaced: str | None = PrivateAttr(default=None)
 
     @field_validator("timings")
     @classmethod
@@ -571,6 +574,34 @@ class Inventory(_Model):
     def source(self) -> Path | None:
         """The file this inventory was loaded from, if any."""
         return self._source
+
+    @property
+    def context_from(self) -> str:
+        """Where ``cluster.context`` comes from: ``--context`` (:meth:`with_context`),
+        ``cluster.context`` (the inventory's own), or ``current-context`` (none given: the
+        kubeconfig's current context, as kubectl picks it)."""
+        if self._context_from:
+            return self._context_from
+        return "cluster.context" if self.cluster.context else "current-context"
+
+    @property
+    def context_replaced(self) -> str | None:
+        """The inventory's own ``cluster.context`` that ``--context`` replaced (None: it
+        named none, or nothing replaced it)."""
+        return self._context_replaced
+
+    def with_context(self, context: str) -> Inventory:
+        """This inventory aimed at another context of its kubeconfig, as kubectl's
+        ``--context`` overrides the current one; the copy says so (:attr:`context_from`).
+        Whether that context's cluster holds these nodes is checked by the caller
+        (:func:`harness.preflight.aim_at_context`)."""
+        cluster = self.cluster.model_copy(update={"context": context})
+        aimed = self.model_copy(update={"cluster": cluster})
+        aimed._context_from = "--context"
+        aimed._context_replaced = (
+            self._context_replaced if self._context_from else self.cluster.context
+        )
+        return aimed
 
     def node(self, name: str) -> NodeSpec:
         """The node ``name``; ``ConfigError`` listing the known nodes otherwise."""

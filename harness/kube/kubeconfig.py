@@ -169,6 +169,12 @@ def _merged(paths: list[Path]) -> tuple[Any, str | None]:
     return merger, current
 
 
+def current_context(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> str:
+    """The context kubectl uses when none is given: the first ``current-context`` of the
+    files, merged as :func:`load_kubeconfig` merges them ('' when none sets one)."""
+    return _merged(kubeconfig_paths(path))[1] or ""
+
+
 def load_kubeconfig(
     path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     context: str | None = None,
@@ -193,8 +199,10 @@ def load_kubeconfig(
             field="current-context",
         )
     if ctx_name not in names:
+        # kubectl's own words (client-go's clientcmd), then what it does not say: the choice
         raise ConfigError(
-            f"context {ctx_name!r} not found; valid: {', '.join(names) or '(none)'}",
+            f"context was not found for specified context: {ctx_name}; valid: "
+            f"{', '.join(names) or '(none)'}",
             source=shown,
             field="contexts",
         )

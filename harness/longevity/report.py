@@ -361,6 +361,7 @@ def write_allure(
         {
             "powercut": __version__,
             "inventory": start.get("inventory") or "",
+            "Kubernetes context": start.get("context") or "",
             "failure groups": ", ".join(
                 f"{g['name']}={'+'.join(g['nodes'])}" for g in start.get("groups") or ()
             ),

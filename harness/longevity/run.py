@@ -29,6 +29,7 @@ from harness.failures import FailureKind
 from harness.inventory import Inventory, load_inventory
 from harness.kube.client import KubeClient
 from harness.kube.lock import ClusterLock
+from harness.kube.target import aim_at_context, client_for, context_shown
 from harness.kube.timeline import Timeline
 from harness.longevity.cycle import KeepTimelines, LiveRunner, check_journal_clean
 from harness.longevity.engine import Engine, RunResult, Say, StopControl
@@ -72,6 +73,8 @@ class RunOptions:
     settle_s: float | None = None
     stop_file: Path | None = None
     report: bool = True
+    #: the kubeconfig context chosen with ``--context`` (None: the inventory's)
+    context: str | None = None
 
     @property
     def stop_path(self) -> Path:
@@ -93,6 +96,7 @@ class RunOptions:
             "probe_interval_s": self.probe_interval_s,
             "settle_s": self.settle_s,
             "stop_file": str(self.stop_file) if self.stop_file else None,
+            "context": self.context,
         }
 
 
@@ -135,6 +139,7 @@ def options_for_resume(out: Path, given: Mapping[str, Any]) -> tuple[RunOptions,
         settle_s=None if merged.get("settle_s") is None else float(merged["settle_s"]),
         stop_file=Path(merged["stop_file"]) if merged.get("stop_file") else None,
         report=bool(given.get("report", True)),
+        context=merged.get("context") or None,
     )
     return opts, previous
 
@@ -199,6 +204,7 @@ def _header(
         else uuid.uuid4().hex,
         "inventory": str(opts.inventory.resolve()),
         "inventory_name": inventory.name or opts.inventory.stem,
+        "context": context_shown(inventory),
         "options": opts.to_json(),
         "groups": [g.to_json() for g in groups],
         "target": target_phrase(opts),
@@ -218,6 +224,7 @@ def _announcement(
     phrase: str | None,
     first: int,
     deadline: float | None,
+    context: str,
 ) -> str:
     """What the run says as it starts: its groups, its cycles, where its results go."""
     return (
@@ -230,7 +237,8 @@ def _announcement(
         + f"; cycles from {first}"
         + (f" to {opts.cycles}" if opts.cycles is not None else "")
         + (f"; until {time.ctime(deadline)}" if deadline is not None else "")
-        + f"; results in {opts.out}; stop with `touch {opts.stop_path}` or Ctrl-C"
+        + f"; context {context}; results in {opts.out}"
+        + f"; stop with `touch {opts.stop_path}` or Ctrl-C"
     )
 
 
@@ -257,7 +265,8 @@ def run_longevity(
             f"{out} or choose another --out",
             source=str(out),
         )
-    inventory = load_inventory(opts.inventory)
+    # --context: kubectl's resolution, and its cluster must hold the inventory's nodes
+    inventory = aim_at_context(load_inventory(opts.inventory), opts.context)
     groups = _groups(opts, inventory, previous)
     budgets = PhaseBudgets.from_budgets(inventory.timing_budgets()).with_overrides(
         opts.budget_overrides
@@ -272,8 +281,7 @@ def run_longevity(
         stop.consume_stop_file()
     own_client = client is None
     if client is None:
-        c = inventory.cluster
-        client = KubeClient.from_kubeconfig(c.kubeconfig, c.context)
+        client = client_for(inventory)
     kube = client
     lock = ClusterLock(kube)
     result: RunResult | None = None
@@ -285,7 +293,7 @@ def run_longevity(
                 _header(opts, inventory, groups, budgets, previous, first, deadline, resume)
             )
             phrase = target_phrase(opts)
-            say(_announcement(opts, groups, phrase, first, deadline))
+            say(_announcement(opts, groups, phrase, first, deadline, context_shown(inventory)))
             runner = LiveRunner(
                 inventory,
                 kube,

@@ -48,6 +48,8 @@ def run_cycles(inventory: Inventory, cycles: int, outage_s: float, out: Path) ->
         outage_s=outage_s,
         keep_timelines="missed",
         probe_interval_s=0.25,
+        # a scenario run with --context: the cycles use that context too
+        context=inventory.cluster.context if inventory.context_from == "--context" else None,
     )
     lines: list[str] = []
     with allure.step(f"{cycles} longevity cycles, one third of the workers at a time"):

@@ -388,10 +388,15 @@ def write_environment(results_dir: Path, env: Mapping[str, object], *, merge: bo
 def inventory_environment(inventory: Inventory) -> dict[str, object]:
     """What the inventory says about the run, for the Environment widget. The features'
     fixture adds the Kubernetes version (it asks the cluster); ``powercut run`` writes these
-    same keys, so a run that never got to the fixture still describes its cluster."""
+    same keys, so a run that never got to the fixture still describes its cluster. The
+    kubeconfig context says where it came from: ``prod (--context)`` when a command's
+    ``--context`` chose it over the inventory's."""
+    from harness.kube.target import context_shown
+
     return {
         "Inventory": inventory.name or "",
         "Inventory file": str(inventory.source or ""),
+        "Kubernetes context": context_shown(inventory),
         "Nodes": len(inventory.nodes),
         "Control-plane nodes": len(inventory.nodes_by_role("control-plane")),
         "Workers": len(inventory.nodes_by_role("worker")),

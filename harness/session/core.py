@@ -31,6 +31,7 @@ from harness.journal import (
 from harness.kube.client import KubeClient
 from harness.kube.ledger import UNDO
 from harness.kube.lock import ClusterLock
+from harness.kube.target import client_for
 from harness.kube.timeline import Timeline
 from harness.power.base import PowerDriver, PowerState
 from harness.power.factory import driver_for
@@ -90,8 +91,7 @@ class SessionCore:
     @property
     def client(self) -> KubeClient:
         if self._client is None:
-            c = self.inventory.cluster
-            self._client = KubeClient.from_kubeconfig(c.kubeconfig, c.context)
+            self._client = client_for(self.inventory)
         return self._client
 
     def __enter__(self) -> Self:

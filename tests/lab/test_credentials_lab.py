@@ -9,7 +9,8 @@
   deletes when it mints the next one: a token it replaced stops working) and says it
   expires after ``LIFETIME_S``: a built-in scenario runs through it with the plugin called
   again and again as each credential lapses, never a 401, nothing lost (no observation
-  gap, no failed restore, the journal owing nothing).
+  gap, no failed restore, the journal owing nothing); and its longevity twin, two cycles
+  of ``powercut longevity`` through the same plugin.
 - A credential revoked before its stated expiry: the 401 makes the client fetch a new one
   and retry, counted.
 - The lock's admission policy (deploy/rbac/lock-policy.yaml) refuses the Lease to anyone
@@ -399,6 +400,94 @@ def test_a_run_outlives_its_credentials(
     powercut("lab", "status", "--state-dir", str(lab.state_dir), check=False)
 
 
+#: the longevity twin: cycles long enough that the run outlives two credentials and more
+LONGEVITY_CYCLES = 2
+LONGEVITY_OUTAGE = "20s"
+
+
+def test_a_longevity_run_outlives_its_credentials(
+    lab: LabHandle, kubectl: str, admin: dict[str, Any], account: str, tmp_path: Path
+) -> None:
+    """The longevity twin of :func:`test_a_run_outlives_its_credentials`: ``powercut
+    longevity`` through the same exec plugin (each credential said to live ``LIFETIME_S``,
+    its Secret deleted once it lapsed), for at least one and a half lifetimes: the plugin
+    called again as each credential lapses, no 401 left unanswered, every cycle's nodes
+    powered back on and judged, no observation gap on any cycle's timeline, and the journal
+    owing nothing afterwards (``powercut recover --status``)."""
+    from harness.kube.observer import gaps
+    from harness.kube.timeline import ACTION, Timeline
+    from harness.longevity.records import CYCLES_FILE, read_log
+
+    log = tmp_path / "plugin.log"
+    script = plugin(tmp_path, kubectl, lab)
+    exec_ = {"apiVersion": "client.authentication.k8s.io/v1", "command": str(script),
+             "interactiveMode": "Never",
+             "env": [{"name": "PLUGIN_LOG", "value": str(log)}]}  # fmt: skip
+    kc = kubeconfig(lab.inventory_path.parent / "exec-night.kubeconfig", admin, {"exec": exec_})
+    inv_doc = yaml.safe_load(lab.inventory_path.read_text())
+    inv_doc["cluster"] = {"kubeconfig": str(kc)}
+    inv = lab.inventory_path.parent / "exec-night.yaml"
+    inv.write_text(yaml.safe_dump(inv_doc, sort_keys=False))
+    out, run_log = tmp_path / "night", tmp_path / "powercut.log"
+    started = time.time()
+    proc = subprocess.Popen(
+        [*POWERCUT, "longevity", "-i", str(inv), "--out", str(out),
+         "--cycles", str(LONGEVITY_CYCLES), "--outage", LONGEVITY_OUTAGE,
+         "--probe-interval", "0.25s", "--budget", "cleanup=20s", "--keep-timelines", "all",
+         "--progress", "plain"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "POWERCUT_LOG": str(run_log)},
+    )  # fmt: skip
+    stdout, stderr = proc.communicate(timeout=600)
+    took = time.time() - started
+    said = stdout[-3000:] + stderr[-3000:]
+    assert proc.returncode in (0, 1), said  # 1: a phase over its budget, not a lost restore
+    assert f"stopped: {LONGEVITY_CYCLES} cycles done" in stdout, said
+    assert took > 1.5 * LIFETIME_S, f"the run took {took:.0f} s: too short to see expiries"
+    # renewals: the run's own credential source called the plugin again as each lapsed
+    mine = [c["at"] for c in calls(log) if c["caller"] == proc.pid]
+    assert len(mine) >= 2, calls(log)
+    gaps_s = [b - a for a, b in itertools.pairwise(mine)]
+    assert all(g >= LIFETIME_S * 0.8 for g in gaps_s), gaps_s
+    # no 401 left unanswered: any the server sent was answered with a new credential and the
+    # request retried (the client's log line); none reached the run's output or its records
+    text = run_log.read_text() if run_log.exists() else ""
+    refused = [line for line in text.splitlines() if "401" in line]
+    retried = [line for line in refused if "fetching" in line and "retrying once" in line]
+    assert refused == retried, refused
+    assert "Unauthorized" not in stdout + stderr, said
+    # every cycle restored and judged, back to back: no cycle missing, none failed
+    cycles = read_log(out / CYCLES_FILE).cycles
+    assert [c.cycle for c in cycles] == list(range(1, LONGEVITY_CYCLES + 1))
+    assert all(c.status != "failed" for c in cycles), [c.reason for c in cycles]
+    assert all(a.ended_at <= b.started_at for a, b in itertools.pairwise(cycles))
+    for c in cycles:
+        assert c.phases["recovery"] is not None and c.phases["not_ready"] is not None, c
+        assert c.timeline is not None
+        tl = Timeline.from_json((out / c.timeline).read_bytes())
+        acked = {t.name for t in tl.all(ACTION, transition="power-on acknowledged")}
+        assert set(c.nodes) <= acked, (c.cycle, c.nodes, acked)
+        assert gaps(tl) == [], (c.cycle, gaps(tl))  # no watch re-listed: nothing unseen
+    # the journal owes nothing, as `powercut recover --status` (the chart's check) says
+    journal = journal_path_for(load_inventory(inv))
+    if journal.exists():
+        with Journal(journal) as j:
+            assert not j.pending_undos()
+    status = tmp_path / "recover.json"
+    rec = powercut("recover", "-i", str(inv), "--status", str(status), check=False)
+    assert rec.returncode == 0, rec.stdout + rec.stderr
+    checked = json.loads(status.read_text())
+    assert checked["owed"] == 0 and checked["found"]["owed"] == 0, checked
+    assert checked["exit_code"] == 0 and not checked["lock"].get("held"), checked
+    nodes, _ = lab.client.list("/api/v1/nodes")
+    assert not [n["metadata"]["name"] for n in nodes if n.get("spec", {}).get("unschedulable")]
+    retries = len(retried)
+    print(
+        f"longevity through {len(calls(log))} credentials ({len(mine)} for the run) in "
+        f"{took:.0f} s; cycles {[round(c.duration_s) for c in cycles]} s; 401s retried: {retries}"
+    )
+
+
 def test_preflight_names_a_verb_removed_from_the_role(
     lab: LabHandle, admin: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -531,3 +620,84 @@ def test_the_merge_and_context_as_kubectl_config_view_shows_them(
             else:  # the path as written; relative to the file it came from (not the cwd)
                 assert user["tokenFile"] == "tok"
                 assert ours.auth is not None and ours.auth.current().header == "Bearer from-b"
+
+
+def test_context_names_resolve_as_kubectl_resolves_them(kubectl: str, tmp_path: Path) -> None:
+    """``--context`` over three files, as kubectl reads them: a context defined in two files
+    is the first file's, with the cluster and user of the first file that defines each; an
+    unknown context is an error for both, kubectl's words in powercut's, with the valid
+    ones listed (``kubectl config view --minify --context X -o json``)."""
+    docs = {
+        "a": _doc("a", {"token": "a-token"}, "https://a.example:6443"),
+        "b": _doc("b", {"token": "b-token"}, "https://b.example:6443"),
+        "c": _doc("c", {"token": "c-token"}, "https://c.example:6443"),
+    }
+    # b redefines context "a" (pointing at b's cluster): the first file's "a" wins
+    docs["b"]["contexts"].append({"name": "a", "context": {"cluster": "kb", "user": "ub"}})
+    # c defines "x" with a cluster name that a defines first: a's cluster is the one used
+    docs["c"]["contexts"].append({"name": "x", "context": {"cluster": "ka", "user": "uc"}})
+    docs["c"]["current-context"] = "x"
+    paths = []
+    for name, doc in docs.items():
+        path = tmp_path / f"{name}.kubeconfig"
+        path.write_text(yaml.safe_dump(doc))
+        paths.append(path)
+    joined = os.pathsep.join(map(str, paths))
+    for ctx in ("a", "b", "c", "x", None):
+        view = kubectl_view(kubectl, joined, ctx)
+        ours = load_kubeconfig(joined, ctx)
+        assert ours.server == view["clusters"][0]["cluster"]["server"], ctx
+        assert ours.token == view["users"][0]["user"]["token"], ctx
+        assert ours.describe == f"user {view['users'][0]['name']!r} (a token)", ctx
+    proc = subprocess.run(
+        [kubectl, "get", "nodes", "--context", "prod"], env={**os.environ, "KUBECONFIG": joined},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    said = "context was not found for specified context: prod"
+    assert said in proc.stderr, proc.stderr
+    with pytest.raises(ConfigError) as info:
+        load_kubeconfig(joined, "prod")
+    assert f"{said}; valid: a, b, c, x" in str(info.value)
+
+
+def test_context_picks_another_user_of_the_lab_and_is_refused_where_nodes_are_missing(
+    lab: LabHandle, admin: dict[str, Any], account: str, tmp_path: Path
+) -> None:
+    """``--context`` on the real API server: the inventory names the admin's context, the
+    command picks the ServiceAccount's (the same cluster) and says so; an inventory naming
+    a node the cluster lacks is refused before anything is touched, naming the context,
+    the server and the node (docs/connecting.md, "Another context")."""
+    doc = yaml.safe_load(Path(lab.inventory.cluster.kubeconfig).read_text())
+    cluster = doc["contexts"][0]["context"]["cluster"]
+    doc["users"].append({"name": "sa", "user": {"token": account}})
+    doc["contexts"].append({"name": "sa", "context": {"cluster": cluster, "user": "sa"}})
+    kc = tmp_path / "two.kubeconfig"
+    kc.write_text(yaml.safe_dump(doc))
+    inv_doc = yaml.safe_load(lab.inventory_path.read_text())
+    inv_doc["cluster"] = {"kubeconfig": str(kc), "context": doc["current-context"]}
+    inv = lab.inventory_path.parent / "two-contexts.yaml"
+    inv.write_text(yaml.safe_dump(inv_doc, sort_keys=False))
+    node = lab.inventory.node_names()[-1]
+    ok = powercut("preflight", "-i", str(inv), "--context", "sa", "--no-permissions", node)
+    n = len(lab.inventory.nodes)
+    assert ok.stdout.splitlines()[0] == (
+        f"ok    context: sa (--context): its cluster holds every one of the inventory's {n} nodes"
+    ), ok.stdout
+    assert f"ok    node {node}" in ok.stdout
+    assert powercut_whoami(str(kc), "sa")[1] == USER  # the context's user, not the admin
+    dry = powercut("run", "-i", str(inv), "--context", "sa", "--dry-run")
+    assert "; context sa (--context); nothing will be touched" in dry.stdout, dry.stdout
+    ghost = dict(inv_doc["nodes"][-1], name="ghost-1")
+    inv_doc["nodes"].append(ghost)
+    bad = lab.inventory_path.parent / "ghost.yaml"
+    bad.write_text(yaml.safe_dump(inv_doc, sort_keys=False))
+    refused = powercut("preflight", "-i", str(bad), "--context", "sa", check=False)
+    assert refused.returncode == 2 and refused.stdout == "", refused.stdout
+    server = lab.client.server
+    assert f"context 'sa' (--context) reaches {server}, a cluster with no Node named ghost-1" in (
+        refused.stderr
+    ), refused.stderr
+    unknown = powercut("preflight", "-i", str(inv), "--context", "prod", check=False)
+    assert unknown.returncode == 2
+    assert "context was not found for specified context: prod; valid: " in unknown.stderr

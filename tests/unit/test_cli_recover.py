@@ -267,7 +267,7 @@ def test_with_lock_and_a_kubeconfig_without_its_context_nothing_is_undone(
     assert main(["recover", "-i", str(inventory_path), "--lock", "0"]) == 2
     _, err = capsys.readouterr()
     assert "not recovering: the cluster lock cannot be taken" in err
-    assert "'gone' not found" in err, err
+    assert "context was not found for specified context: gone" in err, err
     assert bmcs.power["w1"] is PowerState.OFF and bmcs.power["w2"] is PowerState.OFF
     assert len(owed(journal_path)) == 4
 

@@ -2,8 +2,8 @@
 
 Exec plugins run through a recording runner (plus one real script), token files and expiry
 on a fake clock, 401 and 403 against a small HTTP server on 127.0.0.1 that checks the bearer
-token. ``tests/integration/test_kubeconfig_kubectl.py`` compares the same forms with
-kubectl's own reading.
+token. ``tests/lab/test_credentials_lab.py`` compares the same forms with kubectl's own
+reading (``kubectl auth whoami``, ``kubectl config view --minify``).
 """
 
 from __future__ import annotations
@@ -397,7 +397,9 @@ def test_missing_files_in_a_list_are_skipped_but_not_all(tmp_path: Path) -> None
 
 def test_an_unknown_context_lists_the_valid_ones(tmp_path: Path) -> None:
     path = write(tmp_path / "kc", config({"token": "t"}))
-    with pytest.raises(ConfigError, match=r"context 'prod' not found; valid: c"):
+    with pytest.raises(
+        ConfigError, match=r"context was not found for specified context: prod; valid: c$"
+    ):
         load_kubeconfig(path, "prod")
 
 
