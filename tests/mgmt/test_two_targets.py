@@ -318,7 +318,10 @@ def _run_results(m: Mgmt, target: str, run_id: str, dest: Path) -> Path:
 def _timelines(results: Path) -> list[dict[str, Any]]:
     out = []
     for f in results.glob("*-attachment.json"):
-        doc = json.loads(f.read_text())
+        try:
+            doc = json.loads(f.read_text())
+        except ValueError:  # an attachment of another shape: not a timeline
+            continue
         if isinstance(doc, dict) and "transitions" in doc and "start_mono" in doc:
             out.append(doc)
     return out
