@@ -287,6 +287,8 @@ def together(mgmt: Mgmt, lab2: Lab2) -> Together:
             wait_for(f"{job} to finish", functools.partial(m.job_done, job), RUN_TIMEOUT, 5)
     seconds = time.monotonic() - t0
     m.timings["two targets' runs at once"] = seconds
+    m.timings["both locks held at once (samples / 2)"] = leases.both_held / 2
+    print("lock holders seen:", {t: sorted(h) for t, h in leases.holders.items()})
     return Together(created, leases, before, progress, seconds)
 
 
