@@ -87,7 +87,8 @@ kind-test: kind-image kind-host
 ## recovered by the target's recover CronJob within 5 minutes and the chart's runner-died
 ## alert fires in a Prometheus scraping the page; the image holds the wheel's files and its
 ## SBOM; the runner holds only a ServiceAccount token with the narrowest RBAC tiers its
-## feature needs
+## feature needs; two targets (a second lab) run at once, each with its own lock, history,
+## page section and metrics, neither disturbing the other
 mgmt-test: kind-image kind-host lab-bin report-tools
 	$(PY) -m pytest tests/mgmt -m mgmt -v -s $(PYTEST_FLAGS)
 
