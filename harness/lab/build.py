@@ -72,12 +72,13 @@ RELEASE_URLS = {
 }
 
 #: How long each group's Go build takes on a cold machine of this project's kind (2 cores, Go
-#: caches empty, little else running; README.md has the measured runs), in seconds: said
+#: caches empty; README.md has the measured runs: the lab's three from the cold `make demo`
+#: of 2026-11-28, with pip and npm installing beside them), in seconds: said
 #: before a build starts and while it runs, as its estimate. A busy machine takes longer.
 COLD_BUILD_S: dict[str, int] = {
-    "kubernetes": 480,
-    "etcd": 90,
-    "kwok": 60,
+    "kubernetes": 1125,
+    "etcd": 64,
+    "kwok": 121,
     "kubernetes-node": 360,
     "kind": 40,
     "containerd": 150,
@@ -94,13 +95,13 @@ COLD_BUILD_S: dict[str, int] = {
 
 
 def estimate(name: str) -> str:
-    """``name``'s cold build time as words (``cold on two idle cores: about 8 min``), or ""
+    """``name``'s cold build time as words (``cold on two cores: about 18 min``), or ""
     if unknown."""
     seconds = COLD_BUILD_S.get(name)
     if seconds is None:
         return ""
     took = f"{seconds // 60} min" if seconds >= 120 else f"{seconds} s"
-    return f"cold on two idle cores: about {took}"
+    return f"cold on two cores: about {took}"
 
 
 @dataclass(frozen=True)

@@ -170,15 +170,11 @@ def _kubelet_settings(
             "s",
             f"spec.leaseDurationSeconds of {count} of {len(leases)} Leases in kube-node-lease",
         )
-    workers = [
-        n
-        for n in nodes
-        if names.LABEL_CONTROL_PLANE not in (n.get("metadata", {}).get("labels") or {})
-    ]
-    for node in (workers or list(nodes))[:1]:
-        name = node["metadata"]["name"]
+    for name in configz_candidates(nodes):
         doc = _quiet_get(api, f"/api/v1/nodes/{name}/proxy/configz")
         config = (doc or {}).get("kubeletconfig") or {}
+        if not config:
+            continue  # its kubelet is down, or its configz is off: the next one
         for key in _KUBELET:
             if (
                 key in config
@@ -188,10 +184,32 @@ def _kubelet_settings(
                 out[key] = Setting(
                     key, seconds, "s", f"kubelet configz of node {name} (nodes/proxy)"
                 )
+        break
     for key in _KUBELET:
         if key not in out:
             out[key] = default_for(key, version)
     return out
+
+
+#: How many nodes' configz are asked for before the kubelet's defaults are assumed.
+CONFIGZ_TRIES = 3
+
+
+def _ready(node: JSON) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def configz_candidates(nodes: Sequence[JSON]) -> list[str]:
+    """The nodes whose kubelet configz is asked for, in order, at most :data:`CONFIGZ_TRIES`:
+    Ready workers first (a worker's kubelet is the one a failure's timings come from; a
+    NotReady node's proxy only times out), then the other workers, then the rest."""
+
+    def rank(n: JSON) -> tuple[bool, bool]:
+        control = names.LABEL_CONTROL_PLANE in (n.get("metadata", {}).get("labels") or {})
+        return (control, not _ready(n))
+
+    return [n["metadata"]["name"] for n in sorted(nodes, key=rank)][:CONFIGZ_TRIES]
 
 
 def zone_sizes(nodes: Sequence[JSON]) -> list[int]:

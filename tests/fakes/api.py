@@ -168,6 +168,9 @@ class FakeApiServer:
         self.list_failure: int | None = None
         #: Resources every request for is refused with 403 Forbidden (a role without them).
         self.forbidden: set[str] = set()
+        #: node name -> its kubelet's configuration, served at nodes/<name>/proxy/configz
+        #: (a node not here answers 503, as a kubelet that is down or has configz off)
+        self.configz: dict[str, JSON] = {}
         #: (resource, verb) a SelfSubjectAccessReview answers not allowed (besides the
         #: forbidden resources); the reviews asked, in order
         self.denied: set[tuple[str, str]] = set()
@@ -584,6 +587,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if method == "POST" and not name:
             self._send(*api._create(resource, namespace, body or {}))
+            return
+        if method == "GET" and resource == "nodes" and sub == "proxy":
+            # a kubelet's own endpoints through the API server: only configz is served
+            config = api.configz.get(name)
+            if config is None:
+                self._send(503, _status(503, "ServiceUnavailable", f"no kubelet on {name}"))
+            else:
+                self._send(200, {"kubeletconfig": copy.deepcopy(config)})
             return
         with api._cond:
             current = api.objects[resource].get(key)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -76,25 +77,16 @@ def _own_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ["POWERCUT_STATE_DIR"] = before
 
 
-@pytest.fixture(scope="session")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabHandle]:
-    root = tmp_path_factory.mktemp("lab")
-    state = root / "state"
-    inv = root / "lab.yaml"
+@contextlib.contextmanager
+def lab_session(root: Path, timings: str = "fast", timeout: float = 600) -> Iterator[LabHandle]:
+    """A lab of its own under ``root`` (workloads, ``timings``, the lab tests' ports), taken
+    down whatever happens: the lab fixture's and the opt-in upstream lab's."""
+    state, inv = root / "state", root / "lab.yaml"
     try:
         out = powercut(
-            "lab",
-            "up",
-            "--workloads",
-            "--timings",
-            "fast",
-            "--base-port",
-            str(BASE_PORT),
-            "--state-dir",
-            str(state),
-            "--inventory-out",
-            str(inv),
-        )
+            "lab", "up", "--workloads", "--timings", timings, "--base-port", str(BASE_PORT),
+            "--state-dir", str(state), "--inventory-out", str(inv), timeout=timeout,
+        )  # fmt: skip
         print(out.stdout, out.stderr)
         inventory = load_inventory(inv)
         client = KubeClient.from_kubeconfig(inventory.cluster.kubeconfig)
@@ -102,3 +94,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabHandle]:
         client.close()
     finally:
         powercut("lab", "down", "--state-dir", str(state), check=False)
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabHandle]:
+    with lab_session(tmp_path_factory.mktemp("lab")) as handle:
+        yield handle

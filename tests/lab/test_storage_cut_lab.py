@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +17,7 @@ from harness.failures import FailureKind, bring_back, inflict
 from harness.inventory import load_inventory
 from harness.kube.names import Act, Stage
 from harness.session import Session
+from tests.killed import inflict_then_sigkill, recover
 from tests.lab.conftest import POWERCUT, LabHandle, wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.disruptive, pytest.mark.needs_bmc]
@@ -121,42 +119,9 @@ def test_the_heal_armed_on_the_node_heals_it_by_itself(lab: LabHandle, victim: s
 def test_sigkill_leaves_the_cut_to_recover(
     lab: LabHandle, victim: str, env: dict[str, str]
 ) -> None:
-    script = textwrap.dedent(
-        f"""
-        import sys, time
-        from harness.failures import FailureKind, inflict
-        from harness.inventory import load_inventory
-        from harness.session import Session
-        with Session(load_inventory({str(lab.inventory_path)!r})) as s:
-            inflict(s, [{victim!r}], FailureKind.STORAGE_CUT, undo_after_s=600)
-            print("CUT", flush=True)
-            time.sleep(600)
-        """
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.strip() == "CUT", line
-        proc.kill()
-        proc.wait()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    inflict_then_sigkill(lab.inventory_path, victim, "STORAGE_CUT", env)
     assert _cut_in_lab(lab) == [victim], "SIGKILL leaves no chance to heal: the node stays cut"
-    out = subprocess.run(
-        [*POWERCUT, "recover", "-i", str(lab.inventory_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "heal_storage" in out.stdout, out.stdout
+    assert "heal_storage" in recover(POWERCUT, lab.inventory_path, env)
     assert _cut_in_lab(lab) == []
     # the lock is free again
     with Session(load_inventory(lab.inventory_path)):

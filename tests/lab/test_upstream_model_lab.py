@@ -19,10 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.inventory import load_inventory
-from harness.kube.client import KubeClient
 from harness.report.history import from_allure_results
-from tests.lab.conftest import BASE_PORT, LabHandle, powercut
+from tests.lab.conftest import LabHandle, lab_session, powercut
 
 pytestmark = [
     pytest.mark.lab,
@@ -36,19 +34,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def upstream_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabHandle]:
-    root = tmp_path_factory.mktemp("upstream-lab")
-    state, inv = root / "state", root / "lab.yaml"
-    try:
-        powercut(
-            "lab", "up", "--workloads", "--timings", "upstream", "--base-port", str(BASE_PORT),
-            "--state-dir", str(state), "--inventory-out", str(inv), timeout=900,
-        )  # fmt: skip
-        inventory = load_inventory(inv)
-        client = KubeClient.from_kubeconfig(inventory.cluster.kubeconfig)
-        yield LabHandle(state, inv, inventory, client, BASE_PORT)
-        client.close()
-    finally:
-        powercut("lab", "down", "--state-dir", str(state), check=False)
+    with lab_session(tmp_path_factory.mktemp("upstream-lab"), "upstream", 900) as handle:
+        yield handle
 
 
 def test_the_model_reads_the_upstream_defaults_the_lab_runs_with(upstream_lab: LabHandle) -> None:

@@ -320,3 +320,36 @@ def test_run_refuses_an_impossible_budget_before_touching(
     assert ".feature:" in err  # where the budget is named
     assert not (tmp_path / "out").exists() and not (tmp_path / "ran").exists()
     assert {r.method for r in list(api.requests)[before:]} == {"GET"}  # read, never written
+
+
+def test_the_kubelets_settings_come_from_the_first_ready_worker_whose_configz_answers(
+    api: FakeApiServer,
+) -> None:
+    """w0's kubelet answers no configz (down, or configz off): w1's is read, not the
+    kubelet's defaults assumed; a NotReady worker is asked last, a control plane after it."""
+    api.configz["w1"] = {"shutdownGracePeriod": "30s", "shutdownGracePeriodCriticalPods": "10s"}
+    api.configz["w2"] = {"shutdownGracePeriod": "99s"}
+    model = read_model(api.client(), WORKLOADS)
+    grace = model.settings["shutdownGracePeriod"]
+    assert not grace.assumed and grace.value == 30, grace
+    assert "configz of node w1" in grace.source
+    assert model.settings["shutdownGracePeriodCriticalPods"].value == 10
+    asked = [r.path for r in api.requests if r.path.endswith("/proxy/configz")]
+    assert asked == ["/api/v1/nodes/w0/proxy/configz", "/api/v1/nodes/w1/proxy/configz"]
+
+
+def test_configz_is_asked_of_ready_workers_first_and_of_three_nodes_at_most() -> None:
+    from harness.model.read import configz_candidates
+
+    cp = node("cp0")
+    cp["metadata"]["labels"]["node-role.kubernetes.io/control-plane"] = ""
+    nodes = [cp, node("w-down", ready="False"), node("w0"), node("w1"), node("w2")]
+    assert configz_candidates(nodes) == ["w0", "w1", "w2"]
+    assert configz_candidates(nodes[:3]) == ["w0", "w-down", "cp0"]
+
+
+def test_with_no_configz_anywhere_the_kubelets_defaults_are_assumed(api: FakeApiServer) -> None:
+    model = read_model(api.client(), WORKLOADS)
+    assert model.settings["shutdownGracePeriod"].assumed
+    asked = [r.path for r in api.requests if r.path.endswith("/proxy/configz")]
+    assert len(asked) == 3  # CONFIGZ_TRIES, then the defaults
