@@ -2,9 +2,9 @@
 (target ``lab``), a second, smaller lab (target ``lab-b``: three control planes as the
 scenario needs, one worker per rack) served on the same Docker network's gateway, added as
 the second entry of the chart's ``targets:`` by a ``helm upgrade`` of the same release, with
-its own inventory ConfigMap, its own kubeconfig Secret (a ServiceAccount token holding only
-the scenario's tiers, the lock's admission policy on that lab too, as for the first) and its
-own schedule. One Job of each target's CronJob is created at the same moment; then:
+its own inventory ConfigMap, its own kubeconfig Secret (a token of a ServiceAccount of that
+lab holding only the scenario's tiers; that lab's lock admission policy admits only it) and
+its own schedule. One Job of each target's CronJob is created at the same moment; then:
 
 - both succeed; each lab's lock Lease (``kube-system/powercut-lock``) was held by its own
   target's runner only, both at once at some moment, and neither runner was refused a lock;
@@ -54,9 +54,8 @@ from tests.mgmt.conftest import (
     POWERCUT,
     RELEASE,
     ROOT,
-    RUNNER_SA,
-    RUNNER_SA_NAMESPACE,
     RUNNER_TIERS,
+    RUNNER_USER,
     TARGET,
     Mgmt,
     _ephemeral,
@@ -68,7 +67,7 @@ from tests.mgmt.conftest import (
     try_lock_write,
     wait_for,
 )
-from tests.role_bound import grant_tiers, token_kubeconfig
+from tests.role_bound import grant_tiers, service_account_user, token_kubeconfig
 
 pytestmark = [pytest.mark.mgmt, pytest.mark.disruptive, pytest.mark.timeout(3600)]
 LAB2_PORT = int(os.environ.get("POWERCUT_TEST_MGMT_LAB2_PORT", str(LAB_PORT + 50)))
@@ -82,6 +81,11 @@ SCHEDULE2 = "*/3 * * * *"
 #: the runner pod's name, ``<job>-<suffix>/pid-N/...``)
 JOBS = {TARGET: "at-once-a", TARGET2: "at-once-b"}
 RUN_TIMEOUT = 1500
+#: the second target's runner identity in its lab: a ServiceAccount whose token its Secret's
+#: kubeconfig holds, bound to the scenario's tiers alone (tests/role_bound.py); the only
+#: writer its lab's lock policy admits
+LAB2_SA, LAB2_SA_NAMESPACE = "powercut", "kube-system"
+LAB2_USER = service_account_user(LAB2_SA, LAB2_SA_NAMESPACE)
 #: what a runner or its init container says when another run holds the target's lock
 REFUSED = ("another powercut run holds the cluster lock", "taken over concurrently")
 
@@ -110,14 +114,15 @@ def _runner_secret(m: Mgmt, admin: KubeClient, lab_dir: Path, lab_yaml: Path, tm
     as a pod sees them; the ConfigMap and the Secret created. Returns the inventory's name."""
     lab_doc = yaml.safe_load(lab_yaml.read_text())
     namespaces = sorted({w["namespace"] for w in lab_doc.get("workloads") or []})
-    token = grant_tiers(admin, RUNNER_SA, RUNNER_TIERS, namespaces,
-                        namespace=RUNNER_SA_NAMESPACE, expiration_s=6 * 3600)  # fmt: skip
-    runner_kc = token_kubeconfig(lab_dir / "kubeconfig", RUNNER_SA, token,
+    token = grant_tiers(admin, LAB2_SA, RUNNER_TIERS, namespaces,
+                        namespace=LAB2_SA_NAMESPACE, expiration_s=6 * 3600)  # fmt: skip
+    runner_kc = token_kubeconfig(lab_dir / "kubeconfig", LAB2_SA, token,
                                  tmp / "runner.kubeconfig")  # fmt: skip
     runner = KubeClient.from_kubeconfig(runner_kc, timeout_s=10)
     try:
         for path, doc in lock_policy():
-            admin.apply(path, doc)
+            # the conftest's policy, with this target's runner as the writer
+            admin.apply(path, json.loads(json.dumps(doc).replace(RUNNER_USER, LAB2_USER)))
         wait_for("the lock policy to refuse the second lab's admin",
                  lambda: "may be written by" in try_lock_write(admin), 60, every_s=0.5)  # fmt: skip
         wait_for("the runner's identity to be let write the second lab's lock",
@@ -137,8 +142,9 @@ def _two_target_values(tmp: Path, image: str) -> Path:
     settings, with the second's name, inventory, kubeconfig Secret and schedule."""
     one = _values(tmp, image)
     v = yaml.safe_load(one.read_text())
+    first = {k: x for k, x in v["targets"][0].items() if k != "targetToken"}  # its own kubeconfig
     second = {
-        **v["targets"][0],
+        **first,
         "name": TARGET2,
         "schedule": SCHEDULE2,
         "inventory": {"configMap": f"{TARGET2}-inventory"},
