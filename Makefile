@@ -88,7 +88,8 @@ kind-test: kind-image kind-host
 ## alert fires in a Prometheus scraping the page; the image holds the wheel's files and its
 ## SBOM; the runner holds no token in any Secret: a projected token of the management
 ## cluster's ServiceAccount, which the lab trusts (lab up --authentication-config), bound to
-## the narrowest RBAC tiers its feature needs
+## the narrowest RBAC tiers its feature needs; two targets (a second lab) run at once, each
+## with its own lock, history, page section and metrics, neither disturbing the other
 mgmt-test: kind-image kind-host lab-bin report-tools
 	$(PY) -m pytest tests/mgmt -m mgmt -v -s $(PYTEST_FLAGS)
 

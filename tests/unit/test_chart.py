@@ -143,6 +143,16 @@ def test_longevity_target(helm: Path, tmp_path: Path) -> None:
     assert vols["inventory"]["secret"]["secretName"] == "inv"
 
 
+def test_a_target_named_like_anothers_recover_cronjob_is_allowed_without_it(
+    helm: Path, tmp_path: Path
+) -> None:
+    """Only CronJobs that would exist clash: "a-recover" beside "a" with no recover CronJob."""
+    ds = docs(helm, {"targets": [target("a", recover={"enabled": False}), target("a-recover")]},
+              tmp_path)  # fmt: skip
+    names = sorted(d["metadata"]["name"] for d in by_kind(ds, "CronJob"))
+    assert names == ["pc-a", "pc-a-recover", "pc-a-recover-recover"]
+
+
 def test_fifty_targets(helm: Path, tmp_path: Path) -> None:
     ds = docs(helm, {"targets": [target(f"t{i:02d}") for i in range(50)]}, tmp_path)
     assert len(runners(ds)) == 50
@@ -186,6 +196,17 @@ def test_fifty_targets(helm: Path, tmp_path: Path) -> None:
             },
             'targets[0].targetToken.projected.path "/tmp/t": its directory would be mounted in '
             "/tmp, where the chart mounts other files",
+        ),
+        # two targets whose CronJobs would share a name (and so their Jobs)
+        (
+            {"targets": [target("a"), target("a-recover")]},
+            'targets[1].name "a-recover": the CronJob name "pc-a-recover" is also the name of '
+            "targets[0]'s recover CronJob",
+        ),
+        (
+            {"targets": [target("a-recover"), target("a")]},
+            'targets[1].name "a": the CronJob name "pc-a-recover" is also the name of '
+            "targets[0]'s runner CronJob",
         ),
     ],
 )
