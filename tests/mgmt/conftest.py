@@ -325,8 +325,12 @@ class Mgmt:
         items = self.kj("get", "pods", "-l", f"job-name={job}")["items"]
         return dict(items[0]) if items else None
 
-    def logs(self, job: str, container: str) -> str:
+    def logs(self, job: str, container: str, *, gone_ok: bool = False) -> str:
+        """``container``'s log in ``job``'s pod; ``gone_ok``: "" when the pod is gone (a
+        CronJob's history limit deletes an older Job, and its pod, while it is listed)."""
         pod = self.pod_of(job)
+        if pod is None and gone_ok:
+            return ""
         assert pod, f"job {job} has no pod"
         return self.k("logs", pod["metadata"]["name"], "-c", container, check=False)
 
