@@ -17,6 +17,7 @@ Options (``powercut run`` passes its own ``--features`` / ``--no-builtin`` on):
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> str:
     return f"powercut: seed {config.stash[SEED]} (replay these choices with --seed)"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the demo set's shortened examples (tagged ``@demo_only``, e.g. the longevity
+    scenario's two-cycle one) unless the run selects the demo set (``-m demo``): everything
+    else runs the full example beside it, as before (README.md, ``make demo``)."""
+    if "demo" in re.findall(r"\w+", config.getoption("markexpr") or ""):
+        return
+    dropped = [item for item in items if item.get_closest_marker("demo_only")]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if not item.get_closest_marker("demo_only")]
 
 
 def seed_of(config: pytest.Config) -> int:
