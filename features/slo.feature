@@ -10,7 +10,7 @@ Feature: Service-level objectives hold while a worker is lost
   Background:
     Given the cluster is in steady state
 
-  @critical @demo
+  @critical
   Scenario: A worker loses power; the SLOs read from Prometheus hold and no alert fires
     Given a worker node running pods protected by a PodDisruptionBudget and a DaemonSet pod
     When the node loses power
