@@ -40,14 +40,18 @@ def results(report: Path) -> list[dict[str, Any]]:
 
 def feature_scenarios() -> int:
     """How many scenarios the feature library has: one per Scenario, one per Examples row
-    of a Scenario Outline (what pytest-bdd collects from ``features/``)."""
+    of a Scenario Outline (what pytest-bdd collects from ``features/``), but the demo set's
+    own shortened ones (``@demo_only``: deselected unless the run selects ``-m demo``)."""
     total = 0
     for path in sorted(FEATURES.rglob("*.feature")):
         if any(part.startswith("kind") for part in path.relative_to(FEATURES).parts[:-1]):
             continue  # the kind feature sets (kind/, kind-volumes/): real kubelets only
         feature = FeatureParser(str(path.parent), path.name).parse()
         for scenario in feature.scenarios.values():
-            rows = sum(len(ex.examples) for ex in scenario.examples)
+            if "demo_only" in scenario.tags | feature.tags:
+                continue
+            examples = [ex for ex in scenario.examples if "demo_only" not in ex.tags]
+            rows = sum(len(ex.examples) for ex in examples)
             total += rows if scenario.examples else 1
     return total
 

@@ -88,3 +88,15 @@ def test_make_demo_runs_the_demo_set_and_says_so() -> None:
     assert "-m demo" in script
     assert '--title "The demo set' in script
     assert "make features" in script  # and says how to run everything
+
+
+def test_every_demo_only_scenario_is_in_the_demo_set() -> None:
+    """A scenario tagged @demo_only runs only with -m demo: without @demo it would never run."""
+    stray = []
+    for path in sorted(FEATURES.rglob("*.feature")):
+        feature = FeatureParser(str(path.parent), path.name).parse()
+        for template in feature.scenarios.values():
+            tags = feature.tags | template.tags
+            blocks = [tags | ex.tags for ex in template.examples] or [tags]
+            stray += [template.name for t in blocks if "demo_only" in t and "demo" not in t]
+    assert not stray, stray
