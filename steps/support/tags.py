@@ -43,8 +43,8 @@ MARKERS = {
     "kind": "written for real kubelets in a kind cluster (features/kind)",
     "demo": "one of the demo set (`make demo`, `powercut run -- -m demo`): a few scenarios "
     "covering every failure kind, every way of choosing targets and every figure of the report",
-    "demo_only": "a demo set's shortened example of a scenario (fewer cycles) whose full "
-    "example runs otherwise: run only when the -m expression names demo (`make demo`)",
+    "demo_only": "the demo set's shortened form of scenarios that run in full otherwise (fewer "
+    "cycles, checks combined): run only when the -m expression names demo (`make demo`)",
     # Allure severities, written as feature tags (@critical); steps/fixtures.py also turns
     # them into the Allure severity label.
     "blocker": "severity: the cluster cannot be released if this fails",
