@@ -105,9 +105,9 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect the demo set's shortened examples (tagged ``@demo_only``, e.g. the longevity
-    scenario's two-cycle one) unless the run selects the demo set (``-m demo``): everything
-    else runs the full example beside it, as before (README.md, ``make demo``)."""
+    """Deselect the demo set's shortened scenarios (tagged ``@demo_only``, e.g. the cyclic
+    third's two cycles with the SLO checks) unless the run selects the demo set (``-m demo``):
+    every other run runs the full scenarios instead, as before (docs/setup.md, ``make demo``)."""
     if "demo" in re.findall(r"\w+", config.getoption("markexpr") or ""):
         return
     dropped = [item for item in items if item.get_closest_marker("demo_only")]
