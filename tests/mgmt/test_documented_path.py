@@ -45,8 +45,9 @@ pytestmark = [pytest.mark.mgmt, pytest.mark.disruptive, pytest.mark.timeout(3600
 HEADING = "## From nothing to the first nightly run: 10 commands"
 NS = "powercut-path"
 TARGET = "rack-a"  # the block's
-#: the page's local port for command 10 (from this run's block of ports)
-PORT = int(os.environ.get("POWERCUT_TEST_MGMT_PORT", "27000")) + 300
+#: the page's local port for command 10: between the test's Prometheus (the mgmt port + 100)
+#: and the lab's thousand ports (from the mgmt port + 200 by default)
+PORT = int(os.environ.get("POWERCUT_TEST_MGMT_PORT", "27000")) + 150
 BLOCK_TIMEOUT = 2400
 _NUMBERED = re.compile(r"\s#\s+(\d+)\b[^\n]*$")
 
@@ -204,6 +205,7 @@ def test_the_documented_path_runs_as_written(mgmt: Mgmt, tmp_path_factory: Any) 
     m = mgmt
     _clean_up(m)  # a namespace a killed earlier run left
     assert m.lab_clean() == []
+    assert _fetch(f"http://127.0.0.1:{PORT}/") is None, f"port {PORT} already answers"
     work = tmp_path_factory.mktemp("reader")
     assert not work.resolve().is_relative_to(ROOT)
     env = {**os.environ, **reader_inputs(m, work)}
