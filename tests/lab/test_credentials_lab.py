@@ -349,19 +349,29 @@ def test_a_revoked_credential_is_fetched_anew_on_the_401_and_counted(
     client.close()
 
 
-def test_a_run_outlives_its_credentials(
-    lab: LabHandle, kubectl: str, admin: dict[str, Any], account: str, tmp_path: Path
-) -> None:
+def _exec_inventory(
+    lab: LabHandle, kubectl: str, admin: dict[str, Any], tmp_path: Path, name: str
+) -> tuple[Path, Path]:
+    """The lab's inventory with its cluster reached through the exec plugin (credentials
+    living ``LIFETIME_S``): ``<name>.yaml`` beside the lab's inventory, and the plugin's log
+    of its calls."""
     log = tmp_path / "plugin.log"
     script = plugin(tmp_path, kubectl, lab)
     exec_ = {"apiVersion": "client.authentication.k8s.io/v1", "command": str(script),
              "interactiveMode": "Never",
              "env": [{"name": "PLUGIN_LOG", "value": str(log)}]}  # fmt: skip
-    kc = kubeconfig(lab.inventory_path.parent / "exec.kubeconfig", admin, {"exec": exec_})
+    kc = kubeconfig(lab.inventory_path.parent / f"{name}.kubeconfig", admin, {"exec": exec_})
     inv_doc = yaml.safe_load(lab.inventory_path.read_text())
     inv_doc["cluster"] = {"kubeconfig": str(kc)}
-    inv = lab.inventory_path.parent / "exec.yaml"
+    inv = lab.inventory_path.parent / f"{name}.yaml"
     inv.write_text(yaml.safe_dump(inv_doc, sort_keys=False))
+    return inv, log
+
+
+def test_a_run_outlives_its_credentials(
+    lab: LabHandle, kubectl: str, admin: dict[str, Any], account: str, tmp_path: Path
+) -> None:
+    inv, log = _exec_inventory(lab, kubectl, admin, tmp_path, "exec")
     out = tmp_path / "out"
     started = time.time()
     proc = subprocess.run(
@@ -418,16 +428,7 @@ def test_a_longevity_run_outlives_its_credentials(
     from harness.kube.timeline import ACTION, Timeline
     from harness.longevity.records import CYCLES_FILE, read_log
 
-    log = tmp_path / "plugin.log"
-    script = plugin(tmp_path, kubectl, lab)
-    exec_ = {"apiVersion": "client.authentication.k8s.io/v1", "command": str(script),
-             "interactiveMode": "Never",
-             "env": [{"name": "PLUGIN_LOG", "value": str(log)}]}  # fmt: skip
-    kc = kubeconfig(lab.inventory_path.parent / "exec-night.kubeconfig", admin, {"exec": exec_})
-    inv_doc = yaml.safe_load(lab.inventory_path.read_text())
-    inv_doc["cluster"] = {"kubeconfig": str(kc)}
-    inv = lab.inventory_path.parent / "exec-night.yaml"
-    inv.write_text(yaml.safe_dump(inv_doc, sort_keys=False))
+    inv, log = _exec_inventory(lab, kubectl, admin, tmp_path, "exec-night")
     out, run_log = tmp_path / "night", tmp_path / "powercut.log"
     started = time.time()
     proc = subprocess.Popen(
