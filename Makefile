@@ -89,7 +89,8 @@ kind-test: kind-image kind-host
 ## SBOM; the runner holds no token in any Secret: a projected token of the management
 ## cluster's ServiceAccount, which the lab trusts (lab up --authentication-config), bound to
 ## the narrowest RBAC tiers its feature needs; two targets (a second lab) run at once, each
-## with its own lock, history, page section and metrics, neither disturbing the other
+## with its own lock, history, page section and metrics, neither disturbing the other;
+## docs/management.md's 10-command path runs as written (its block run by bash)
 mgmt-test: kind-image kind-host lab-bin report-tools
 	$(PY) -m pytest tests/mgmt -m mgmt -v -s $(PYTEST_FLAGS)
 

@@ -299,6 +299,8 @@ class Mgmt:
     kind_client: KubeClient
     timings: dict[str, float]
     image: str = ""  # the runner image's reference, as `powercut image build` printed it
+    #: the lab's inventory as `lab up --inventory-out` wrote it (host addresses and paths)
+    lab_inventory: Path = Path()
     #: the lab as the runner's identity (a token of the management cluster's ServiceAccount)
     runner_client: KubeClient = field(init=False)
 
@@ -480,6 +482,7 @@ def mgmt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mgmt]:
             kind_dir, lab_dir, gateway, kind_dir / "kubeconfig", kubectl, helm,
             admin, kind_client, timings, image,
         )  # fmt: skip
+        m.lab_inventory = tmp / "lab.yaml"
         run([kubectl, "--kubeconfig", str(m.kubeconfig), "create", "namespace", NAMESPACE])
         m.k("create", "secret", "generic", "lab-target", f"--from-file={files}")
         m.k("create", "configmap", "lab-inventory", f"--from-file={tmp / 'inventory.yaml'}")
