@@ -116,13 +116,14 @@ wheel-test: lab-bin report-tools
 	bash scripts/wheel-test.sh
 
 ## kind-stages: the two kind-based stages one after the other (they share the node image and
-## the Docker engine; the management cluster is created after the real kubelets' is gone).
+## the Docker engine; the management cluster is created after the real kubelets' is gone);
+## both run, and it fails if either did (a failed kind-test once kept mgmt-test from running).
 ## The node image's build and the storage's (Go, on a cold machine only) run at the lowest CPU
 ## priority, so the lab stages beside them keep their timings.
 kind-stages: venv
 	nice -n 19 $(MAKE) --no-print-directory kind-image chart
-	$(MAKE) --no-print-directory kind-test
-	$(MAKE) --no-print-directory mgmt-test
+	@rc=0; for stage in kind-test mgmt-test; do \
+	  $(MAKE) --no-print-directory $$stage || { rc=1; echo "make $$stage failed"; }; done; exit $$rc
 
 ## test: everything the project checks. First the installs, the checks (but the chart's) and
 ## the report pipeline, with the lab's binaries, which every lab stage waits for, built beside
