@@ -72,13 +72,14 @@ RELEASE_URLS = {
 }
 
 #: How long each group's Go build takes on a cold machine of this project's kind (2 cores, Go
-#: caches empty; README.md has the measured runs: the lab's three from the cold `make demo`
-#: of 2026-11-28, with pip and npm installing beside them), in seconds: said
-#: before a build starts and while it runs, as its estimate. A busy machine takes longer.
+#: caches empty; README.md has the measured runs: the lab's three from the second cold `make
+#: demo` of 2026-11-28, modules and compiling, with pip and npm installing beside them), in
+#: seconds: said before a build starts and while it runs, as its estimate. A busy machine
+#: takes longer.
 COLD_BUILD_S: dict[str, int] = {
-    "kubernetes": 1125,
-    "etcd": 64,
-    "kwok": 121,
+    "kubernetes": 400,
+    "etcd": 45,
+    "kwok": 100,
     "kubernetes-node": 360,
     "kind": 40,
     "containerd": 150,
@@ -95,7 +96,7 @@ COLD_BUILD_S: dict[str, int] = {
 
 
 def estimate(name: str) -> str:
-    """``name``'s cold build time as words (``cold on two cores: about 18 min``), or ""
+    """``name``'s cold build time as words (``cold on two cores: about 6 min``), or ""
     if unknown."""
     seconds = COLD_BUILD_S.get(name)
     if seconds is None:

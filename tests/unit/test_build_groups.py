@@ -37,8 +37,8 @@ def test_the_lab_builds_only_what_it_runs() -> None:
 def test_every_go_build_has_its_cold_estimate() -> None:
     names = {g.name for g in every_group()}
     assert names - set(build.COLD_BUILD_S) == set()
-    assert build.estimate("kubernetes") == "cold on two cores: about 18 min"
-    assert build.estimate("kwok") == "cold on two cores: about 2 min"
+    assert build.estimate("kubernetes") == "cold on two cores: about 6 min"
+    assert build.estimate("kwok") == "cold on two cores: about 100 s"
     assert build.estimate("no-such-group") == ""
 
 
